@@ -1,0 +1,481 @@
+/* umpol policy grammar. Pure and reentrant; conflicts resolved by precedence (%expect 0). */
+%code requires {
+#include <stdint.h>
+#include "lang/ast.h"
+#include "lang/parse.h"
+typedef void *yyscan_t;
+#define YYLTYPE struct loc
+#define YYLTYPE_IS_DECLARED 1
+#define YYLTYPE_IS_TRIVIAL 1
+struct range { uint64_t lo, hi; bool empty, negate; };
+struct trigger { enum trigger_kind kind; char *pattern; struct loc loc; };
+}
+
+%code {
+#include <stdlib.h>
+#include <string.h>
+
+int yylex(YYSTYPE *lval, YYLTYPE *lloc, yyscan_t scanner);
+static void yyerror(YYLTYPE *loc, yyscan_t scanner, struct parse_state *st, const char *msg);
+static void add_directive(struct parse_state *st, struct directive *d);
+static struct directive *directive_new(enum directive_kind kind, YYLTYPE loc);
+static struct place place_make(struct parse_state *st, enum loc_kind kind, uint64_t index, YYLTYPE loc);
+static struct expr *range_expr(enum expr_kind kind, struct range r, YYLTYPE loc);
+static struct expr *text_expr(enum expr_kind kind, char *text, YYLTYPE loc, YYLTYPE text_loc);
+static struct expr *binary_expr(enum expr_kind kind, struct expr *l, struct expr *r, YYLTYPE loc);
+static struct range range_cmp(int op, uint64_t v);
+static void add_global(struct parse_state *st, enum global_kind kind, struct amount a, YYLTYPE loc);
+static int begin_class(struct parse_state *st, char *name, YYLTYPE name_loc, YYLTYPE loc);
+}
+
+%define api.pure full
+%define parse.error custom
+%define parse.lac full
+%locations
+%expect 0
+%lex-param {yyscan_t scanner}
+%parse-param {yyscan_t scanner} {struct parse_state *st}
+
+%initial-action {
+    @$ = (struct loc){1, 1, 1, 1};
+}
+
+%union {
+    uint64_t num;
+    char *str;
+    struct expr *expr;
+    struct place place;
+    struct range range;
+    struct amount amount;
+    struct directive *dir;
+    struct trigger trigger;
+    int cmp;
+}
+
+%token UMPOL "umpol" BUDGET "budget" CAP "cap" SLAB "slab" CLASS "class"
+%token MATCH "match" MEMORY "memory" ADVISE "advise" PLACE "place" ACCESS "access"
+%token PREFETCH "prefetch" PRIORITY "priority" ON "on" ALLOC "alloc" ENTER "enter"
+%token EXIT "exit" MARK "mark" GPU "gpu" HOST "host" NUMA "numa" NEAR "near" NONE "none"
+%token MANAGED "managed" DEVICE "device" READ_MOSTLY "read_mostly"
+%token SIZE_KW "size" PHASE "phase" TAG "tag" API "api" NTH "nth" ANY "any"
+%token AND "and" OR "or" NOT "not"
+%token DOTDOT ".." LE "<=" GE ">=" EQ "==" NE "!="
+%token <num> NUMBER "number" SIZE "size value" PERCENT "percentage"
+%token <str> STRING "string" IDENT "identifier"
+
+%type <expr> expr predicate
+%type <place> location opt_location
+%type <range> range
+%type <num> byte_count
+%type <amount> amount
+%type <dir> access_list
+%type <trigger> trigger
+%type <cmp> cmp
+
+%destructor { free($$); } <str>
+%destructor { expr_free($$); } <expr>
+%destructor { directive_free($$); } <dir>
+%destructor { free($$.pattern); } <trigger>
+
+%left OR
+%left AND
+%precedence NOT
+
+%%
+
+policy:
+      %empty
+    | policy item
+    ;
+
+item:
+      UMPOL NUMBER ';'
+        {
+            if (!st->ast->saw_any_item)
+                st->ast->first_item_is_version = true;
+            add_global(st, GLOBAL_VERSION, (struct amount){false, $2, @2}, @$);
+        }
+    | BUDGET GPU amount ';'     { add_global(st, GLOBAL_BUDGET, $3, @$); }
+    | CAP MANAGED amount ';'    { add_global(st, GLOBAL_CAP, $3, @$); }
+    | SLAB byte_count ';'       { add_global(st, GLOBAL_SLAB, (struct amount){false, $2, @2}, @$); }
+    | class
+    | error ';'                 { yyerrok; }
+    | error '}'                 { yyerrok; }
+    ;
+
+amount:
+      PERCENT      { $$ = (struct amount){true, $1, @1}; }
+    | byte_count   { $$ = (struct amount){false, $1, @1}; }
+    ;
+
+byte_count:
+      NUMBER
+    | SIZE
+    ;
+
+class:
+      CLASS IDENT '{'
+        {
+            /* The class owns the name now; error recovery must not free it. */
+            char *name = $2;
+            $2 = NULL;
+            if (begin_class(st, name, @2, @1) != 0) YYNOMEM;
+        }
+      directives '}'   { st->current_class = NULL; }
+    | CLASS error '}'  { st->current_class = NULL; yyerrok; }
+    ;
+
+directives:
+      %empty
+    | directives directive
+    ;
+
+directive:
+      MATCH expr ';'
+        {
+            struct directive *d = directive_new(DIR_MATCH, @1);
+            if (!d) { expr_free($2); YYNOMEM; }
+            d->match = $2;
+            /* Bounded size keeps every later walk of the tree shallow. */
+            if (st->expr_ops > PARSE_MAX_EXPR_OPS) {
+                diag_add(st->diags, DIAG_ERROR, E_TOO_MANY, @2,
+                         "match expression has %zu operators; the limit is %d",
+                         st->expr_ops, PARSE_MAX_EXPR_OPS);
+                expr_free(d->match);
+                d->match = NULL;
+            }
+            st->expr_ops = 0;
+            d->value_loc = @2;
+            add_directive(st, d);
+        }
+    | MEMORY MANAGED ';'
+        {
+            struct directive *d = directive_new(DIR_MEMORY, @1);
+            if (!d) YYNOMEM;
+            d->memory = MEMORY_MANAGED;
+            d->value_loc = @2;
+            add_directive(st, d);
+        }
+    | MEMORY DEVICE ';'
+        {
+            struct directive *d = directive_new(DIR_MEMORY, @1);
+            if (!d) YYNOMEM;
+            d->memory = MEMORY_DEVICE;
+            d->value_loc = @2;
+            add_directive(st, d);
+        }
+    | ADVISE READ_MOSTLY ';'
+        {
+            struct directive *d = directive_new(DIR_ADVISE, @1);
+            if (!d) YYNOMEM;
+            d->value_loc = @2;
+            add_directive(st, d);
+        }
+    | PLACE location ';'
+        {
+            struct directive *d = directive_new(DIR_PLACE, @1);
+            if (!d) YYNOMEM;
+            d->place = $2;
+            d->value_loc = @2;
+            add_directive(st, d);
+        }
+    | ACCESS access_list ';'
+        {
+            $2->loc = @1;
+            add_directive(st, $2);
+        }
+    | PREFETCH opt_location ON trigger ';'
+        {
+            struct directive *d = directive_new(DIR_PREFETCH, @1);
+            if (!d) { free($4.pattern); YYNOMEM; }
+            d->prefetch.dest = $2;
+            d->prefetch.trigger = $4.kind;
+            d->prefetch.pattern = $4.pattern;
+            d->prefetch.pattern_loc = $4.loc;
+            d->prefetch.loc = @$;
+            d->value_loc = @4;
+            add_directive(st, d);
+        }
+    | PRIORITY NUMBER ';'
+        {
+            struct directive *d = directive_new(DIR_PRIORITY, @1);
+            if (!d) YYNOMEM;
+            d->priority = $2;
+            d->value_loc = @2;
+            add_directive(st, d);
+        }
+    | error ';'   { yyerrok; }
+    ;
+
+access_list:
+      location
+        {
+            $$ = directive_new(DIR_ACCESS, @1);
+            if (!$$) YYNOMEM;
+            $$->access[0] = $1;
+            $$->access_count = 1;
+            $$->value_loc = @1;
+        }
+    | access_list ',' location
+        {
+            $$ = $1;
+            if ($$->access_count <= MAX_ACCESS)
+                $$->access[$$->access_count++] = $3;
+            $$->value_loc.last_line = @3.last_line;
+            $$->value_loc.last_column = @3.last_column;
+        }
+    ;
+
+trigger:
+      ALLOC          { $$ = (struct trigger){TRIGGER_ALLOC, NULL, @1}; }
+    | ENTER STRING   { $$ = (struct trigger){TRIGGER_ENTER, $2, @2}; }
+    | EXIT STRING    { $$ = (struct trigger){TRIGGER_EXIT, $2, @2}; }
+    | MARK STRING    { $$ = (struct trigger){TRIGGER_MARK, $2, @2}; }
+    ;
+
+opt_location:
+      %empty     { $$ = (struct place){LOC_UNSET, -1, @$}; }
+    | location
+    ;
+
+location:
+      GPU                { $$ = place_make(st, LOC_GPU, UINT64_MAX, @$); }
+    | GPU NUMBER         { $$ = place_make(st, LOC_GPU, $2, @$); }
+    | HOST               { $$ = place_make(st, LOC_HOST, UINT64_MAX, @$); }
+    | HOST NUMA NUMBER   { $$ = place_make(st, LOC_HOST_NUMA, $3, @$); }
+    | HOST NEAR          { $$ = place_make(st, LOC_HOST_NEAR, UINT64_MAX, @$); }
+    | NONE               { $$ = place_make(st, LOC_NONE, UINT64_MAX, @$); }
+    ;
+
+expr:
+      expr OR expr    { st->expr_ops++; $$ = binary_expr(EXPR_OR, $1, $3, @$); if (!$$) YYNOMEM; }
+    | expr AND expr   { st->expr_ops++; $$ = binary_expr(EXPR_AND, $1, $3, @$); if (!$$) YYNOMEM; }
+    | NOT expr        { st->expr_ops++; $$ = binary_expr(EXPR_NOT, $2, NULL, @$); if (!$$) YYNOMEM; }
+    | '(' expr ')'    { $$ = $2; $$->loc = @$; }
+    | predicate
+    ;
+
+predicate:
+      ANY             { $$ = expr_new(EXPR_ANY, @$); if (!$$) YYNOMEM; }
+    | SIZE_KW range   { $$ = range_expr(EXPR_SIZE, $2, @$); if (!$$) YYNOMEM; }
+    | NTH range       { $$ = range_expr(EXPR_NTH, $2, @$); if (!$$) YYNOMEM; }
+    | PHASE STRING    { $$ = text_expr(EXPR_PHASE, $2, @$, @2); if (!$$) YYNOMEM; }
+    | TAG STRING      { $$ = text_expr(EXPR_TAG, $2, @$, @2); if (!$$) YYNOMEM; }
+    | API IDENT       { $$ = text_expr(EXPR_API, $2, @$, @2); if (!$$) YYNOMEM; }
+    | DEVICE NUMBER
+        {
+            $$ = expr_new(EXPR_DEVICE, @$);
+            if (!$$) YYNOMEM;
+            $$->lo = $$->hi = $2;
+            $$->text_loc = @2;
+        }
+    ;
+
+range:
+      cmp byte_count                 { $$ = range_cmp($1, $2); }
+    | byte_count DOTDOT byte_count   { $$ = (struct range){$1, $3, false, false}; }
+    ;
+
+cmp:
+      '<'   { $$ = '<'; }
+    | '>'   { $$ = '>'; }
+    | LE    { $$ = 'l'; }
+    | GE    { $$ = 'g'; }
+    | EQ    { $$ = '='; }
+    | NE    { $$ = '!'; }
+    ;
+
+%%
+
+static struct directive *directive_new(enum directive_kind kind, YYLTYPE loc)
+{
+    struct directive *d = calloc(1, sizeof *d);
+    if (d) {
+        d->kind = kind;
+        d->loc = loc;
+    }
+    return d;
+}
+
+/* Directives are attached as they are parsed, so error recovery cannot leak them. */
+static void add_directive(struct parse_state *st, struct directive *d)
+{
+    struct class_decl *c = st->current_class;
+    *c->tail = d;
+    c->tail = &d->next;
+}
+
+static int begin_class(struct parse_state *st, char *name, YYLTYPE name_loc, YYLTYPE loc)
+{
+    struct class_decl *c = calloc(1, sizeof *c);
+    if (!c) {
+        free(name);
+        return -1;
+    }
+    c->name = name;
+    c->name_loc = name_loc;
+    c->loc = loc;
+    c->tail = &c->directives;
+    *st->ast->classes_tail = c;
+    st->ast->classes_tail = &c->next;
+    st->ast->class_count++;
+    st->ast->saw_any_item = true;
+    st->current_class = c;
+    return 0;
+}
+
+/* UINT64_MAX stands for "no index given" (the current GPU, any node). */
+static struct place place_make(struct parse_state *st, enum loc_kind kind, uint64_t index, YYLTYPE loc)
+{
+    if (index == UINT64_MAX)
+        return (struct place){kind, -1, loc};
+    if (index > 1023) {
+        diag_add(st->diags, DIAG_ERROR, E_OUT_OF_RANGE, loc,
+                 "%s %llu is out of range (0..1023)", kind == LOC_GPU ? "GPU" : "NUMA node",
+                 (unsigned long long)index);
+        index = 0;
+    }
+    return (struct place){kind, (int)index, loc};
+}
+
+/* Every comparison becomes an inclusive range; `!=` is NOT of `==`. A bound
+ * that leaves nothing (`< 0`) is flagged so the checker can report it. */
+static struct range range_cmp(int op, uint64_t v)
+{
+    struct range r = {0, UINT64_MAX, false, false};
+    switch (op) {
+    case '<': r.hi = v - 1; r.empty = v == 0; break;
+    case 'l': r.hi = v; break;
+    case '>': r.lo = v + 1; r.empty = v == UINT64_MAX; break;
+    case 'g': r.lo = v; break;
+    case '=': r.lo = r.hi = v; break;
+    case '!': r.lo = r.hi = v; r.negate = true; break;
+    }
+    return r;
+}
+
+static struct expr *range_expr(enum expr_kind kind, struct range r, YYLTYPE loc)
+{
+    struct expr *e = expr_new(kind, loc);
+    if (!e)
+        return NULL;
+    e->lo = r.empty ? 1 : r.lo; /* lo > hi: the checker reports an empty range */
+    e->hi = r.empty ? 0 : r.hi;
+    return r.negate ? binary_expr(EXPR_NOT, e, NULL, loc) : e;
+}
+
+static struct expr *text_expr(enum expr_kind kind, char *text, YYLTYPE loc, YYLTYPE text_loc)
+{
+    struct expr *e = expr_new(kind, loc);
+    if (!e) {
+        free(text);
+        return NULL;
+    }
+    e->text = text;
+    e->text_loc = text_loc;
+    return e;
+}
+
+static struct expr *binary_expr(enum expr_kind kind, struct expr *l, struct expr *r, YYLTYPE loc)
+{
+    struct expr *e = expr_new(kind, loc);
+    if (!e) {
+        expr_free(l);
+        expr_free(r);
+        return NULL;
+    }
+    e->left = l;
+    e->right = r;
+    return e;
+}
+
+static void add_global(struct parse_state *st, enum global_kind kind, struct amount a, YYLTYPE loc)
+{
+    st->ast->saw_any_item = true;
+    struct global_decl *g = calloc(1, sizeof *g);
+    if (!g)
+        return;
+    g->kind = kind;
+    g->amount = a;
+    g->loc = loc;
+    *st->ast->globals_tail = g;
+    st->ast->globals_tail = &g->next;
+}
+
+int yylex(YYSTYPE *lval, YYLTYPE *lloc, yyscan_t scanner);
+static void yyerror(YYLTYPE *loc, yyscan_t scanner, struct parse_state *st, const char *msg)
+{
+    (void)scanner;
+    if (strcmp(msg, "memory exhausted") == 0)
+        diag_add(st->diags, DIAG_ERROR, E_TOO_DEEP, *loc, "policy too complex to parse (memory exhausted)");
+    else
+        diag_add(st->diags, DIAG_ERROR, E_SYNTAX, *loc, "%s", msg);
+}
+
+static bool is_keyword(yysymbol_kind_t sym)
+{
+    return sym >= YYSYMBOL_UMPOL && sym <= YYSYMBOL_NOT;
+}
+
+/* Keywords and operators in quotes; "number", "string", "identifier" as they are. */
+static const char *token_display(yysymbol_kind_t sym, char *buf, size_t len)
+{
+    const char *name = yysymbol_name(sym);
+    if (sym == YYSYMBOL_YYEOF)
+        return "end of file";
+    if (is_keyword(sym) || (sym >= YYSYMBOL_DOTDOT && sym <= YYSYMBOL_NE)) {
+        snprintf(buf, len, "'%s'", name);
+        return buf;
+    }
+    return name;
+}
+
+/* An identifier where keywords were expected is most likely a misspelt keyword. */
+static const char *keyword_hint(const struct parse_state *st, const yysymbol_kind_t *expected, int n)
+{
+    const char *cands[YYNTOKENS];
+    size_t count = 0;
+    for (int i = 0; i < n; i++)
+        if (is_keyword(expected[i]))
+            cands[count++] = yysymbol_name(expected[i]);
+    return count ? diag_suggest(st->last_ident, cands, count) : NULL;
+}
+
+static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, struct parse_state *st)
+{
+    (void)scanner;
+    if (st->stopped)
+        return 0;
+    yysymbol_kind_t expected[YYNTOKENS];
+    int n = yypcontext_expected_tokens(ctx, expected, YYNTOKENS);
+    if (n < 0)
+        n = 0;
+    yysymbol_kind_t got = yypcontext_token(ctx);
+    const YYLTYPE *loc = yypcontext_location(ctx);
+    if (got == YYSYMBOL_IDENT) {
+        const char *hint = keyword_hint(st, expected, n);
+        if (hint) {
+            diag_add(st->diags, DIAG_ERROR, E_UNKNOWN_KEYWORD, *loc,
+                     "unknown keyword '%s'; did you mean '%s'?", st->last_ident, hint);
+            return 0;
+        }
+    }
+    char msg[512], tok[64];
+    int len = snprintf(msg, sizeof msg, "unexpected %s", token_display(got, tok, sizeof tok));
+    if (got == YYSYMBOL_IDENT)
+        len += snprintf(msg + len, sizeof msg - (size_t)len, " '%s'", st->last_ident);
+    for (int i = 0; i < n; i++) {
+        if (i == 8) {
+            len += snprintf(msg + len, sizeof msg - (size_t)len, ", ...");
+            break;
+        }
+        len += snprintf(msg + len, sizeof msg - (size_t)len, "%s%s", i ? ", " : ", expected ",
+                        token_display(expected[i], tok, sizeof tok));
+    }
+    bool keyword_expected = false;
+    for (int i = 0; i < n; i++)
+        keyword_expected |= is_keyword(expected[i]);
+    diag_add(st->diags, DIAG_ERROR,
+             got == YYSYMBOL_IDENT && keyword_expected ? E_UNKNOWN_KEYWORD : E_SYNTAX, *loc, "%s", msg);
+    return 0;
+}

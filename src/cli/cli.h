@@ -1,0 +1,12 @@
+/* Subcommands of the umpol CLI; each returns the process exit status. */
+#ifndef UMPOL_CLI_H
+#define UMPOL_CLI_H
+
+/* Stable exit codes (documented in umpol(1)). */
+enum { EXIT_VALID = 0, EXIT_INVALID = 1, EXIT_USAGE = 2 };
+
+int cmd_check(int argc, char **argv);
+int cmd_explain(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+
+#endif

@@ -1,0 +1,298 @@
+#include "check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "program.h"
+#include "strset.h"
+
+static struct loc whole_file(void)
+{
+    return (struct loc){1, 1, 1, 2};
+}
+
+static bool expr_never(const struct expr *e);
+
+bool expr_always(const struct expr *e)
+{
+    switch (e->kind) {
+    case EXPR_ANY: return true;
+    case EXPR_SIZE:
+    case EXPR_NTH: return e->lo == 0 && e->hi == UINT64_MAX;
+    case EXPR_AND: return expr_always(e->left) && expr_always(e->right);
+    case EXPR_OR: return expr_always(e->left) || expr_always(e->right);
+    case EXPR_NOT: return expr_never(e->left);
+    default: return false;
+    }
+}
+
+static bool expr_never(const struct expr *e)
+{
+    switch (e->kind) {
+    case EXPR_SIZE:
+    case EXPR_NTH: return e->lo > e->hi;
+    case EXPR_AND: return expr_never(e->left) || expr_never(e->right);
+    case EXPR_OR: return expr_never(e->left) && expr_never(e->right);
+    case EXPR_NOT: return expr_always(e->left);
+    default: return false;
+    }
+}
+
+static void check_expr(const struct expr *e, struct diag_list *diags)
+{
+    for (; e; e = e->left) {
+        switch (e->kind) {
+        case EXPR_SIZE:
+        case EXPR_NTH:
+            if (e->lo > e->hi)
+                diag_add(diags, DIAG_ERROR, E_RANGE, e->loc,
+                         "this %s range matches nothing: its low end is above its high end",
+                         e->kind == EXPR_SIZE ? "size" : "nth");
+            break;
+        case EXPR_PHASE:
+        case EXPR_TAG:
+            if (!e->text[0])
+                diag_add(diags, DIAG_ERROR, E_EMPTY_PATTERN, e->text_loc, "empty %s %s",
+                         e->kind == EXPR_PHASE ? "phase" : "tag",
+                         e->kind == EXPR_PHASE ? "pattern" : "name");
+            break;
+        case EXPR_API:
+            if (!api_from_name(e->text)) {
+                const char *hint = diag_suggest(e->text, api_names, 4);
+                diag_add(diags, DIAG_ERROR, E_UNKNOWN_API, e->text_loc,
+                         "unknown API '%s'%s%s%s (one of cudaMalloc, cudaMallocAsync, "
+                         "cudaMallocManaged, pluggable)",
+                         e->text, hint ? "; did you mean '" : "", hint ? hint : "",
+                         hint ? "'?" : "");
+            }
+            break;
+        case EXPR_DEVICE:
+            if (e->lo > 1023)
+                diag_add(diags, DIAG_ERROR, E_OUT_OF_RANGE, e->text_loc,
+                         "device %llu is out of range (0..1023)", (unsigned long long)e->lo);
+            break;
+        case EXPR_AND:
+        case EXPR_OR: check_expr(e->right, diags); break;
+        default: break;
+        }
+    }
+}
+
+static const char *directive_name(enum directive_kind kind)
+{
+    static const char *const names[] = {"match",  "memory",   "advise",  "place",
+                                        "access", "prefetch", "priority"};
+    return names[kind];
+}
+
+static bool place_is_host(enum loc_kind k)
+{
+    return k == LOC_HOST || k == LOC_HOST_NUMA || k == LOC_HOST_NEAR;
+}
+
+static bool same_trigger(const struct prefetch *a, const struct prefetch *b)
+{
+    if (a->trigger != b->trigger)
+        return false;
+    return a->trigger == TRIGGER_ALLOC || strcmp(a->pattern, b->pattern) == 0;
+}
+
+static void check_class(const struct class_decl *c, struct diag_list *diags)
+{
+    const struct directive *first[DIR_PRIORITY + 1] = {0};
+    const struct directive *memory_device = NULL, *prefetch_gpu = NULL;
+    bool access_gpu = false;
+    for (const struct directive *d = c->directives; d; d = d->next) {
+        if (d->kind != DIR_PREFETCH && first[d->kind]) {
+            struct diag *dg = diag_add(diags, DIAG_ERROR, E_DUP_DIRECTIVE, d->loc,
+                                       "'%s' given twice in class '%s'", directive_name(d->kind),
+                                       c->name);
+            diag_note(dg, first[d->kind]->loc, "first given here");
+            continue;
+        }
+        if (!first[d->kind])
+            first[d->kind] = d;
+        switch (d->kind) {
+        case DIR_MATCH: check_expr(d->match, diags); break;
+        case DIR_MEMORY:
+            if (d->memory == MEMORY_DEVICE)
+                memory_device = d;
+            break;
+        case DIR_ACCESS:
+            if (d->access_count > MAX_ACCESS)
+                diag_add(diags, DIAG_ERROR, E_TOO_MANY, d->value_loc,
+                         "'access' lists more than %d locations", MAX_ACCESS);
+            for (int i = 0; i < d->access_count && i < MAX_ACCESS; i++) {
+                if (d->access[i].kind == LOC_NONE)
+                    diag_add(diags, DIAG_ERROR, E_BAD_LOCATION, d->access[i].loc,
+                             "'none' is not a location that can access memory");
+                access_gpu |= d->access[i].kind == LOC_GPU;
+            }
+            break;
+        case DIR_PREFETCH: {
+            const struct prefetch *pf = &d->prefetch;
+            if (pf->dest.kind == LOC_UNSET)
+                diag_add(diags, DIAG_ERROR, E_PREFETCH_NO_LOC, d->loc,
+                         "prefetch needs a destination: 'prefetch gpu on …' or 'prefetch host "
+                         "on …'");
+            else if (pf->dest.kind == LOC_NONE)
+                diag_add(diags, DIAG_ERROR, E_BAD_LOCATION, pf->dest.loc,
+                         "cannot prefetch to 'none'");
+            if (pf->pattern && !pf->pattern[0])
+                diag_add(diags, DIAG_ERROR, E_EMPTY_PATTERN, pf->pattern_loc, "empty %s",
+                         pf->trigger == TRIGGER_MARK ? "mark name" : "phase pattern");
+            for (const struct directive *e = c->directives; e != d; e = e->next) {
+                if (e->kind == DIR_PREFETCH && same_trigger(&e->prefetch, pf)) {
+                    struct diag *dg = diag_add(diags, DIAG_ERROR, E_DUP_DIRECTIVE, d->loc,
+                                               "two prefetches on the same trigger in class '%s'",
+                                               c->name);
+                    diag_note(dg, e->loc, "first given here");
+                    break;
+                }
+            }
+            if (pf->dest.kind == LOC_GPU && !prefetch_gpu)
+                prefetch_gpu = d;
+            break;
+        }
+        case DIR_PRIORITY:
+            if (d->priority > POLICY_MAX_PRIORITY)
+                diag_add(diags, DIAG_ERROR, E_OUT_OF_RANGE, d->value_loc,
+                         "priority %llu is out of range (0..%d)", (unsigned long long)d->priority,
+                         POLICY_MAX_PRIORITY);
+            break;
+        default: break;
+        }
+    }
+    if (!first[DIR_MATCH])
+        diag_add(diags, DIAG_ERROR, E_NO_MATCH, c->name_loc,
+                 "class '%s' has no 'match' directive: say which allocations it takes", c->name);
+    if (memory_device) {
+        /* Plain device memory cannot be advised, placed elsewhere or prefetched. */
+        static const enum directive_kind managed_only[] = {DIR_ADVISE, DIR_PLACE, DIR_ACCESS};
+        for (size_t i = 0; i < sizeof managed_only / sizeof managed_only[0]; i++) {
+            const struct directive *d = first[managed_only[i]];
+            if (d) {
+                struct diag *dg = diag_add(
+                    diags, DIAG_ERROR, E_CONFLICT, d->loc,
+                    "'%s' needs managed memory, but class '%s' uses 'memory device'",
+                    directive_name(d->kind), c->name);
+                diag_note(dg, memory_device->loc, "'memory device' given here");
+            }
+        }
+        if (first[DIR_PREFETCH]) {
+            struct diag *dg =
+                diag_add(diags, DIAG_ERROR, E_CONFLICT, first[DIR_PREFETCH]->loc,
+                         "'prefetch' needs managed memory, but class '%s' uses 'memory device'",
+                         c->name);
+            diag_note(dg, memory_device->loc, "'memory device' given here");
+        }
+    }
+    const struct directive *place = first[DIR_PLACE];
+    if (place && place_is_host(place->place.kind) && prefetch_gpu && !access_gpu) {
+        struct diag *dg = diag_add(
+            diags, DIAG_WARNING, W_HOST_NO_ACCESS, place->loc,
+            "class '%s' lives on the host and is prefetched to the GPU without 'access gpu': "
+            "each prefetch migrates pages that the preferred location pulls back",
+            c->name);
+        diag_note(dg, prefetch_gpu->loc, "prefetched to the GPU here");
+    }
+}
+
+static const struct global_decl *check_globals(const struct policy_ast *ast,
+                                               struct diag_list *diags)
+{
+    const struct global_decl *first[GLOBAL_VERSION + 1] = {0};
+    static const char *const names[] = {"budget gpu", "cap managed", "slab", "umpol"};
+    for (const struct global_decl *g = ast->globals; g; g = g->next) {
+        if (first[g->kind]) {
+            struct diag *d = diag_add(diags, DIAG_ERROR, E_DUP_GLOBAL, g->loc,
+                                      "'%s' given twice", names[g->kind]);
+            diag_note(d, first[g->kind]->loc, "first given here");
+            continue;
+        }
+        first[g->kind] = g;
+        const struct amount *a = &g->amount;
+        switch (g->kind) {
+        case GLOBAL_VERSION:
+            if (a->value != 1)
+                diag_add(diags, DIAG_ERROR, E_VERSION, a->loc,
+                         "unsupported policy version %llu: this umpol reads version 1",
+                         (unsigned long long)a->value);
+            else if (!ast->first_item_is_version)
+                diag_add(diags, DIAG_ERROR, E_NO_HEADER, g->loc,
+                         "'umpol 1;' must come before everything else in the policy");
+            break;
+        case GLOBAL_BUDGET:
+        case GLOBAL_CAP:
+            if (a->percent && (a->value == 0 || a->value > 100))
+                diag_add(diags, DIAG_ERROR, E_PERCENT, a->loc,
+                         "percentage must be between 1%% and 100%%, not %llu%%",
+                         (unsigned long long)a->value);
+            else if (!a->percent && a->value == 0)
+                diag_add(diags, DIAG_ERROR, E_OUT_OF_RANGE, a->loc,
+                         "'%s' of 0 bytes leaves nothing to place", names[g->kind]);
+            break;
+        case GLOBAL_SLAB:
+            if (a->value < (1ull << 20) || a->value > (1ull << 40))
+                diag_add(diags, DIAG_ERROR, E_OUT_OF_RANGE, a->loc,
+                         "slab size must be between 1 MiB and 1 TiB");
+            break;
+        }
+    }
+    return first[GLOBAL_VERSION];
+}
+
+size_t policy_check(const struct policy_ast *ast, struct diag_list *diags)
+{
+    size_t errors_before = diags->errors;
+    if (!check_globals(ast, diags))
+        diag_add(diags, DIAG_ERROR, E_NO_HEADER, whole_file(),
+                 "missing version header: a policy starts with 'umpol 1;'");
+    if (ast->class_count == 0) {
+        diag_add(diags, DIAG_ERROR, E_NO_CLASSES, whole_file(),
+                 "policy defines no class, so it would change nothing");
+        return diags->errors - errors_before;
+    }
+    if (ast->class_count > POLICY_MAX_CLASSES)
+        diag_add(diags, DIAG_ERROR, E_TOO_MANY, ast->classes->loc,
+                 "policy defines %zu classes; the limit is %d", ast->class_count,
+                 POLICY_MAX_CLASSES);
+
+    struct strset names;
+    strset_init(&names);
+    const struct class_decl **by_index = NULL;
+    by_index = calloc(ast->class_count, sizeof *by_index);
+    const struct class_decl *catch_all = NULL, *last = NULL;
+    for (const struct class_decl *c = ast->classes; c; c = c->next) {
+        last = c;
+        long idx = by_index ? strset_add(&names, c->name) : -1;
+        if (idx >= 0 && by_index[idx]) {
+            struct diag *d = diag_add(diags, DIAG_ERROR, E_DUP_CLASS, c->name_loc,
+                                      "class '%s' is defined twice", c->name);
+            diag_note(d, by_index[idx]->name_loc, "first defined here");
+        } else if (idx >= 0) {
+            by_index[idx] = c;
+        }
+        check_class(c, diags);
+        if (catch_all) {
+            struct diag *d = diag_add(diags, DIAG_WARNING, W_UNREACHABLE, c->name_loc,
+                                      "class '%s' can never match: an earlier class takes "
+                                      "every allocation",
+                                      c->name);
+            diag_note(d, catch_all->name_loc, "'%s' matches everything", catch_all->name);
+            continue;
+        }
+        for (const struct directive *d = c->directives; d; d = d->next)
+            if (d->kind == DIR_MATCH && d->match && expr_always(d->match)) {
+                catch_all = c;
+                break;
+            }
+    }
+    free(by_index);
+    strset_free(&names);
+    if (!catch_all)
+        diag_add(diags, DIAG_WARNING, W_NO_CATCH_ALL, last->name_loc,
+                 "no class matches every allocation: the rest pass through untouched; "
+                 "end with 'class rest { match any; memory device; }' to say so");
+    return diags->errors - errors_before;
+}

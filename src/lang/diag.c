@@ -1,0 +1,244 @@
+#include "diag.h"
+#include "json.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+void diag_list_init(struct diag_list *list)
+{
+    memset(list, 0, sizeof *list);
+}
+
+void diag_list_free(struct diag_list *list)
+{
+    for (size_t i = 0; i < list->count; i++) {
+        free(list->items[i].message);
+        free(list->items[i].note);
+    }
+    free(list->items);
+    memset(list, 0, sizeof *list);
+}
+
+static char *vformat(const char *fmt, va_list ap)
+{
+    va_list copy;
+    va_copy(copy, ap);
+    int n = vsnprintf(NULL, 0, fmt, copy);
+    va_end(copy);
+    if (n < 0)
+        return NULL;
+    char *s = malloc((size_t)n + 1);
+    if (s)
+        vsnprintf(s, (size_t)n + 1, fmt, ap);
+    return s;
+}
+
+/* Out of memory while reporting: keep a static record so the count stays right. */
+static struct diag oom_diag;
+
+struct diag *diag_add(struct diag_list *list, enum diag_severity sev, enum diag_code code,
+                      struct loc loc, const char *fmt, ...)
+{
+    if (sev == DIAG_ERROR)
+        list->errors++;
+    else
+        list->warnings++;
+    if (list->count == list->cap) {
+        size_t cap = list->cap ? list->cap * 2 : 8;
+        struct diag *grown = realloc(list->items, cap * sizeof *grown);
+        if (!grown)
+            return &oom_diag;
+        list->items = grown;
+        list->cap = cap;
+    }
+    struct diag *d = &list->items[list->count++];
+    memset(d, 0, sizeof *d);
+    d->severity = sev;
+    d->code = code;
+    d->loc = loc;
+    va_list ap;
+    va_start(ap, fmt);
+    d->message = vformat(fmt, ap);
+    va_end(ap);
+    return d;
+}
+
+void diag_note(struct diag *d, struct loc loc, const char *fmt, ...)
+{
+    if (d == &oom_diag)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    free(d->note);
+    d->note = vformat(fmt, ap);
+    va_end(ap);
+    d->note_loc = loc;
+    d->has_note = d->note != NULL;
+}
+
+const char *diag_code_name(enum diag_code code, char *buf)
+{
+    snprintf(buf, 8, "%c%03d", code >= 100 ? 'W' : 'E', (int)code);
+    return buf;
+}
+
+/* Long lines are shown as a window around the caret. */
+#define EXCERPT_WIDTH 100
+
+/* Print the source line and an underline below LOC (columns count characters).
+ * Bytes that are not printable UTF-8 show as '?', so the excerpt is safe to print. */
+static void print_excerpt(FILE *out, const struct source *src, struct loc loc, const char *mark)
+{
+    size_t len;
+    const char *line = source_line(src, loc.first_line, &len);
+    if (!line)
+        return;
+    int skip = loc.first_column > EXCERPT_WIDTH - 20 ? loc.first_column - 40 : 0;
+    fprintf(out, "%5d | %s", loc.first_line, skip ? "..." : "");
+    int col = 1, shown = 0;
+    for (size_t i = 0; i < len && shown < EXCERPT_WIDTH;) {
+        const unsigned char *p = (const unsigned char *)line + i;
+        size_t n = utf8_seq_len(p, len - i);
+        if (col > skip) {
+            if (n == 0 || (*p < 0x20 && *p != '\t') || *p == 0x7f)
+                fputc('?', out);
+            else
+                fwrite(p, 1, n, out);
+            shown++;
+        }
+        i += n ? n : 1;
+        col++;
+    }
+    if (shown == EXCERPT_WIDTH)
+        fputs("...", out);
+    fprintf(out, "\n      | %s", skip ? "   " : "");
+    col = 1;
+    for (size_t i = 0; i < len && col < loc.first_column;) {
+        size_t n = utf8_seq_len((const unsigned char *)line + i, len - i);
+        if (col > skip)
+            fputc(line[i] == '\t' ? '\t' : ' ', out);
+        i += n ? n : 1;
+        col++;
+    }
+    int width = 1;
+    if (loc.last_line == loc.first_line && loc.last_column > loc.first_column + 1)
+        width = loc.last_column - loc.first_column;
+    if (width > EXCERPT_WIDTH)
+        width = EXCERPT_WIDTH;
+    fprintf(out, "%s^", mark);
+    for (int k = 1; k < width; k++)
+        fputc('~', out);
+    fprintf(out, "%s\n", *mark ? "\033[0m" : "");
+}
+
+void diag_print(FILE *out, const struct source *src, const struct diag_list *list, bool color)
+{
+    const char *bold = color ? "\033[1m" : "", *reset = color ? "\033[0m" : "";
+    for (size_t i = 0; i < list->count; i++) {
+        const struct diag *d = &list->items[i];
+        char code[8];
+        const char *sev = d->severity == DIAG_ERROR ? "error" : "warning";
+        const char *sev_color = !color ? "" : d->severity == DIAG_ERROR ? "\033[1;31m" : "\033[1;35m";
+        if (d->loc.first_line > 0)
+            fprintf(out, "%s%s:%d:%d:%s ", bold, src->name, d->loc.first_line,
+                    d->loc.first_column, reset);
+        else
+            fprintf(out, "%s%s:%s ", bold, src->name, reset);
+        fprintf(out, "%s%s[%s]:%s %s\n", sev_color, sev, diag_code_name(d->code, code), reset,
+                d->message ? d->message : "(out of memory)");
+        if (d->loc.first_line > 0)
+            print_excerpt(out, src, d->loc, color ? "\033[1;32m" : "");
+        if (d->has_note) {
+            fprintf(out, "%s%s:%d:%d:%s note: %s\n", bold, src->name, d->note_loc.first_line,
+                    d->note_loc.first_column, reset, d->note);
+            print_excerpt(out, src, d->note_loc, color ? "\033[1;36m" : "");
+        }
+    }
+}
+
+void json_print_string(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        switch (*p) {
+        case '"': fputs("\\\"", out); break;
+        case '\\': fputs("\\\\", out); break;
+        case '\n': fputs("\\n", out); break;
+        case '\t': fputs("\\t", out); break;
+        case '\r': fputs("\\r", out); break;
+        default:
+            if (*p < 0x20)
+                fprintf(out, "\\u%04x", *p);
+            else
+                fputc(*p, out);
+        }
+    }
+    fputc('"', out);
+}
+
+void diag_print_json(FILE *out, const struct source *src, const struct diag_list *list)
+{
+    (void)src;
+    fputc('[', out);
+    for (size_t i = 0; i < list->count; i++) {
+        const struct diag *d = &list->items[i];
+        char code[8];
+        fprintf(out, "%s{\"severity\":\"%s\",\"code\":\"%s\",\"line\":%d,\"column\":%d,"
+                     "\"end_line\":%d,\"end_column\":%d,\"message\":",
+                i ? "," : "", d->severity == DIAG_ERROR ? "error" : "warning",
+                diag_code_name(d->code, code), d->loc.first_line, d->loc.first_column,
+                d->loc.last_line, d->loc.last_column);
+        json_print_string(out, d->message);
+        if (d->has_note) {
+            fprintf(out, ",\"note\":{\"line\":%d,\"column\":%d,\"message\":",
+                    d->note_loc.first_line, d->note_loc.first_column);
+            json_print_string(out, d->note);
+            fputc('}', out);
+        }
+        fputc('}', out);
+    }
+    fputc(']', out);
+}
+
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 64 || lb > 64)
+        return (size_t)-1;
+    size_t row[65];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+            size_t best = diag + cost;
+            if (row[j] + 1 < best)
+                best = row[j] + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+const char *diag_suggest(const char *word, const char *const *candidates, size_t n)
+{
+    const char *best = NULL;
+    size_t best_d = (size_t)-1;
+    for (size_t i = 0; i < n; i++) {
+        size_t d = edit_distance(word, candidates[i]);
+        if (d < best_d) {
+            best_d = d;
+            best = candidates[i];
+        }
+    }
+    /* Allow about one typo per three characters, and at least one. */
+    size_t limit = strlen(word) / 3 + 1;
+    return best_d <= limit ? best : NULL;
+}

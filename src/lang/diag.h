@@ -1,0 +1,82 @@
+/* Diagnostics: records queued while a policy is read, printed once, gcc-style. */
+#ifndef UMPOL_DIAG_H
+#define UMPOL_DIAG_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "source.h"
+
+enum diag_severity { DIAG_ERROR, DIAG_WARNING };
+
+/* Stable codes: tests and users key on them, so never renumber. */
+enum diag_code {
+    E_SYNTAX = 1,           /* unexpected token */
+    E_UNKNOWN_KEYWORD = 2,  /* identifier where a keyword belongs */
+    E_BAD_CHAR = 3,         /* character that starts no token */
+    E_UNTERMINATED = 4,     /* string runs to the end of the line */
+    E_ENCODING = 5,         /* NUL byte or invalid UTF-8 */
+    E_TOO_LARGE = 6,        /* file over the size limit */
+    E_TOO_DEEP = 7,         /* parentheses nested too deeply */
+    E_NO_HEADER = 8,        /* missing `umpol 1;` */
+    E_VERSION = 9,          /* unsupported version */
+    E_DUP_CLASS = 10,       /* class name used twice */
+    E_DUP_DIRECTIVE = 11,   /* directive given twice in one class */
+    E_CONFLICT = 12,        /* directives that cannot hold together */
+    E_OVERFLOW = 13,        /* number or size too large */
+    E_PERCENT = 14,         /* percentage of 0 or over 100 */
+    E_RANGE = 15,           /* low end of a range above its high end */
+    E_EMPTY_PATTERN = 16,   /* empty glob, tag or mark name */
+    E_PREFETCH_NO_LOC = 17, /* prefetch without a destination */
+    E_DUP_GLOBAL = 18,      /* budget, cap or slab given twice */
+    E_NO_MATCH = 19,        /* class without a match directive */
+    E_UNKNOWN_API = 20,     /* api predicate names no known API */
+    E_UNKNOWN_UNIT = 21,    /* size with a unit umpol does not know */
+    E_OUT_OF_RANGE = 22,    /* index or value outside its allowed range */
+    E_TOO_MANY_ERRORS = 23, /* error cap reached; reading stopped */
+    E_BAD_LOCATION = 24,    /* location not allowed in this directive */
+    E_NO_CLASSES = 25,      /* policy defines no class */
+    E_TOO_MANY = 26,        /* more classes or list entries than supported */
+    E_IO = 27,              /* file cannot be read */
+    W_UNREACHABLE = 101,    /* class shadowed by an earlier catch-all */
+    W_NO_CATCH_ALL = 102,   /* no class matches everything */
+    W_HOST_NO_ACCESS = 103, /* placed on host, prefetched to gpu, no access gpu */
+};
+
+struct diag {
+    enum diag_severity severity;
+    enum diag_code code;
+    struct loc loc;
+    char *message;
+    bool has_note; /* a second location, e.g. "first defined here" */
+    struct loc note_loc;
+    char *note;
+};
+
+struct diag_list {
+    struct diag *items;
+    size_t count, cap;
+    size_t errors, warnings;
+};
+
+void diag_list_init(struct diag_list *list);
+void diag_list_free(struct diag_list *list);
+
+/* Queue a diagnostic; returns it so a caller can attach a note. */
+struct diag *diag_add(struct diag_list *list, enum diag_severity sev, enum diag_code code,
+                      struct loc loc, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void diag_note(struct diag *d, struct loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* "E012" / "W101". buf holds at least 8 bytes. */
+const char *diag_code_name(enum diag_code code, char *buf);
+
+/* file:line:col: error[E012]: message, source line, caret underline. */
+void diag_print(FILE *out, const struct source *src, const struct diag_list *list, bool color);
+/* One JSON array of the diagnostics, for `umpol check --json`. */
+void diag_print_json(FILE *out, const struct source *src, const struct diag_list *list);
+
+/* Smallest edit distance candidate within a useful threshold, or NULL. */
+const char *diag_suggest(const char *word, const char *const *candidates, size_t n);
+
+#endif

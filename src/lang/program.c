@@ -1,0 +1,301 @@
+/* Compiling a checked AST into flat tables, and classifying allocations against them. */
+#include "program.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "glob.h"
+#include "strset.h"
+
+const char *const api_names[4] = {"cudaMalloc", "cudaMallocAsync", "cudaMallocManaged",
+                                  "pluggable"};
+
+const char *api_name(unsigned api)
+{
+    for (unsigned i = 0; i < 4; i++)
+        if (api == 1u << i)
+            return api_names[i];
+    return "?";
+}
+
+unsigned api_from_name(const char *name)
+{
+    for (unsigned i = 0; i < 4; i++)
+        if (strcmp(name, api_names[i]) == 0)
+            return 1u << i;
+    return 0;
+}
+
+/* Grow-on-demand array append; returns the new element's index or -1. */
+static long push(void **items, size_t *count, size_t *cap, size_t elem_size)
+{
+    if (*count == *cap) {
+        size_t n = *cap ? *cap * 2 : 16;
+        void *grown = realloc(*items, n * elem_size);
+        if (!grown)
+            return -1;
+        *items = grown;
+        *cap = n;
+    }
+    memset((char *)*items + *count * elem_size, 0, elem_size);
+    return (long)(*count)++;
+}
+
+struct names {
+    struct strset set;
+    char ***out; /* the program's owned copies */
+    size_t *out_count, cap;
+};
+
+struct compiler {
+    struct program *p;
+    size_t node_cap, prefetch_cap;
+    struct names phases, tags, marks;
+    bool failed;
+};
+
+static long intern(struct compiler *cc, struct names *n, const char *name)
+{
+    long idx = strset_find(&n->set, name);
+    if (idx >= 0)
+        return idx;
+    long slot = push((void **)n->out, n->out_count, &n->cap, sizeof(char *));
+    char *copy = slot >= 0 ? strdup(name) : NULL;
+    if (!copy || strset_add(&n->set, copy) != slot) {
+        if (slot >= 0)
+            (*n->out_count)--;
+        free(copy);
+        cc->failed = true;
+        return 0;
+    }
+    (*n->out)[slot] = copy;
+    return slot;
+}
+
+static uint32_t compile_expr(struct compiler *cc, const struct expr *e)
+{
+    struct program *p = cc->p;
+    long idx = push((void **)&p->nodes, &p->node_count, &cc->node_cap, sizeof *p->nodes);
+    if (idx < 0) {
+        cc->failed = true;
+        return 0;
+    }
+    struct program_node node = {0};
+    switch (e->kind) {
+    case EXPR_ANY: node.op = OP_ANY; break;
+    case EXPR_SIZE: node = (struct program_node){OP_SIZE, 0, 0, e->lo, e->hi}; break;
+    case EXPR_NTH: node = (struct program_node){OP_NTH, 0, 0, e->lo, e->hi}; break;
+    case EXPR_PHASE: node.op = OP_PHASE; node.lo = (uint64_t)intern(cc, &cc->phases, e->text); break;
+    case EXPR_TAG: node.op = OP_TAG; node.lo = (uint64_t)intern(cc, &cc->tags, e->text); break;
+    case EXPR_API: node.op = OP_API; node.lo = api_from_name(e->text); break;
+    case EXPR_DEVICE: node.op = OP_DEVICE; node.lo = e->lo; break;
+    case EXPR_AND:
+    case EXPR_OR:
+    case EXPR_NOT:
+        node.op = e->kind == EXPR_AND ? OP_AND : e->kind == EXPR_OR ? OP_OR : OP_NOT;
+        node.left = compile_expr(cc, e->left);
+        if (e->right)
+            node.right = compile_expr(cc, e->right);
+        break;
+    }
+    p->nodes[idx] = node; /* after the children: push may have moved the array */
+    return (uint32_t)idx;
+}
+
+static struct program_place place_of(struct place pl)
+{
+    return (struct program_place){pl.kind, pl.index};
+}
+
+static void compile_class(struct compiler *cc, const struct class_decl *c, struct program_class *pc)
+{
+    struct program *p = cc->p;
+    pc->line = c->loc.first_line;
+    pc->memory = MEMORY_MANAGED;
+    pc->priority = PROGRAM_DEFAULT_PRIORITY;
+    pc->prefetch_first = (uint32_t)p->prefetch_count;
+    for (const struct directive *d = c->directives; d; d = d->next) {
+        switch (d->kind) {
+        case DIR_MATCH:
+            pc->root = compile_expr(cc, d->match);
+            pc->always = expr_always(d->match);
+            break;
+        case DIR_MEMORY: pc->memory = d->memory; break;
+        case DIR_ADVISE: pc->read_mostly = true; break;
+        case DIR_PLACE: pc->place = place_of(d->place); break;
+        case DIR_ACCESS:
+            for (int i = 0; i < d->access_count && i < MAX_ACCESS; i++)
+                pc->access[i] = place_of(d->access[i]);
+            pc->access_count = d->access_count < MAX_ACCESS ? d->access_count : MAX_ACCESS;
+            break;
+        case DIR_PREFETCH: {
+            long idx = push((void **)&p->prefetches, &p->prefetch_count, &cc->prefetch_cap,
+                            sizeof *p->prefetches);
+            if (idx < 0) {
+                cc->failed = true;
+                break;
+            }
+            struct program_prefetch *pf = &p->prefetches[idx];
+            pf->dest = place_of(d->prefetch.dest);
+            pf->trigger = d->prefetch.trigger;
+            pf->pattern = -1;
+            if (d->prefetch.trigger == TRIGGER_ENTER || d->prefetch.trigger == TRIGGER_EXIT)
+                pf->pattern = (int32_t)intern(cc, &cc->phases, d->prefetch.pattern);
+            else if (d->prefetch.trigger == TRIGGER_MARK)
+                pf->pattern = (int32_t)intern(cc, &cc->marks, d->prefetch.pattern);
+            break;
+        }
+        case DIR_PRIORITY: pc->priority = (uint32_t)d->priority; break;
+        }
+    }
+    pc->prefetch_count = (uint32_t)p->prefetch_count - pc->prefetch_first;
+}
+
+static void names_init(struct names *n, char ***out, size_t *count)
+{
+    strset_init(&n->set);
+    n->out = out;
+    n->out_count = count;
+    n->cap = 0;
+}
+
+struct program *program_compile(const struct policy_ast *ast)
+{
+    struct program *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    struct compiler cc = {.p = p};
+    names_init(&cc.phases, &p->phase_globs, &p->phase_glob_count);
+    names_init(&cc.tags, &p->tags, &p->tag_count);
+    names_init(&cc.marks, &p->marks, &p->mark_count);
+    p->slab_bytes = PROGRAM_DEFAULT_SLAB;
+    for (const struct global_decl *g = ast->globals; g; g = g->next) {
+        struct program_limit lim = {true, g->amount.percent, g->amount.value};
+        if (g->kind == GLOBAL_BUDGET)
+            p->budget_gpu = lim;
+        else if (g->kind == GLOBAL_CAP)
+            p->cap_managed = lim;
+        else if (g->kind == GLOBAL_SLAB)
+            p->slab_bytes = g->amount.value;
+    }
+    p->classes = calloc(ast->class_count ? ast->class_count : 1, sizeof *p->classes);
+    if (!p->classes)
+        cc.failed = true;
+    size_t i = 0;
+    for (const struct class_decl *c = ast->classes; c && !cc.failed; c = c->next, i++) {
+        compile_class(&cc, c, &p->classes[i]);
+        p->classes[i].name = strdup(c->name);
+        p->class_count = i + 1;
+        if (!p->classes[i].name)
+            cc.failed = true;
+    }
+    strset_free(&cc.phases.set);
+    strset_free(&cc.tags.set);
+    strset_free(&cc.marks.set);
+    if (cc.failed) {
+        program_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void free_names(char **names, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        free(names[i]);
+    free(names);
+}
+
+void program_free(struct program *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->class_count; i++)
+        free((char *)p->classes[i].name);
+    free(p->classes);
+    free(p->nodes);
+    free(p->prefetches);
+    free_names(p->phase_globs, p->phase_glob_count);
+    free_names(p->tags, p->tag_count);
+    free_names(p->marks, p->mark_count);
+    free(p);
+}
+
+static inline bool bit_set(const uint64_t *bits, uint64_t i)
+{
+    return bits && (bits[i >> 6] >> (i & 63)) & 1;
+}
+
+static bool eval(const struct program_node *nodes, uint32_t i, const struct alloc_ctx *ctx)
+{
+    for (;;) {
+        const struct program_node *n = &nodes[i];
+        switch (n->op) {
+        case OP_ANY: return true;
+        case OP_SIZE: return ctx->size >= n->lo && ctx->size <= n->hi;
+        case OP_NTH: return ctx->seq >= n->lo && ctx->seq <= n->hi;
+        case OP_PHASE: return bit_set(ctx->phase_bits, n->lo);
+        case OP_TAG: return bit_set(ctx->tag_bits, n->lo);
+        case OP_API: return (ctx->api & n->lo) != 0;
+        case OP_DEVICE: return ctx->device >= 0 && (uint64_t)ctx->device == n->lo;
+        case OP_NOT: return !eval(nodes, n->left, ctx);
+        case OP_AND:
+            if (!eval(nodes, n->left, ctx))
+                return false;
+            i = n->right; /* tail position: loop instead of recursing */
+            break;
+        case OP_OR:
+            if (eval(nodes, n->left, ctx))
+                return true;
+            i = n->right;
+            break;
+        default: return false;
+        }
+    }
+}
+
+int program_classify(const struct program *p, const struct alloc_ctx *ctx)
+{
+    for (size_t i = 0; i < p->class_count; i++) {
+        const struct program_class *c = &p->classes[i];
+        if (c->always || eval(p->nodes, c->root, ctx))
+            return (int)i;
+    }
+    return -1;
+}
+
+size_t program_bitset_words(size_t count)
+{
+    return count ? (count + 63) / 64 : 1;
+}
+
+size_t program_match_phase(const struct program *p, const char *name, uint64_t *bits)
+{
+    size_t matched = 0;
+    for (size_t i = 0; i < p->phase_glob_count; i++) {
+        if (glob_match(p->phase_globs[i], name)) {
+            bits[i >> 6] |= 1ull << (i & 63);
+            matched++;
+        }
+    }
+    return matched;
+}
+
+static int find_name(char *const *names, size_t count, const char *name)
+{
+    for (size_t i = 0; i < count; i++)
+        if (strcmp(names[i], name) == 0)
+            return (int)i;
+    return -1;
+}
+
+int program_tag_index(const struct program *p, const char *name)
+{
+    return find_name(p->tags, p->tag_count, name);
+}
+
+int program_mark_index(const struct program *p, const char *name)
+{
+    return find_name(p->marks, p->mark_count, name);
+}

@@ -1,0 +1,120 @@
+/* A compiled policy: immutable flat tables, safe to read from any number of
+ * threads, plus the classifier the runtime calls on every allocation. */
+#ifndef UMPOL_PROGRAM_H
+#define UMPOL_PROGRAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ast.h"
+
+/* Which CUDA entry point made an allocation (bit flags, so `api` can test a set). */
+enum alloc_api {
+    API_CUDA_MALLOC = 1u << 0,
+    API_CUDA_MALLOC_ASYNC = 1u << 1,
+    API_CUDA_MALLOC_MANAGED = 1u << 2,
+    API_PLUGGABLE = 1u << 3,
+};
+
+/* Name of an API bit as written in policies, and the reverse (0 if unknown). */
+const char *api_name(unsigned api);
+unsigned api_from_name(const char *name);
+extern const char *const api_names[4];
+
+enum node_op { OP_ANY, OP_SIZE, OP_NTH, OP_PHASE, OP_TAG, OP_API, OP_DEVICE, OP_AND, OP_OR, OP_NOT };
+
+/* One predicate node; children are indexes into the same array. */
+struct program_node {
+    uint8_t op;
+    uint32_t left, right;
+    uint64_t lo, hi; /* SIZE, NTH range; PHASE/TAG index; API mask; DEVICE ordinal */
+};
+
+struct program_place {
+    enum loc_kind kind; /* LOC_UNSET: not given */
+    int index;          /* -1: the current GPU / no node */
+};
+
+struct program_prefetch {
+    struct program_place dest;
+    enum trigger_kind trigger;
+    int32_t pattern; /* ENTER/EXIT: phase glob index; MARK: mark index; ALLOC: -1 */
+};
+
+struct program_class {
+    const char *name;
+    int line;
+    uint32_t root; /* predicate node */
+    bool always;   /* predicate matches every allocation */
+    enum memory_kind memory;
+    bool read_mostly;
+    struct program_place place;
+    struct program_place access[MAX_ACCESS];
+    int access_count;
+    uint32_t prefetch_first, prefetch_count;
+    uint32_t priority;
+};
+
+/* A limit given as a percentage of a total or as bytes; unset when !given. */
+struct program_limit {
+    bool given, percent;
+    uint64_t value;
+};
+
+#define PROGRAM_DEFAULT_SLAB (64ull << 20)
+#define PROGRAM_DEFAULT_PRIORITY 0
+
+struct program {
+    struct program_limit budget_gpu, cap_managed;
+    uint64_t slab_bytes;
+    struct program_class *classes;
+    size_t class_count;
+    struct program_node *nodes;
+    size_t node_count;
+    struct program_prefetch *prefetches;
+    size_t prefetch_count;
+    char **phase_globs; /* from `phase` predicates and enter/exit triggers */
+    size_t phase_glob_count;
+    char **tags;
+    size_t tag_count;
+    char **marks;
+    size_t mark_count;
+};
+
+/* Everything known about one allocation when it is classified. */
+struct alloc_ctx {
+    uint64_t size;
+    uint64_t seq;   /* 0-based sequence number of intercepted allocations */
+    unsigned api;   /* one enum alloc_api bit */
+    int device;
+    const uint64_t *phase_bits; /* bitset over phase_globs: a matching phase is open */
+    const uint64_t *tag_bits;   /* bitset over tags: the tag is on the tag stack */
+};
+
+/* Compile a checked AST. Returns NULL only when out of memory. */
+struct program *program_compile(const struct policy_ast *ast);
+void program_free(struct program *p);
+
+/* Index of the first class matching CTX, or -1 when none does. */
+int program_classify(const struct program *p, const struct alloc_ctx *ctx);
+
+/* Words of a bitset over phase globs / tags (at least 1, so callers never malloc 0). */
+size_t program_bitset_words(size_t count);
+/* Set in BITS every phase glob that NAME matches; returns how many did. */
+size_t program_match_phase(const struct program *p, const char *name, uint64_t *bits);
+/* Index of tag or mark NAME, or -1. */
+int program_tag_index(const struct program *p, const char *name);
+int program_mark_index(const struct program *p, const char *name);
+
+/* Human-readable rendering of a class predicate, of a place, of a size. */
+void program_print_expr(FILE *out, const struct program *p, uint32_t node);
+const char *program_place_str(struct program_place place, char *buf, size_t len);
+const char *format_bytes(uint64_t bytes, char *buf, size_t len);
+
+/* `umpol explain`: the compiled classes in the order they are tried. */
+void program_explain(FILE *out, const struct program *p);
+void program_explain_json(FILE *out, const struct program *p);
+
+#endif

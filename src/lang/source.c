@@ -1,0 +1,185 @@
+#include "source.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diag.h"
+
+static struct loc loc_at(int line, int col)
+{
+    return (struct loc){line, col, line, col + 1};
+}
+
+/* Length of the valid UTF-8 sequence at p (1..4), or 0 if it is invalid. */
+size_t utf8_seq_len(const unsigned char *p, size_t left)
+{
+    unsigned char c = p[0];
+    size_t n;
+    uint32_t cp;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+        cp = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        cp = c & 0x0f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (left < n)
+        return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (p[i] & 0x3f);
+    }
+    /* Reject overlong forms, surrogates and code points past U+10FFFF. */
+    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return n;
+}
+
+/* Validate encoding and index lines in one pass. */
+static int index_text(struct source *src, struct diag_list *diags)
+{
+    size_t cap = 64;
+    src->line_starts = malloc(cap * sizeof *src->line_starts);
+    if (!src->line_starts)
+        return -1;
+    src->line_starts[0] = 0;
+    src->line_count = 1;
+    int line = 1, col = 1;
+    const unsigned char *t = (const unsigned char *)src->text;
+    for (size_t i = 0; i < src->len;) {
+        if (t[i] == '\0') {
+            diag_add(diags, DIAG_ERROR, E_ENCODING, loc_at(line, col),
+                     "NUL byte in policy text: this looks like a binary file, not a policy");
+            return -1;
+        }
+        size_t n = utf8_seq_len(t + i, src->len - i);
+        if (n == 0) {
+            diag_add(diags, DIAG_ERROR, E_ENCODING, loc_at(line, col),
+                     "invalid UTF-8 byte 0x%02x: policies are UTF-8 text", t[i]);
+            return -1;
+        }
+        if (t[i] == '\n') {
+            if (src->line_count == cap) {
+                cap *= 2;
+                size_t *grown = realloc(src->line_starts, cap * sizeof *grown);
+                if (!grown)
+                    return -1;
+                src->line_starts = grown;
+            }
+            src->line_starts[src->line_count++] = i + 1;
+            line++;
+            col = 1;
+        } else {
+            col++;
+        }
+        i += n;
+    }
+    return 0;
+}
+
+int source_from_memory(struct source *src, const char *name, const char *text, size_t len,
+                       struct diag_list *diags)
+{
+    memset(src, 0, sizeof *src);
+    src->name = strdup(name);
+    if (!src->name)
+        return -1;
+    if (len > SOURCE_MAX_BYTES) {
+        diag_add(diags, DIAG_ERROR, E_TOO_LARGE, loc_at(0, 0),
+                 "policy is %zu bytes; the limit is %u MiB", len, SOURCE_MAX_BYTES >> 20);
+        return -1;
+    }
+    src->text = malloc(len + 1);
+    if (!src->text)
+        return -1;
+    memcpy(src->text, text, len);
+    src->text[len] = '\0';
+    src->len = len;
+    return index_text(src, diags);
+}
+
+int source_load(struct source *src, const char *path, struct diag_list *diags)
+{
+    memset(src, 0, sizeof *src);
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) {
+        src->name = strdup(path);
+        diag_add(diags, DIAG_ERROR, E_IO, loc_at(0, 0), "cannot open: %s", strerror(errno));
+        return -1;
+    }
+    /* Read at most one byte past the limit: enough to know it is too large. */
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    int rc = 0;
+    while (buf) {
+        if (len == cap) {
+            size_t want = cap * 2 > SOURCE_MAX_BYTES + 1 ? SOURCE_MAX_BYTES + 1 : cap * 2;
+            if (want == cap)
+                break;
+            char *grown = realloc(buf, want);
+            if (!grown) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = grown;
+            cap = want;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0)
+            break;
+    }
+    int read_errno = ferror(f) ? errno : 0;
+    if (f != stdin)
+        fclose(f);
+    if (!buf || read_errno) {
+        src->name = strdup(path);
+        diag_add(diags, DIAG_ERROR, E_IO, loc_at(0, 0), "cannot read: %s",
+                 strerror(buf ? read_errno : ENOMEM));
+        free(buf);
+        return -1;
+    }
+    if (len > SOURCE_MAX_BYTES) {
+        src->name = strdup(path);
+        diag_add(diags, DIAG_ERROR, E_TOO_LARGE, loc_at(0, 0),
+                 "policy is larger than the %u MiB limit", SOURCE_MAX_BYTES >> 20);
+        free(buf);
+        return -1;
+    }
+    rc = source_from_memory(src, path, buf, len, diags);
+    free(buf);
+    return rc;
+}
+
+void source_free(struct source *src)
+{
+    free(src->name);
+    free(src->text);
+    free(src->line_starts);
+    memset(src, 0, sizeof *src);
+}
+
+const char *source_line(const struct source *src, int line, size_t *len)
+{
+    if (!src->text || line < 1 || (size_t)line > src->line_count)
+        return NULL;
+    size_t start = src->line_starts[line - 1];
+    const char *nl = memchr(src->text + start, '\n', src->len - start);
+    size_t end = nl ? (size_t)(nl - src->text) : src->len;
+    if (end > start && src->text[end - 1] == '\r')
+        end--;
+    *len = end - start;
+    return src->text + start;
+}
