@@ -407,7 +407,7 @@ static void yyerror(YYLTYPE *loc, yyscan_t scanner, struct parse_state *st, cons
 {
     (void)scanner;
     if (strcmp(msg, "memory exhausted") == 0)
-        diag_add(st->diags, DIAG_ERROR, E_TOO_DEEP, *loc, "policy too complex to parse (memory exhausted)");
+        diag_add(st->diags, DIAG_ERROR, E_TOO_DEEP, *loc, "expression nested too deeply to parse");
     else
         diag_add(st->diags, DIAG_ERROR, E_SYNTAX, *loc, "%s", msg);
 }

@@ -103,12 +103,68 @@ static uint32_t compile_expr(struct compiler *cc, const struct expr *e)
     return (uint32_t)idx;
 }
 
+#define API_ALL (API_CUDA_MALLOC | API_CUDA_MALLOC_ASYNC | API_CUDA_MALLOC_MANAGED | API_PLUGGABLE)
+
+/* The weakest filter implied by E: intersected over AND, hulled over OR.
+ * Interned indexes come from the already compiled node of each leaf. */
+static struct class_filter filter_of(const struct program *p, uint32_t i)
+{
+    const struct program_node *n = &p->nodes[i];
+    struct class_filter f = {0, UINT64_MAX, API_ALL, -1, -1, -1, 0, false};
+    switch (n->op) {
+    case OP_SIZE:
+        f.size_lo = n->lo;
+        f.size_hi = n->hi;
+        break;
+    case OP_API: f.api_mask = (unsigned)n->lo; break;
+    case OP_DEVICE: f.device = (int)n->lo; break;
+    case OP_PHASE: f.need_phase = (int32_t)n->lo; break;
+    case OP_TAG: f.need_tag = (int32_t)n->lo; break;
+    case OP_NOT: {
+        /* Complements that stay simple: an API set, a size bound open on one side. */
+        const struct program_node *c = &p->nodes[n->left];
+        if (c->op == OP_API)
+            f.api_mask = API_ALL & ~(unsigned)c->lo;
+        else if (c->op == OP_SIZE && c->lo == 0 && c->hi != UINT64_MAX)
+            f.size_lo = c->hi + 1;
+        else if (c->op == OP_SIZE && c->hi == UINT64_MAX && c->lo != 0)
+            f.size_hi = c->lo - 1;
+        break;
+    }
+    case OP_AND: {
+        struct class_filter a = filter_of(p, n->left), b = filter_of(p, n->right);
+        f.size_lo = a.size_lo > b.size_lo ? a.size_lo : b.size_lo;
+        f.size_hi = a.size_hi < b.size_hi ? a.size_hi : b.size_hi;
+        f.api_mask = a.api_mask & b.api_mask;
+        f.device = a.device >= 0 ? a.device : b.device;
+        if (a.device >= 0 && b.device >= 0 && a.device != b.device)
+            f.api_mask = 0; /* two devices at once: never */
+        f.need_phase = a.need_phase >= 0 ? a.need_phase : b.need_phase;
+        f.need_tag = a.need_tag >= 0 ? a.need_tag : b.need_tag;
+        break;
+    }
+    case OP_OR: {
+        struct class_filter a = filter_of(p, n->left), b = filter_of(p, n->right);
+        f.size_lo = a.size_lo < b.size_lo ? a.size_lo : b.size_lo;
+        f.size_hi = a.size_hi > b.size_hi ? a.size_hi : b.size_hi;
+        f.api_mask = a.api_mask | b.api_mask;
+        f.device = a.device == b.device ? a.device : -1;
+        f.need_phase = a.need_phase == b.need_phase ? a.need_phase : -1;
+        f.need_tag = a.need_tag == b.need_tag ? a.need_tag : -1;
+        break;
+    }
+    default: break; /* nth, any: no necessary condition */
+    }
+    return f;
+}
+
 static struct program_place place_of(struct place pl)
 {
     return (struct program_place){pl.kind, pl.index};
 }
 
-static void compile_class(struct compiler *cc, const struct class_decl *c, struct program_class *pc)
+static void compile_class(struct compiler *cc, const struct class_decl *c, struct program_class *pc,
+                          struct class_filter *filter)
 {
     struct program *p = cc->p;
     pc->line = c->loc.first_line;
@@ -120,6 +176,10 @@ static void compile_class(struct compiler *cc, const struct class_decl *c, struc
         case DIR_MATCH:
             pc->root = compile_expr(cc, d->match);
             pc->always = expr_always(d->match);
+            if (!cc->failed)
+                *filter = filter_of(p, pc->root);
+            filter->root = pc->root;
+            filter->always = pc->always;
             break;
         case DIR_MEMORY: pc->memory = d->memory; break;
         case DIR_ADVISE: pc->read_mostly = true; break;
@@ -179,12 +239,14 @@ struct program *program_compile(const struct policy_ast *ast)
         else if (g->kind == GLOBAL_SLAB)
             p->slab_bytes = g->amount.value;
     }
-    p->classes = calloc(ast->class_count ? ast->class_count : 1, sizeof *p->classes);
-    if (!p->classes)
+    size_t n = ast->class_count ? ast->class_count : 1;
+    p->classes = calloc(n, sizeof *p->classes);
+    p->filters = calloc(n, sizeof *p->filters);
+    if (!p->classes || !p->filters)
         cc.failed = true;
     size_t i = 0;
     for (const struct class_decl *c = ast->classes; c && !cc.failed; c = c->next, i++) {
-        compile_class(&cc, c, &p->classes[i]);
+        compile_class(&cc, c, &p->classes[i], &p->filters[i]);
         p->classes[i].name = strdup(c->name);
         p->class_count = i + 1;
         if (!p->classes[i].name)
@@ -214,6 +276,7 @@ void program_free(struct program *p)
     for (size_t i = 0; i < p->class_count; i++)
         free((char *)p->classes[i].name);
     free(p->classes);
+    free(p->filters);
     free(p->nodes);
     free(p->prefetches);
     free_names(p->phase_globs, p->phase_glob_count);
@@ -257,12 +320,24 @@ static bool eval(const struct program_node *nodes, uint32_t i, const struct allo
 
 int program_classify(const struct program *p, const struct alloc_ctx *ctx)
 {
-    for (size_t i = 0; i < p->class_count; i++) {
-        const struct program_class *c = &p->classes[i];
-        if (c->always || eval(p->nodes, c->root, ctx))
+    const struct class_filter *f = p->filters;
+    for (size_t i = 0; i < p->class_count; i++, f++) {
+        if (f->always)
+            return (int)i;
+        if (ctx->size < f->size_lo || ctx->size > f->size_hi || !(ctx->api & f->api_mask) ||
+            (f->device >= 0 && f->device != ctx->device) ||
+            (f->need_phase >= 0 && !bit_set(ctx->phase_bits, (uint64_t)f->need_phase)) ||
+            (f->need_tag >= 0 && !bit_set(ctx->tag_bits, (uint64_t)f->need_tag)))
+            continue;
+        if (eval(p->nodes, f->root, ctx))
             return (int)i;
     }
     return -1;
+}
+
+bool program_class_matches(const struct program *p, size_t i, const struct alloc_ctx *ctx)
+{
+    return eval(p->nodes, p->classes[i].root, ctx);
 }
 
 size_t program_bitset_words(size_t count)

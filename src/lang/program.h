@@ -57,6 +57,18 @@ struct program_class {
     uint32_t priority;
 };
 
+/* Necessary conditions of a class's predicate, checked before evaluating it:
+ * most allocations are ruled out by size, API or device alone. */
+struct class_filter {
+    uint64_t size_lo, size_hi;
+    unsigned api_mask;
+    int device;         /* -1: any */
+    int32_t need_phase; /* phase glob that must be open, or -1 */
+    int32_t need_tag;   /* tag that must be pushed, or -1 */
+    uint32_t root;
+    bool always;
+};
+
 /* A limit given as a percentage of a total or as bytes; unset when !given. */
 struct program_limit {
     bool given, percent;
@@ -70,6 +82,7 @@ struct program {
     struct program_limit budget_gpu, cap_managed;
     uint64_t slab_bytes;
     struct program_class *classes;
+    struct class_filter *filters; /* parallel to classes, compact for the classifier */
     size_t class_count;
     struct program_node *nodes;
     size_t node_count;
@@ -99,6 +112,9 @@ void program_free(struct program *p);
 
 /* Index of the first class matching CTX, or -1 when none does. */
 int program_classify(const struct program *p, const struct alloc_ctx *ctx);
+
+/* Class I's predicate evaluated in full, without the filters (for tests). */
+bool program_class_matches(const struct program *p, size_t i, const struct alloc_ctx *ctx);
 
 /* Words of a bitset over phase globs / tags (at least 1, so callers never malloc 0). */
 size_t program_bitset_words(size_t count);

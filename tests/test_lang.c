@@ -1,0 +1,440 @@
+/* Unit tests of the policy front end: source checks, globs, interning,
+ * parsing, checking, compiling and classifying. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "lang/glob.h"
+#include "lang/parse.h"
+#include "lang/policy.h"
+#include "lang/strset.h"
+
+/* ---- helpers ---- */
+
+static struct policy load(const char *text)
+{
+    struct policy pol;
+    policy_load_text(&pol, "test.umpol", text, strlen(text));
+    return pol;
+}
+
+static bool has_code(const struct policy *pol, enum diag_code code)
+{
+    for (size_t i = 0; i < pol->diags.count; i++)
+        if (pol->diags.items[i].code == code)
+            return true;
+    return false;
+}
+
+/* Classify one allocation; phases and tags are given by name. */
+static int classify(const struct program *p, uint64_t size, unsigned api, int device, uint64_t seq,
+                    const char *phase, const char *tag)
+{
+    uint64_t *phase_bits = calloc(program_bitset_words(p->phase_glob_count), 8);
+    uint64_t *tag_bits = calloc(program_bitset_words(p->tag_count), 8);
+    assert_non_null(phase_bits);
+    assert_non_null(tag_bits);
+    if (phase)
+        program_match_phase(p, phase, phase_bits);
+    if (tag) {
+        int t = program_tag_index(p, tag);
+        if (t >= 0)
+            tag_bits[t / 64] |= 1ull << (t % 64);
+    }
+    struct alloc_ctx ctx = {size, seq, api, device, phase_bits, tag_bits};
+    int cls = program_classify(p, &ctx);
+    free(phase_bits);
+    free(tag_bits);
+    return cls;
+}
+
+/* ---- glob ---- */
+
+static void test_glob_match_cases(void **state)
+{
+    (void)state;
+    assert_true(glob_match("*", ""));
+    assert_true(glob_match("*", "anything"));
+    assert_true(glob_match("model.init*", "model.init"));
+    assert_true(glob_match("model.init*", "model.init.layers.3"));
+    assert_false(glob_match("model.init*", "model.ini"));
+    assert_true(glob_match("*step", "optimizer.step"));
+    assert_false(glob_match("*step", "optimizer.steps"));
+    assert_true(glob_match("a?c", "abc"));
+    assert_false(glob_match("a?c", "ac"));
+    assert_true(glob_match("a*b*c", "aXXbYYc"));
+    assert_false(glob_match("a*b*c", "aXXbYY"));
+    assert_true(glob_match("lit\\*", "lit*"));
+    assert_false(glob_match("lit\\*", "litX"));
+    assert_true(glob_match("forward", "forward"));
+    assert_false(glob_match("forward", "forwards"));
+}
+
+static void test_glob_pathological_is_fast(void **state)
+{
+    (void)state;
+    char text[4097];
+    memset(text, 'a', 4096);
+    text[4096] = '\0';
+    /* Exponential in a naive recursive matcher; linear-ish here. */
+    assert_false(glob_match("*a*a*a*a*a*a*a*a*a*a*a*b", text));
+}
+
+/* ---- strset ---- */
+
+static void test_strset_interns(void **state)
+{
+    (void)state;
+    struct strset s;
+    strset_init(&s);
+    char names[1000][16];
+    for (int i = 0; i < 1000; i++) {
+        snprintf(names[i], sizeof names[i], "name%d", i);
+        assert_int_equal(strset_add(&s, names[i]), i);
+    }
+    for (int i = 0; i < 1000; i++)
+        assert_int_equal(strset_find(&s, names[i]), i);
+    assert_int_equal(strset_add(&s, "name7"), 7);
+    assert_int_equal(strset_find(&s, "missing"), -1);
+    strset_free(&s);
+}
+
+/* ---- source ---- */
+
+static void test_source_lines_and_columns(void **state)
+{
+    (void)state;
+    struct policy pol = load("umpol 1;\nclass é { match any; }\n");
+    /* é is not an identifier character: column counts characters, not bytes. */
+    assert_true(has_code(&pol, E_BAD_CHAR));
+    assert_int_equal(pol.diags.items[0].loc.first_line, 2);
+    assert_int_equal(pol.diags.items[0].loc.first_column, 7);
+    size_t len;
+    const char *line = source_line(&pol.src, 2, &len);
+    assert_non_null(line);
+    assert_int_equal(len, strlen("class é { match any; }"));
+    assert_null(source_line(&pol.src, 99, &len));
+    policy_free(&pol);
+}
+
+static void test_source_rejects_nul_and_bad_utf8(void **state)
+{
+    (void)state;
+    static const char nul[] = "umpol 1;\nclass a { match any; }\0junk";
+    struct policy pol;
+    assert_int_equal(policy_load_text(&pol, "t", nul, sizeof nul - 1), POLICY_INVALID);
+    assert_true(has_code(&pol, E_ENCODING));
+    policy_free(&pol);
+    static const char *const bad_utf8[] = {
+        "umpol 1; # \xff\n", "umpol 1; # \xc0\xaf\n", /* overlong '/' */
+        "umpol 1; # \xed\xa0\x80\n",                  /* surrogate */
+        "umpol 1; # \xe2\x82\n",                      /* truncated */
+    };
+    for (size_t i = 0; i < sizeof bad_utf8 / sizeof bad_utf8[0]; i++) {
+        pol = load(bad_utf8[i]);
+        assert_true(has_code(&pol, E_ENCODING));
+        policy_free(&pol);
+    }
+    pol = load("umpol 1; # naïve — ✓ 𝄞\nclass a { match any; }\n");
+    assert_non_null(pol.program);
+    policy_free(&pol);
+}
+
+static void test_source_size_limit(void **state)
+{
+    (void)state;
+    size_t len = SOURCE_MAX_BYTES + 1;
+    char *big = malloc(len);
+    assert_non_null(big);
+    memset(big, '#', len);
+    struct policy pol;
+    assert_int_equal(policy_load_text(&pol, "big", big, len), POLICY_INVALID);
+    assert_true(has_code(&pol, E_TOO_LARGE));
+    policy_free(&pol);
+    free(big);
+}
+
+/* ---- errors: one table row per code ---- */
+
+struct bad_case {
+    const char *text;
+    enum diag_code code;
+};
+
+static const struct bad_case bad_cases[] = {
+    {"umpol 1;\nclass a { match any }\n", E_SYNTAX},
+    {"umpol 1;\nclass a { mtch any; }\n", E_UNKNOWN_KEYWORD},
+    {"umpol 1;\nclass a { match any; } $\n", E_BAD_CHAR},
+    {"umpol 1;\nclass a { match phase \"x; }\n", E_UNTERMINATED},
+    {"umpol 1;\nclass a { match ((((((((((((((((((((((((((((((((((((((((((((((((((((((((((((("
+     "(((((((any))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))))); }\n",
+     E_TOO_DEEP},
+    {"class a { match any; }\n", E_NO_HEADER},
+    {"umpol 3;\nclass a { match any; }\n", E_VERSION},
+    {"umpol 1;\nclass a { match any; }\nclass a { match any; }\n", E_DUP_CLASS},
+    {"umpol 1;\nclass a { match any; match any; }\n", E_DUP_DIRECTIVE},
+    {"umpol 1;\nclass a { match any; memory device; access gpu; }\n", E_CONFLICT},
+    {"umpol 1;\nslab 18446744073709551616;\nclass a { match any; }\n", E_OVERFLOW},
+    {"umpol 1;\nslab 17179869184TiB;\nclass a { match any; }\n", E_OVERFLOW},
+    {"umpol 1;\nbudget gpu 101%;\nclass a { match any; }\n", E_PERCENT},
+    {"umpol 1;\nclass a { match size 2..1; }\n", E_RANGE},
+    {"umpol 1;\nclass a { match size > 18446744073709551615; }\n", E_RANGE},
+    {"umpol 1;\nclass a { match tag \"\"; }\n", E_EMPTY_PATTERN},
+    {"umpol 1;\nclass a { match any; prefetch gpu on exit \"\"; }\n", E_EMPTY_PATTERN},
+    {"umpol 1;\nclass a { match any; prefetch on alloc; }\n", E_PREFETCH_NO_LOC},
+    {"umpol 1;\nslab 2MiB;\nslab 4MiB;\nclass a { match any; }\n", E_DUP_GLOBAL},
+    {"umpol 1;\nclass a { priority 3; }\n", E_NO_MATCH},
+    {"umpol 1;\nclass a { match api malloc; }\n", E_UNKNOWN_API},
+    {"umpol 1;\nclass a { match size > 3GB; }\n", E_UNKNOWN_UNIT},
+    {"umpol 1;\nclass a { match device 5000; }\n", E_OUT_OF_RANGE},
+    {"umpol 1;\nclass a { match any; place host numa 2000; }\n", E_OUT_OF_RANGE},
+    {"umpol 1;\nclass a { match any; access none; }\n", E_BAD_LOCATION},
+    {"umpol 1;\n", E_NO_CLASSES},
+};
+
+static void test_check_rejects_each_error(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
+        struct policy pol = load(bad_cases[i].text);
+        if (!has_code(&pol, bad_cases[i].code) || pol.program)
+            fail_msg("case %zu: expected code %d for: %s", i, bad_cases[i].code,
+                     bad_cases[i].text);
+        policy_free(&pol);
+    }
+}
+
+static void test_check_error_cap(void **state)
+{
+    (void)state;
+    char text[8192] = "umpol 1;\n";
+    for (int i = 0; i < 40; i++)
+        strcat(text, "class a { bogus; }\n");
+    struct policy pol = load(text);
+    assert_true(has_code(&pol, E_TOO_MANY_ERRORS));
+    assert_true(pol.diags.errors <= PARSE_MAX_ERRORS + 1);
+    policy_free(&pol);
+}
+
+static void test_check_warnings_keep_policy_valid(void **state)
+{
+    (void)state;
+    struct policy pol = load("umpol 1;\nclass a { match size >= 0; }\nclass b { match any; }\n");
+    assert_non_null(pol.program);
+    assert_true(has_code(&pol, W_UNREACHABLE));
+    policy_free(&pol);
+    pol = load("umpol 1;\nclass a { match size >= 1GiB; }\n");
+    assert_non_null(pol.program);
+    assert_true(has_code(&pol, W_NO_CATCH_ALL));
+    policy_free(&pol);
+    pol = load("umpol 1;\nclass a { match any; place host; prefetch gpu on alloc; }\n");
+    assert_true(has_code(&pol, W_HOST_NO_ACCESS));
+    policy_free(&pol);
+    pol = load("umpol 1;\nclass a { match any; place host; access gpu; prefetch gpu on alloc; }\n");
+    assert_false(has_code(&pol, W_HOST_NO_ACCESS));
+    assert_int_equal(pol.diags.count, 0);
+    policy_free(&pol);
+}
+
+/* ---- compile and classify ---- */
+
+static const char classify_policy[] = "umpol 1;\n"
+                                      "budget gpu 24GiB;\n"
+                                      "cap managed 90%;\n"
+                                      "slab 128MiB;\n"
+                                      "class huge { match size > 1GiB; }\n"
+                                      "class kv { match tag \"kv\" and not api cudaMalloc; }\n"
+                                      "class opt { match phase \"optimizer*\" or phase \"adam\"; }\n"
+                                      "class second_gpu { match device 1 and size 1MiB..1GiB; }\n"
+                                      "class early { match nth < 10; }\n"
+                                      "class exact { match size == 4096 or size != 4096 and "
+                                      "api cudaMallocManaged; }\n"
+                                      "class rest { match any; memory device; }\n";
+
+static void test_program_globals(void **state)
+{
+    (void)state;
+    struct policy pol = load(classify_policy);
+    const struct program *p = pol.program;
+    assert_non_null(p);
+    assert_true(p->budget_gpu.given && !p->budget_gpu.percent);
+    assert_int_equal(p->budget_gpu.value, 24ull << 30);
+    assert_true(p->cap_managed.given && p->cap_managed.percent);
+    assert_int_equal(p->cap_managed.value, 90);
+    assert_int_equal(p->slab_bytes, 128ull << 20);
+    assert_int_equal(p->class_count, 7);
+    assert_string_equal(p->classes[6].name, "rest");
+    assert_int_equal(p->classes[6].memory, MEMORY_DEVICE);
+    assert_true(p->classes[6].always);
+    assert_false(p->classes[0].always);
+    policy_free(&pol);
+}
+
+static void test_program_classify_first_match_wins(void **state)
+{
+    (void)state;
+    struct policy pol = load(classify_policy);
+    const struct program *p = pol.program;
+    const unsigned M = API_CUDA_MALLOC, A = API_CUDA_MALLOC_ASYNC, U = API_CUDA_MALLOC_MANAGED;
+    assert_int_equal(classify(p, (1ull << 30) + 1, M, 0, 100, NULL, NULL), 0);
+    /* huge wins over kv even when tagged: first match wins. */
+    assert_int_equal(classify(p, 2ull << 30, A, 0, 100, NULL, "kv"), 0);
+    assert_int_equal(classify(p, 4096, A, 0, 100, NULL, "kv"), 1);
+    assert_int_equal(classify(p, 4096, M, 0, 100, NULL, "kv"), 5); /* not api cudaMalloc */
+    assert_int_equal(classify(p, 1000, A, 0, 100, "optimizer.step", NULL), 2);
+    assert_int_equal(classify(p, 1000, A, 0, 100, "adam", NULL), 2);
+    assert_int_equal(classify(p, 1000, A, 0, 100, "adamw", NULL), 6);
+    assert_int_equal(classify(p, 1ull << 20, A, 1, 100, NULL, NULL), 3);
+    assert_int_equal(classify(p, (1ull << 20) - 1, A, 1, 100, NULL, NULL), 6);
+    assert_int_equal(classify(p, 1ull << 20, A, 0, 100, NULL, NULL), 6);
+    assert_int_equal(classify(p, 100, A, 0, 9, NULL, NULL), 4);
+    assert_int_equal(classify(p, 100, A, 0, 10, NULL, NULL), 6);
+    assert_int_equal(classify(p, 4096, A, 0, 10, NULL, NULL), 5);
+    assert_int_equal(classify(p, 8192, U, 0, 10, NULL, NULL), 5);
+    assert_int_equal(classify(p, 8192, A, 0, 10, NULL, NULL), 6);
+    policy_free(&pol);
+}
+
+static void test_program_no_match_is_minus_one(void **state)
+{
+    (void)state;
+    struct policy pol = load("umpol 1;\nclass big { match size >= 1MiB; }\n");
+    assert_non_null(pol.program);
+    assert_int_equal(classify(pol.program, 100, API_CUDA_MALLOC, 0, 0, NULL, NULL), -1);
+    assert_int_equal(classify(pol.program, 1 << 20, API_CUDA_MALLOC, 0, 0, NULL, NULL), 0);
+    policy_free(&pol);
+}
+
+static void test_program_interns_patterns(void **state)
+{
+    (void)state;
+    struct policy pol = load("umpol 1;\n"
+                             "class a { match phase \"fwd*\"; prefetch gpu on enter \"fwd*\";\n"
+                             "          prefetch host on exit \"bwd\"; access gpu; place host; }\n"
+                             "class b { match tag \"kv\"; prefetch gpu on mark \"hot\"; }\n"
+                             "class c { match tag \"kv\" or phase \"bwd\"; }\n");
+    const struct program *p = pol.program;
+    assert_non_null(p);
+    assert_int_equal(p->phase_glob_count, 2); /* fwd*, bwd */
+    assert_int_equal(p->tag_count, 1);
+    assert_int_equal(p->mark_count, 1);
+    assert_int_equal(p->prefetch_count, 3);
+    assert_int_equal(p->classes[0].prefetch_count, 2);
+    assert_int_equal(p->prefetches[0].trigger, TRIGGER_ENTER);
+    assert_string_equal(p->phase_globs[p->prefetches[0].pattern], "fwd*");
+    assert_int_equal(p->prefetches[1].dest.kind, LOC_HOST);
+    assert_int_equal(program_mark_index(p, "hot"), 0);
+    assert_int_equal(program_mark_index(p, "cold"), -1);
+    uint64_t bits[1] = {0};
+    assert_int_equal(program_match_phase(p, "fwd.layer1", bits), 1);
+    assert_int_equal(bits[0], 1);
+    policy_free(&pol);
+}
+
+static void test_program_explain_lists_classes(void **state)
+{
+    (void)state;
+    struct policy pol = load(classify_policy);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    program_explain(out, pol.program);
+    fclose(out);
+    assert_non_null(strstr(text, "budget gpu:   24 GiB"));
+    assert_non_null(strstr(text, "size >= 1073741825 B")); /* size > 1GiB */
+    assert_non_null(strstr(text, "tag \"kv\" and not api cudaMalloc"));
+    assert_non_null(strstr(text, "size == 4 KiB or not size == 4 KiB and api cudaMallocManaged"));
+    assert_non_null(strstr(text, "  7  rest"));
+    free(text);
+    policy_free(&pol);
+}
+
+static void test_program_large_policy(void **state)
+{
+    (void)state;
+    /* 2,000 classes with distinct phases: interning and checks stay correct. */
+    size_t cap = 2000 * 80 + 64, len = 0;
+    char *text = malloc(cap);
+    len += (size_t)snprintf(text, cap, "umpol 1;\n");
+    for (int i = 0; i < 2000; i++)
+        len += (size_t)snprintf(text + len, cap - len,
+                                "class c%d { match phase \"p%d.*\" and size >= %dKiB; }\n", i, i, i);
+    struct policy pol = load(text);
+    assert_non_null(pol.program);
+    assert_int_equal(pol.program->phase_glob_count, 2000);
+    assert_int_equal(classify(pol.program, 1ull << 30, API_CUDA_MALLOC, 0, 0, "p1999.x", NULL), 1999);
+    policy_free(&pol);
+    free(text);
+}
+
+/* The classifier's filters are only shortcuts: on random contexts it must agree
+ * with evaluating every predicate in full. */
+static void test_program_filters_agree_with_full_eval(void **state)
+{
+    (void)state;
+    struct policy pol = load("umpol 1;\n"
+                             "class a { match not size >= 1MiB and not api cudaMalloc; }\n"
+                             "class b { match (device 1 or device 1) and size 10..20; }\n"
+                             "class c { match device 1 and device 2; }\n"
+                             "class d { match phase \"x*\" and (tag \"t\" or size < 100); }\n"
+                             "class e { match not (size <= 4096) or api pluggable; }\n"
+                             "class f { match not size 10..20 and nth >= 5; }\n"
+                             "class g { match tag \"t\" and phase \"y\" or phase \"x1\"; }\n");
+    const struct program *p = pol.program;
+    assert_non_null(p);
+    uint64_t seed = 7, phase_sets[4][1] = {{0}, {0}, {0}, {0}}, tag_sets[2][1] = {{0}, {1}};
+    program_match_phase(p, "x1", phase_sets[1]);
+    program_match_phase(p, "y", phase_sets[2]);
+    program_match_phase(p, "x9", phase_sets[3]);
+    for (int i = 0; i < 200000; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        uint64_t sizes[] = {0, 1, 10, 15, 20, 21, 99, 100, 4096, 4097, 1 << 20, (1 << 20) - 1};
+        struct alloc_ctx ctx = {sizes[(seed >> 10) % 12], (seed >> 20) % 10, 1u << ((seed >> 30) % 4),
+                                (int)((seed >> 40) % 3), phase_sets[(seed >> 50) % 4],
+                                tag_sets[(seed >> 60) % 2]};
+        int want = -1;
+        for (size_t k = 0; k < p->class_count && want < 0; k++)
+            if (program_class_matches(p, k, &ctx))
+                want = (int)k;
+        assert_int_equal(program_classify(p, &ctx), want);
+    }
+    policy_free(&pol);
+}
+
+static void test_diag_suggest(void **state)
+{
+    (void)state;
+    static const char *const words[] = {"prefetch", "priority", "place"};
+    assert_string_equal(diag_suggest("prefech", words, 3), "prefetch");
+    assert_string_equal(diag_suggest("priorty", words, 3), "priority");
+    assert_null(diag_suggest("zzzzzzzz", words, 3));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_glob_match_cases),
+        cmocka_unit_test(test_glob_pathological_is_fast),
+        cmocka_unit_test(test_strset_interns),
+        cmocka_unit_test(test_source_lines_and_columns),
+        cmocka_unit_test(test_source_rejects_nul_and_bad_utf8),
+        cmocka_unit_test(test_source_size_limit),
+        cmocka_unit_test(test_check_rejects_each_error),
+        cmocka_unit_test(test_check_error_cap),
+        cmocka_unit_test(test_check_warnings_keep_policy_valid),
+        cmocka_unit_test(test_program_globals),
+        cmocka_unit_test(test_program_classify_first_match_wins),
+        cmocka_unit_test(test_program_no_match_is_minus_one),
+        cmocka_unit_test(test_program_interns_patterns),
+        cmocka_unit_test(test_program_explain_lists_classes),
+        cmocka_unit_test(test_program_large_policy),
+        cmocka_unit_test(test_program_filters_agree_with_full_eval),
+        cmocka_unit_test(test_diag_suggest),
+    };
+    return cmocka_run_group_tests_name("lang", tests, NULL, NULL);
+}
