@@ -1,0 +1,202 @@
+/* Phases, tags and marks.
+ *
+ * Phases are process-wide: NVTX ranges opened on the main thread classify
+ * allocations made on any thread (PyTorch's autograd threads allocate during
+ * `backward`). Each phase name is matched against the policy's globs once, on
+ * first use; opening and closing then only count, and the classifier reads
+ * one bit per glob. Tags are per thread. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/log.h"
+#include "runtime/runtime.h"
+
+uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Per phase name: its glob bits, cached. Index RT_MAX_PHASE_NAMES-1 collects the overflow. */
+static uint64_t *name_bits[RT_MAX_PHASE_NAMES];
+
+int phases_init(struct runtime *rt)
+{
+    rt->phase_words = program_bitset_words(rt->program->phase_glob_count);
+    rt->phase_open_count = calloc(rt->program->phase_glob_count + 1, sizeof *rt->phase_open_count);
+    rt->phase_bits = calloc(rt->phase_words, sizeof *rt->phase_bits);
+    if (!rt->phase_open_count || !rt->phase_bits)
+        return -1;
+    return pthread_mutex_init(&rt->phase_lock, NULL);
+}
+
+void phases_free(struct runtime *rt)
+{
+    for (size_t i = 0; i < rt->phase_stat_count; i++) {
+        free(rt->phase_stats[i].name);
+        free(name_bits[i]);
+        name_bits[i] = NULL;
+    }
+    rt->phase_stat_count = 0;
+    free(rt->phase_open_count);
+    free((void *)rt->phase_bits);
+    pthread_mutex_destroy(&rt->phase_lock);
+}
+
+/* Index of NAME's statistics and cached bits (phase_lock held). */
+static size_t phase_index(struct runtime *rt, const char *name)
+{
+    for (size_t i = 0; i < rt->phase_stat_count; i++)
+        if (strcmp(rt->phase_stats[i].name, name) == 0)
+            return i;
+    size_t i = rt->phase_stat_count;
+    const char *stored = name;
+    if (i == RT_MAX_PHASE_NAMES - 1) {
+        stored = "(other phases)";
+        for (size_t k = 0; k < i; k++)
+            if (strcmp(rt->phase_stats[k].name, stored) == 0)
+                return k;
+    }
+    if (i >= RT_MAX_PHASE_NAMES)
+        return RT_MAX_PHASE_NAMES - 1;
+    rt->phase_stats[i] = (struct phase_stat){strdup(stored), 0, 0};
+    name_bits[i] = calloc(rt->phase_words, sizeof(uint64_t));
+    if (name_bits[i] && stored == name)
+        program_match_phase(rt->program, name, name_bits[i]);
+    rt->phase_stat_count++;
+    return i;
+}
+
+struct open_phase {
+    size_t index;
+    uint64_t start_ns;
+    uint64_t *bits; /* the bits this opening set (may differ for the overflow slot) */
+};
+
+static _Thread_local struct open_phase *phase_stack;
+static _Thread_local size_t phase_depth, phase_cap;
+
+/* Add (delta = +1) or remove (-1) one opening of the globs in BITS. */
+static void count_globs(struct runtime *rt, const uint64_t *bits, int delta)
+{
+    for (size_t w = 0; w < rt->phase_words; w++) {
+        for (uint64_t word = bits[w]; word; word &= word - 1) {
+            size_t g = w * 64 + (size_t)__builtin_ctzll(word);
+            uint64_t mask = 1ull << (g & 63);
+            if (delta > 0 && rt->phase_open_count[g]++ == 0)
+                atomic_fetch_or(&rt->phase_bits[w], mask);
+            else if (delta < 0 && rt->phase_open_count[g] > 0 && --rt->phase_open_count[g] == 0)
+                atomic_fetch_and(&rt->phase_bits[w], ~mask);
+        }
+    }
+}
+
+void phase_enter(struct runtime *rt, const char *name)
+{
+    if (!name)
+        name = "";
+    if (phase_depth == phase_cap) {
+        size_t cap = phase_cap ? phase_cap * 2 : 16;
+        struct open_phase *grown = realloc(phase_stack, cap * sizeof *grown);
+        if (!grown)
+            return;
+        phase_stack = grown;
+        phase_cap = cap;
+    }
+    uint64_t *bits = calloc(rt->phase_words, sizeof *bits);
+    if (!bits)
+        return;
+    pthread_mutex_lock(&rt->phase_lock);
+    size_t i = phase_index(rt, name);
+    if (i == RT_MAX_PHASE_NAMES - 1 || !name_bits[i])
+        program_match_phase(rt->program, name, bits);
+    else
+        memcpy(bits, name_bits[i], rt->phase_words * sizeof *bits);
+    rt->phase_stats[i].entries++;
+    count_globs(rt, bits, +1);
+    pthread_mutex_unlock(&rt->phase_lock);
+    phase_stack[phase_depth++] = (struct open_phase){i, now_ns(), bits};
+    pthread_mutex_lock(&rt->lock);
+    place_trigger(rt, TRIGGER_ENTER, bits, -1);
+    pthread_mutex_unlock(&rt->lock);
+}
+
+void phase_exit(struct runtime *rt)
+{
+    if (phase_depth == 0) {
+        LOG(LOG_DEBUG, "phase exit without an open phase on this thread; ignored");
+        return;
+    }
+    struct open_phase op = phase_stack[--phase_depth];
+    pthread_mutex_lock(&rt->phase_lock);
+    count_globs(rt, op.bits, -1);
+    rt->phase_stats[op.index].total_ns += now_ns() - op.start_ns;
+    pthread_mutex_unlock(&rt->phase_lock);
+    pthread_mutex_lock(&rt->lock);
+    place_trigger(rt, TRIGGER_EXIT, op.bits, -1);
+    pthread_mutex_unlock(&rt->lock);
+    free(op.bits);
+}
+
+void phase_mark(struct runtime *rt, const char *name)
+{
+    int mark = name ? program_mark_index(rt->program, name) : -1;
+    if (mark < 0)
+        return;
+    pthread_mutex_lock(&rt->lock);
+    place_trigger(rt, TRIGGER_MARK, NULL, mark);
+    pthread_mutex_unlock(&rt->lock);
+}
+
+/* ---- tags: a per-thread stack, with a count per tag for nesting ---- */
+
+static _Thread_local int *tag_stack;
+static _Thread_local size_t tag_depth, tag_cap;
+static _Thread_local uint32_t *tag_counts;
+static _Thread_local uint64_t *tag_bits;
+static _Thread_local bool tag_any;
+
+const uint64_t *tag_bits_current(void)
+{
+    return tag_any ? tag_bits : NULL;
+}
+
+void tag_push(struct runtime *rt, const char *name)
+{
+    const struct program *p = rt->program;
+    if (!tag_counts && p->tag_count) {
+        tag_counts = calloc(p->tag_count, sizeof *tag_counts);
+        tag_bits = calloc(program_bitset_words(p->tag_count), sizeof *tag_bits);
+        if (!tag_counts || !tag_bits) {
+            free(tag_counts);
+            free(tag_bits);
+            tag_counts = NULL;
+            tag_bits = NULL;
+        }
+    }
+    if (tag_depth == tag_cap) {
+        size_t cap = tag_cap ? tag_cap * 2 : 16;
+        int *grown = realloc(tag_stack, cap * sizeof *grown);
+        if (!grown)
+            return;
+        tag_stack = grown;
+        tag_cap = cap;
+    }
+    int t = name && tag_counts ? program_tag_index(p, name) : -1;
+    tag_stack[tag_depth++] = t; /* unknown tags are pushed too, to keep pops balanced */
+    if (t >= 0 && tag_counts[t]++ == 0) {
+        tag_bits[t / 64] |= 1ull << (t % 64);
+        tag_any = true;
+    }
+}
+
+void tag_pop(void)
+{
+    if (tag_depth == 0)
+        return;
+    int t = tag_stack[--tag_depth];
+    if (t >= 0 && --tag_counts[t] == 0)
+        tag_bits[t / 64] &= ~(1ull << (t % 64));
+}

@@ -1,0 +1,381 @@
+/* Where blocks live: advice on slabs, prefetch on triggers, and the per-GPU
+ * budget with eviction by priority, least recently placed first. Everything
+ * here is a hint to the driver: a failed call is counted and logged, never an
+ * error for the job. Called with rt->lock held. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/log.h"
+#include "runtime/runtime.h"
+
+struct device_state *device_get(struct runtime *rt, int device)
+{
+    if (device < 0 || device >= RT_MAX_DEVICES)
+        return NULL;
+    struct device_state *dev = &rt->devices[device];
+    if (dev->known)
+        return dev;
+    dev->pools = calloc(rt->program->class_count, sizeof *dev->pools);
+    if (!dev->pools)
+        return NULL;
+    /* Learned while DEVICE is current: allocations arrive on their own device. */
+    size_t free_b = 0, total_b = 0;
+    if (rt->cuda->mem_get_info(&free_b, &total_b) != cudaSuccess || total_b == 0) {
+        LOG(LOG_WARN, "cannot read the memory of GPU %d; budget and cap use 0 bytes", device);
+        total_b = 0;
+    }
+    dev->total_bytes = total_b;
+    const struct program *p = rt->program;
+    dev->budget_bytes = !p->budget_gpu.given ? UINT64_MAX
+                        : p->budget_gpu.percent ? total_b / 100 * p->budget_gpu.value
+                                                : p->budget_gpu.value;
+    /* Without a cap, 90% of the GPU: an oversubscribed card can hang. */
+    dev->cap_bytes = !p->cap_managed.given  ? total_b / 100 * 90
+                     : p->cap_managed.percent ? total_b / 100 * p->cap_managed.value
+                                              : p->cap_managed.value;
+    int numa = -1;
+    if (rt->cuda->device_get_attribute(&numa, cudaDevAttrHostNumaId, device) != cudaSuccess)
+        numa = -1;
+    dev->host_numa_id = numa;
+    if (rt->cuda->stream_create_with_flags(&dev->stream, cudaStreamNonBlocking) != cudaSuccess) {
+        LOG(LOG_WARN, "cannot create a prefetch stream on GPU %d; triggered prefetches use "
+                      "one prefetch per block on the default stream", device);
+        dev->stream = NULL;
+    }
+    dev->known = true;
+    LOG(LOG_INFO, "GPU %d: %llu MiB, budget %s%llu MiB, managed cap %llu MiB, host NUMA node %d",
+        device, (unsigned long long)(total_b >> 20), dev->budget_bytes == UINT64_MAX ? "none " : "",
+        dev->budget_bytes == UINT64_MAX ? 0ull : (unsigned long long)(dev->budget_bytes >> 20),
+        (unsigned long long)(dev->cap_bytes >> 20), numa);
+    return dev;
+}
+
+struct cudaMemLocation place_location(const struct runtime *rt, struct program_place place,
+                                      int device)
+{
+    struct cudaMemLocation loc = {cudaMemLocationTypeInvalid, 0};
+    switch (place.kind) {
+    case LOC_GPU:
+        loc.type = cudaMemLocationTypeDevice;
+        loc.id = place.index >= 0 ? place.index : device;
+        break;
+    case LOC_HOST: loc.type = cudaMemLocationTypeHost; break;
+    case LOC_HOST_NUMA:
+        loc.type = cudaMemLocationTypeHostNuma;
+        loc.id = place.index;
+        break;
+    case LOC_HOST_NEAR: {
+        int numa = device >= 0 && device < RT_MAX_DEVICES ? rt->devices[device].host_numa_id : -1;
+        loc.type = numa >= 0 ? cudaMemLocationTypeHostNuma : cudaMemLocationTypeHost;
+        loc.id = numa >= 0 ? numa : 0;
+        break;
+    }
+    default: break;
+    }
+    return loc;
+}
+
+static bool is_gpu(struct cudaMemLocation loc)
+{
+    return loc.type == cudaMemLocationTypeDevice;
+}
+
+static void advise_failed(struct runtime *rt, int class_idx, bool *warned, const char *what,
+                          cudaError_t err)
+{
+    rt->class_stats[class_idx].advice_errors++;
+    if (!*warned) {
+        *warned = true;
+        LOG(LOG_WARN, "class '%s': %s failed (%s); the class runs without it",
+            rt->program->classes[class_idx].name, what, rt->cuda->get_error_string(err));
+    }
+}
+
+static void advise(struct runtime *rt, int class_idx, int device, void *ptr, size_t size,
+                   bool *warned)
+{
+    const struct program_class *cls = &rt->program->classes[class_idx];
+    cudaError_t err;
+    if (cls->read_mostly) {
+        struct cudaMemLocation loc = {cudaMemLocationTypeDevice, device};
+        err = rt->cuda->mem_advise(ptr, size, cudaMemAdviseSetReadMostly, loc);
+        if (err != cudaSuccess)
+            advise_failed(rt, class_idx, warned, "read_mostly advice", err);
+    }
+    if (cls->place.kind != LOC_UNSET && cls->place.kind != LOC_NONE) {
+        err = rt->cuda->mem_advise(ptr, size, cudaMemAdviseSetPreferredLocation,
+                                   place_location(rt, cls->place, device));
+        if (err != cudaSuccess)
+            advise_failed(rt, class_idx, warned, "preferred location", err);
+    }
+    for (int i = 0; i < cls->access_count; i++) {
+        err = rt->cuda->mem_advise(ptr, size, cudaMemAdviseSetAccessedBy,
+                                   place_location(rt, cls->access[i], device));
+        if (err != cudaSuccess)
+            advise_failed(rt, class_idx, warned, "accessed-by advice", err);
+    }
+}
+
+void place_advise_slab(struct runtime *rt, struct pool *pool, struct slab *s)
+{
+    advise(rt, pool->class_idx, pool->device, (void *)s->base, s->size, &pool->advice_warned);
+}
+
+void place_advise_range(struct runtime *rt, int class_idx, int device, void *ptr, size_t size)
+{
+    bool warned = false;
+    advise(rt, class_idx, device, ptr, size, &warned);
+}
+
+/* ---- residency and the budget ---- */
+
+static void lru_remove(struct pool *p, struct block *b)
+{
+    if (b->link_prev)
+        b->link_prev->link_next = b->link_next;
+    else
+        p->lru_head = b->link_next;
+    if (b->link_next)
+        b->link_next->link_prev = b->link_prev;
+    else
+        p->lru_tail = b->link_prev;
+    b->link_prev = b->link_next = NULL;
+}
+
+static void lru_append(struct pool *p, struct block *b)
+{
+    b->link_next = NULL;
+    b->link_prev = p->lru_tail;
+    if (p->lru_tail)
+        p->lru_tail->link_next = b;
+    else
+        p->lru_head = b;
+    p->lru_tail = b;
+}
+
+static bool evictable(const struct runtime *rt, const struct block *b)
+{
+    return b->slab && rt->program->classes[b->class_idx].memory == MEMORY_MANAGED;
+}
+
+static void set_resident(struct runtime *rt, struct block *b, bool resident)
+{
+    struct device_state *dev = &rt->devices[b->slab->pool->device];
+    if (b->resident == resident) {
+        if (resident && evictable(rt, b)) { /* placed again: most recent now */
+            lru_remove(b->slab->pool, b);
+            lru_append(b->slab->pool, b);
+            b->tick = ++rt->tick;
+        }
+        return;
+    }
+    b->resident = resident;
+    if (resident) {
+        dev->resident_bytes += b->size;
+        b->tick = ++rt->tick;
+        if (evictable(rt, b))
+            lru_append(b->slab->pool, b);
+    } else {
+        dev->resident_bytes -= b->size;
+        if (evictable(rt, b))
+            lru_remove(b->slab->pool, b);
+    }
+}
+
+static struct cudaMemLocation host_of(const struct runtime *rt, int class_idx, int device)
+{
+    struct program_place place = rt->program->classes[class_idx].place;
+    bool on_host = place.kind == LOC_HOST || place.kind == LOC_HOST_NUMA ||
+                   place.kind == LOC_HOST_NEAR;
+    return place_location(rt, on_host ? place : (struct program_place){LOC_HOST, -1}, device);
+}
+
+static void prefetch_one(struct runtime *rt, struct block *b, struct cudaMemLocation loc,
+                         cudaStream_t stream)
+{
+    cudaError_t err = rt->cuda->mem_prefetch_async((void *)b->addr, b->size, loc, 0, stream);
+    if (err != cudaSuccess)
+        LOG(LOG_DEBUG, "prefetch of %zu bytes failed: %s", b->size,
+            rt->cuda->get_error_string(err));
+}
+
+/* Evict the least recently placed block of the lowest priority at or below
+ * MAX_PRIORITY on DEVICE. Returns false when nothing may be evicted. */
+static bool evict_one(struct runtime *rt, int device, uint32_t max_priority)
+{
+    struct device_state *dev = &rt->devices[device];
+    struct pool *victim = NULL;
+    for (size_t c = 0; c < rt->program->class_count; c++) {
+        struct pool *p = dev->pools[c];
+        uint32_t prio = rt->program->classes[c].priority;
+        if (!p || !p->lru_head || prio > max_priority)
+            continue;
+        if (!victim || prio < rt->program->classes[victim->class_idx].priority ||
+            (prio == rt->program->classes[victim->class_idx].priority &&
+             p->lru_head->tick < victim->lru_head->tick))
+            victim = p;
+    }
+    if (!victim)
+        return false;
+    struct block *b = victim->lru_head;
+    prefetch_one(rt, b, host_of(rt, b->class_idx, device), dev->stream);
+    set_resident(rt, b, false);
+    rt->class_stats[b->class_idx].evictions++;
+    rt->class_stats[b->class_idx].evict_bytes += b->size;
+    return true;
+}
+
+/* Make room under the budget for NEED bytes of a class of PRIORITY. */
+static bool make_room(struct runtime *rt, int device, size_t need, uint32_t priority)
+{
+    struct device_state *dev = &rt->devices[device];
+    if (dev->budget_bytes == UINT64_MAX)
+        return true;
+    while (dev->resident_bytes + need > dev->budget_bytes)
+        if (!evict_one(rt, device, priority))
+            return false;
+    return true;
+}
+
+/* Move B to LOC on STREAM, within the budget when LOC is its GPU. */
+static bool place_block(struct runtime *rt, struct block *b, struct cudaMemLocation loc)
+{
+    int device = b->slab->pool->device;
+    struct class_stats *st = &rt->class_stats[b->class_idx];
+    if (is_gpu(loc)) {
+        if (b->resident && loc.id == device)
+            return false;
+        if (loc.id == device &&
+            !make_room(rt, device, b->size, rt->program->classes[b->class_idx].priority)) {
+            st->budget_skips++;
+            return false;
+        }
+    }
+    st->prefetches++;
+    st->prefetch_bytes += b->size;
+    if (loc.id == device && is_gpu(loc))
+        set_resident(rt, b, true);
+    else if (b->resident)
+        set_resident(rt, b, false);
+    return true;
+}
+
+void place_on_alloc(struct runtime *rt, struct block *b, int device, cudaStream_t stream)
+{
+    const struct program *p = rt->program;
+    const struct program_class *cls = &p->classes[b->class_idx];
+    if (!b->slab)
+        return;
+    if (cls->memory == MEMORY_DEVICE) {
+        set_resident(rt, b, true); /* counted against the budget, never evicted */
+        return;
+    }
+    for (uint32_t k = 0; k < cls->prefetch_count; k++) {
+        const struct program_prefetch *pf = &p->prefetches[cls->prefetch_first + k];
+        if (pf->trigger != TRIGGER_ALLOC)
+            continue;
+        struct cudaMemLocation loc = place_location(rt, pf->dest, device);
+        if (place_block(rt, b, loc))
+            prefetch_one(rt, b, loc, stream);
+    }
+}
+
+void place_on_free(struct runtime *rt, struct block *b)
+{
+    if (b->slab && b->resident)
+        set_resident(rt, b, false);
+}
+
+/* Prefetch a batch on STREAM: one cudaMemPrefetchBatchAsync where the runtime
+ * has it, else one call per block. */
+static void prefetch_batch(struct runtime *rt, void **ptrs, size_t *sizes, size_t n,
+                           struct cudaMemLocation loc, cudaStream_t stream)
+{
+    if (n == 0)
+        return;
+    if (n > 1 && stream && rt->cuda->mem_prefetch_batch_async && !rt->batch_unsupported) {
+        size_t idx = 0;
+        cudaError_t err =
+            rt->cuda->mem_prefetch_batch_async(ptrs, sizes, n, &loc, &idx, 1, 0, stream);
+        if (err == cudaSuccess)
+            return;
+        rt->batch_unsupported = true;
+        rt->cuda->get_last_error();
+        LOG(LOG_INFO, "batched prefetch unavailable (%s); prefetching block by block",
+            rt->cuda->get_error_string(err));
+    }
+    for (size_t i = 0; i < n; i++) {
+        cudaError_t err = rt->cuda->mem_prefetch_async(ptrs[i], sizes[i], loc, 0, stream);
+        if (err != cudaSuccess)
+            LOG(LOG_DEBUG, "prefetch failed: %s", rt->cuda->get_error_string(err));
+    }
+}
+
+static bool trigger_fires(const struct program_prefetch *pf, enum trigger_kind trigger,
+                          const uint64_t *glob_bits, int mark)
+{
+    if (pf->trigger != trigger)
+        return false;
+    if (trigger == TRIGGER_MARK)
+        return pf->pattern == mark;
+    return (glob_bits[pf->pattern >> 6] >> (pf->pattern & 63)) & 1;
+}
+
+/* Move every live block of class C on DEVICE to the rule's destination. */
+static void move_class(struct runtime *rt, size_t c, int device, struct program_place dest)
+{
+    struct device_state *dev = &rt->devices[device];
+    struct pool *p = dev->pools[c];
+    if (!p)
+        return;
+    struct cudaMemLocation loc = place_location(rt, dest, device);
+    size_t n = 0, cap = 0;
+    void **ptrs = NULL;
+    size_t *sizes = NULL;
+    for (struct slab *s = p->slabs; s; s = s->next) {
+        for (struct block *b = s->first; b; b = b->next) {
+            if (b->free || !place_block(rt, b, loc))
+                continue;
+            if (n == cap) {
+                size_t grown = cap ? cap * 2 : 64;
+                void **np = realloc(ptrs, grown * sizeof *np);
+                if (np)
+                    ptrs = np;
+                size_t *ns = np ? realloc(sizes, grown * sizeof *ns) : NULL;
+                if (ns)
+                    sizes = ns;
+                if (!np || !ns) { /* no memory for the batch: this one alone */
+                    prefetch_one(rt, b, loc, dev->stream);
+                    continue;
+                }
+                cap = grown;
+            }
+            ptrs[n] = (void *)b->addr;
+            sizes[n++] = b->size;
+        }
+    }
+    prefetch_batch(rt, ptrs, sizes, n, loc, dev->stream);
+    free(ptrs);
+    free(sizes);
+}
+
+void place_trigger(struct runtime *rt, enum trigger_kind trigger, const uint64_t *glob_bits,
+                   int mark)
+{
+    const struct program *p = rt->program;
+    uint64_t t0 = now_ns();
+    for (size_t c = 0; c < p->class_count; c++) {
+        const struct program_class *cls = &p->classes[c];
+        if (cls->memory != MEMORY_MANAGED)
+            continue;
+        for (uint32_t k = 0; k < cls->prefetch_count; k++) {
+            const struct program_prefetch *pf = &p->prefetches[cls->prefetch_first + k];
+            if (!trigger_fires(pf, trigger, glob_bits, mark))
+                continue;
+            for (int d = 0; d < RT_MAX_DEVICES; d++)
+                if (rt->devices[d].known)
+                    move_class(rt, c, d, pf->dest);
+        }
+    }
+    rt->runtime_ns += now_ns() - t0;
+}

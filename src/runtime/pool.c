@@ -1,0 +1,466 @@
+/* Per class × device pools: a stream-ordered caching sub-allocator over slabs.
+ *
+ * Free blocks sit in power-of-two bins. A block freed on stream S is reused at
+ * once by S; another stream T may take it only after T waits on an event
+ * recorded on S, so the reuse is ordered after S's last use without any host
+ * synchronisation. Blocks freed with cudaFree (which synchronises the device)
+ * are safe for every stream. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/log.h"
+#include "runtime/runtime.h"
+
+/* ---- block records: recycled, so the hot path does not call malloc ---- */
+
+static struct block *spare_blocks;
+
+struct block *block_new(void)
+{
+    if (!spare_blocks) {
+        enum { CHUNK = 1024 };
+        struct block *chunk = calloc(CHUNK, sizeof *chunk);
+        if (!chunk)
+            return NULL;
+        for (int i = 0; i < CHUNK; i++) {
+            chunk[i].link_next = spare_blocks;
+            spare_blocks = &chunk[i];
+        }
+    }
+    struct block *b = spare_blocks;
+    spare_blocks = b->link_next;
+    memset(b, 0, sizeof *b);
+    return b;
+}
+
+void block_release(struct block *b)
+{
+    b->link_next = spare_blocks;
+    spare_blocks = b;
+}
+
+/* ---- address -> live block map (linear probing, backward-shift delete) ---- */
+
+static size_t slot_of(uintptr_t addr, size_t cap)
+{
+    uint64_t h = (uint64_t)addr * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 20) & (cap - 1);
+}
+
+void map_init(struct block_map *m)
+{
+    memset(m, 0, sizeof *m);
+}
+
+void map_free(struct block_map *m)
+{
+    free(m->slots);
+    map_init(m);
+}
+
+static int map_grow(struct block_map *m)
+{
+    size_t cap = m->cap ? m->cap * 2 : 1024;
+    struct block **slots = calloc(cap, sizeof *slots);
+    if (!slots)
+        return -1;
+    for (size_t i = 0; i < m->cap; i++) {
+        struct block *b = m->slots[i];
+        if (!b)
+            continue;
+        size_t j = slot_of(b->addr, cap);
+        while (slots[j])
+            j = (j + 1) & (cap - 1);
+        slots[j] = b;
+    }
+    free(m->slots);
+    m->slots = slots;
+    m->cap = cap;
+    return 0;
+}
+
+int map_insert(struct block_map *m, struct block *b)
+{
+    if ((m->count + 1) * 4 > m->cap * 3 && map_grow(m) != 0)
+        return -1;
+    size_t j = slot_of(b->addr, m->cap);
+    while (m->slots[j])
+        j = (j + 1) & (m->cap - 1);
+    m->slots[j] = b;
+    m->count++;
+    return 0;
+}
+
+struct block *map_find(const struct block_map *m, uintptr_t addr)
+{
+    if (!m->cap)
+        return NULL;
+    for (size_t j = slot_of(addr, m->cap); m->slots[j]; j = (j + 1) & (m->cap - 1))
+        if (m->slots[j]->addr == addr)
+            return m->slots[j];
+    return NULL;
+}
+
+struct block *map_remove(struct block_map *m, uintptr_t addr)
+{
+    if (!m->cap)
+        return NULL;
+    size_t mask = m->cap - 1, j = slot_of(addr, m->cap);
+    while (m->slots[j] && m->slots[j]->addr != addr)
+        j = (j + 1) & mask;
+    struct block *found = m->slots[j];
+    if (!found)
+        return NULL;
+    /* Backward-shift deletion: move later members of the probe run into the
+     * hole unless their home slot lies cyclically in (hole, k]. */
+    size_t hole = j;
+    for (size_t k = (hole + 1) & mask; m->slots[k]; k = (k + 1) & mask) {
+        size_t home = slot_of(m->slots[k]->addr, m->cap);
+        bool stays = hole < k ? (home > hole && home <= k) : (home > hole || home <= k);
+        if (!stays) {
+            m->slots[hole] = m->slots[k];
+            hole = k;
+        }
+    }
+    m->slots[hole] = NULL;
+    m->count--;
+    return found;
+}
+
+/* ---- free bins ---- */
+
+static int bin_of(size_t size)
+{
+    return 63 - __builtin_clzll((unsigned long long)size);
+}
+
+static void bin_insert(struct pool *p, struct block *b)
+{
+    int i = bin_of(b->size);
+    b->link_prev = NULL;
+    b->link_next = p->bins[i];
+    if (p->bins[i])
+        p->bins[i]->link_prev = b;
+    p->bins[i] = b;
+}
+
+static void bin_remove(struct pool *p, struct block *b)
+{
+    int i = bin_of(b->size);
+    if (b->link_prev)
+        b->link_prev->link_next = b->link_next;
+    else
+        p->bins[i] = b->link_next;
+    if (b->link_next)
+        b->link_next->link_prev = b->link_prev;
+    b->link_prev = b->link_next = NULL;
+}
+
+/* ---- pools and slabs ---- */
+
+static struct pool *pool_get(struct runtime *rt, int class_idx, int device)
+{
+    struct device_state *dev = device_get(rt, device);
+    if (!dev)
+        return NULL;
+    if (!dev->pools[class_idx]) {
+        struct pool *p = calloc(1, sizeof *p);
+        if (!p)
+            return NULL;
+        p->class_idx = class_idx;
+        p->device = device;
+        dev->pools[class_idx] = p;
+    }
+    return dev->pools[class_idx];
+}
+
+static size_t round_up(size_t n, size_t to)
+{
+    return (n + to - 1) / to * to;
+}
+
+static void slab_release(struct runtime *rt, struct pool *p, struct slab *s)
+{
+    const struct program_class *cls = &rt->program->classes[p->class_idx];
+    struct device_state *dev = &rt->devices[p->device];
+    if (s->first) {
+        bin_remove(p, s->first);
+        block_release(s->first);
+    }
+    cudaError_t err = rt->cuda->free((void *)s->base);
+    if (err != cudaSuccess)
+        LOG(LOG_WARN, "releasing a %zu-byte slab of class '%s' failed: %s", s->size, cls->name,
+            rt->cuda->get_error_string(err));
+    if (cls->memory == MEMORY_MANAGED)
+        dev->managed_bytes -= s->size;
+    rt->class_stats[p->class_idx].slabs--;
+    rt->class_stats[p->class_idx].slab_bytes -= s->size;
+    free(s);
+}
+
+/* A slab holds no live block when its single block is free. */
+static bool slab_empty(const struct slab *s)
+{
+    return s->first && s->first->free && !s->first->next;
+}
+
+size_t pool_trim(struct runtime *rt, int device)
+{
+    size_t released = 0;
+    for (int d = 0; d < RT_MAX_DEVICES; d++) {
+        if (!rt->devices[d].known || (device >= 0 && d != device))
+            continue;
+        for (size_t c = 0; c < rt->program->class_count; c++) {
+            struct pool *p = rt->devices[d].pools[c];
+            for (struct slab **sp = p ? &p->slabs : NULL; sp && *sp;) {
+                struct slab *s = *sp;
+                if (slab_empty(s)) {
+                    *sp = s->next;
+                    released += s->size;
+                    slab_release(rt, p, s);
+                } else {
+                    sp = &s->next;
+                }
+            }
+        }
+    }
+    return released;
+}
+
+static cudaError_t slab_create(struct runtime *rt, struct pool *p, size_t size, bool dedicated,
+                               struct slab **out)
+{
+    const struct program_class *cls = &rt->program->classes[p->class_idx];
+    struct class_stats *st = &rt->class_stats[p->class_idx];
+    struct device_state *dev = &rt->devices[p->device];
+    bool managed = cls->memory == MEMORY_MANAGED;
+    if (managed && dev->managed_bytes + size > dev->cap_bytes) {
+        /* Give back empty slabs of this device before refusing. */
+        pool_trim(rt, p->device);
+        if (dev->managed_bytes + size > dev->cap_bytes) {
+            st->cap_refusals++;
+            LOG(LOG_INFO, "cap: refusing %zu bytes of managed memory for class '%s' on GPU %d "
+                "(%llu of %llu held)", size, cls->name, p->device,
+                (unsigned long long)dev->managed_bytes, (unsigned long long)dev->cap_bytes);
+            return cudaErrorMemoryAllocation;
+        }
+    }
+    struct slab *s = calloc(1, sizeof *s);
+    struct block *b = block_new();
+    if (!s || !b) {
+        free(s);
+        if (b)
+            block_release(b);
+        return cudaErrorMemoryAllocation;
+    }
+    void *base = NULL;
+    uint64_t t0 = now_ns();
+    cudaError_t err = managed ? rt->cuda->malloc_managed(&base, size, cudaMemAttachGlobal)
+                              : rt->cuda->malloc(&base, size);
+    if (err != cudaSuccess) {
+        if (err == cudaErrorMemoryAllocation && pool_trim(rt, p->device) > 0)
+            err = managed ? rt->cuda->malloc_managed(&base, size, cudaMemAttachGlobal)
+                          : rt->cuda->malloc(&base, size);
+        if (err != cudaSuccess) {
+            free(s);
+            block_release(b);
+            return err;
+        }
+    }
+    s->base = (uintptr_t)base;
+    s->size = size;
+    s->pool = p;
+    s->dedicated = dedicated;
+    s->next = p->slabs;
+    p->slabs = s;
+    *b = (struct block){.addr = s->base, .size = size, .slab = s, .free = true,
+                        .any_stream = true, .class_idx = p->class_idx};
+    s->first = b;
+    bin_insert(p, b);
+    if (managed) {
+        dev->managed_bytes += size;
+        place_advise_slab(rt, p, s);
+    }
+    rt->runtime_ns += now_ns() - t0;
+    st->slabs++;
+    st->slab_bytes += size;
+    *out = s;
+    return cudaSuccess;
+}
+
+/* Can a free block serve MODE on STREAM? Sets *wait when STREAM must first
+ * wait for the block's last stream. */
+static bool usable(const struct runtime *rt, const struct block *b, cudaStream_t stream,
+                   enum alloc_mode mode, bool *wait)
+{
+    *wait = false;
+    if (b->any_stream)
+        return true;
+    if (mode == MODE_STREAM) {
+        *wait = b->stream != stream;
+        return true;
+    }
+    return rt->cuda->stream_query(b->stream) == cudaSuccess; /* its stream is idle */
+}
+
+static struct block *find_free(struct runtime *rt, struct pool *p, size_t size,
+                               cudaStream_t stream, enum alloc_mode mode, bool *wait)
+{
+    struct block *fallback = NULL;
+    for (int i = bin_of(size); i < RT_BINS; i++) {
+        int scanned = 0;
+        for (struct block *b = p->bins[i]; b && scanned < 64; b = b->link_next, scanned++) {
+            if (b->size < size)
+                continue;
+            bool w;
+            if (!usable(rt, b, stream, mode, &w))
+                continue;
+            if (!w)
+                return b; /* same stream or idle: best */
+            if (!fallback)
+                fallback = b;
+        }
+        if (fallback)
+            break;
+    }
+    *wait = fallback != NULL;
+    return fallback;
+}
+
+/* Order STREAM after the block's last stream: an event recorded there now, waited on here. */
+static bool order_after(struct runtime *rt, struct block *b, cudaStream_t stream)
+{
+    cudaEvent_t ev;
+    if (rt->cuda->event_create_with_flags(&ev, cudaEventDisableTiming) != cudaSuccess)
+        return false;
+    bool ok = rt->cuda->event_record(ev, b->stream) == cudaSuccess &&
+              rt->cuda->stream_wait_event(stream, ev, 0) == cudaSuccess;
+    rt->cuda->event_destroy(ev); /* destroyed once complete; the wait holds it */
+    return ok;
+}
+
+static void split(struct pool *p, struct block *b, size_t size)
+{
+    if (b->size - size < RT_ALIGN)
+        return;
+    struct block *rest = block_new();
+    if (!rest)
+        return; /* keep the whole block: wasteful, never wrong */
+    *rest = (struct block){.addr = b->addr + size, .size = b->size - size, .slab = b->slab,
+                           .prev = b, .next = b->next, .stream = b->stream, .free = true,
+                           .any_stream = b->any_stream, .class_idx = b->class_idx};
+    if (b->next)
+        b->next->prev = rest;
+    b->next = rest;
+    b->size = size;
+    bin_insert(p, rest);
+}
+
+cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, size_t size,
+                       cudaStream_t stream, enum alloc_mode mode, struct block **out)
+{
+    struct pool *p = pool_get(rt, class_idx, device);
+    if (!p)
+        return cudaErrorMemoryAllocation;
+    size_t want = round_up(size ? size : 1, RT_ALIGN);
+    if (want < size)
+        return cudaErrorMemoryAllocation; /* size near SIZE_MAX */
+    size_t slab_bytes = rt->program->slab_bytes;
+    bool large = want > slab_bytes / 2;
+    size_t dedicated = round_up(want, 2u << 20); /* the slab a large request would get */
+    bool wait = false;
+    struct block *b = find_free(rt, p, want, stream, mode, &wait);
+    if (b && large && b->size > dedicated + dedicated / 8)
+        b = NULL; /* do not burn a much larger block on a large request */
+    if (b && wait && !order_after(rt, b, stream))
+        b = NULL;
+    if (b && wait)
+        rt->class_stats[class_idx].cross_stream_reuses++;
+    if (!b) {
+        struct slab *s;
+        size_t bytes = large ? dedicated : slab_bytes;
+        cudaError_t err = slab_create(rt, p, bytes, large, &s);
+        if (err != cudaSuccess)
+            return err;
+        b = s->first;
+    }
+    bin_remove(p, b);
+    split(p, b, want);
+    b->free = false;
+    b->any_stream = false;
+    b->stream = stream;
+    b->requested = size;
+    if (map_insert(&rt->map, b) != 0) {
+        b->free = true;
+        b->any_stream = true;
+        bin_insert(p, b);
+        return cudaErrorMemoryAllocation;
+    }
+    *out = b;
+    return cudaSuccess;
+}
+
+/* Merge B into its free neighbour A (A directly before B) when their stream
+ * states agree; a block safe for any stream adopts the other's stream. */
+static bool mergeable(const struct block *a, const struct block *b)
+{
+    return a && b && a->free && b->free &&
+           (a->any_stream || b->any_stream || a->stream == b->stream);
+}
+
+static struct block *merge(struct pool *p, struct block *a, struct block *b)
+{
+    bin_remove(p, a);
+    bin_remove(p, b);
+    if (!b->any_stream) {
+        a->stream = b->stream;
+        a->any_stream = false;
+    }
+    a->size += b->size;
+    a->next = b->next;
+    if (b->next)
+        b->next->prev = a;
+    block_release(b);
+    bin_insert(p, a);
+    return a;
+}
+
+void pool_free(struct block *b, cudaStream_t stream, enum alloc_mode mode)
+{
+    struct pool *p = b->slab->pool;
+    b->free = true;
+    b->any_stream = mode == MODE_ANY;
+    b->stream = stream;
+    bin_insert(p, b);
+    if (mergeable(b, b->next))
+        b = merge(p, b, b->next);
+    if (mergeable(b->prev, b))
+        b = merge(p, b->prev, b);
+    if (!b->prev)
+        b->slab->first = b;
+}
+
+void pool_destroy_all(struct runtime *rt)
+{
+    for (int d = 0; d < RT_MAX_DEVICES; d++) {
+        struct device_state *dev = &rt->devices[d];
+        if (!dev->known)
+            continue;
+        for (size_t c = 0; c < rt->program->class_count; c++) {
+            struct pool *p = dev->pools[c];
+            if (!p)
+                continue;
+            for (struct slab *s = p->slabs, *n; s; s = n) {
+                n = s->next;
+                for (struct block *b = s->first, *bn; b; b = bn) {
+                    bn = b->next;
+                    block_release(b);
+                }
+                free(s);
+            }
+            free(p);
+        }
+        free(dev->pools);
+        dev->pools = NULL;
+    }
+}

@@ -1,0 +1,108 @@
+/* The JSON report written at exit (UMPOL_REPORT): written to a temporary file
+ * and renamed, so a reader never sees half a report. Schema in umpol(7). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lang/json.h"
+#include "runtime/runtime.h"
+
+void report_expand_path(const char *pattern, char *out, size_t len)
+{
+    const char *rank = getenv("RANK");
+    if (!rank || !*rank)
+        rank = getenv("LOCAL_RANK");
+    if (!rank || !*rank)
+        rank = "0";
+    size_t o = 0;
+    for (const char *p = pattern; *p && o + 1 < len; p++) {
+        if (p[0] == '%' && (p[1] == 'p' || p[1] == 'r')) {
+            int n = p[1] == 'p' ? snprintf(out + o, len - o, "%ld", (long)getpid())
+                                : snprintf(out + o, len - o, "%s", rank);
+            o += n > 0 ? (size_t)n : 0;
+            p++;
+        } else {
+            out[o++] = *p;
+        }
+    }
+    out[o < len ? o : len - 1] = '\0';
+}
+
+static void write_class(FILE *f, const struct runtime *rt, size_t c)
+{
+    const struct class_stats *s = &rt->class_stats[c];
+    const struct program_class *cls = &rt->program->classes[c];
+    fputs("    {\"name\": ", f);
+    json_print_string(f, cls->name);
+    fprintf(f,
+            ", \"memory\": \"%s\", \"allocations\": %" PRIu64 ", \"frees\": %" PRIu64
+            ", \"bytes_requested\": %" PRIu64 ", \"live_bytes\": %" PRIu64
+            ", \"peak_bytes\": %" PRIu64 ", \"slabs\": %" PRIu64 ", \"slab_bytes\": %" PRIu64
+            ", \"prefetches\": %" PRIu64 ", \"prefetch_bytes\": %" PRIu64
+            ", \"evictions\": %" PRIu64 ", \"evict_bytes\": %" PRIu64
+            ", \"cap_refusals\": %" PRIu64 ", \"budget_skips\": %" PRIu64
+            ", \"advice_errors\": %" PRIu64 ", \"cross_stream_reuses\": %" PRIu64 "}",
+            cls->memory == MEMORY_DEVICE ? "device" : "managed", s->allocations, s->frees,
+            s->bytes_requested, s->live_bytes, s->peak_bytes, s->slabs, s->slab_bytes,
+            s->prefetches, s->prefetch_bytes, s->evictions, s->evict_bytes, s->cap_refusals,
+            s->budget_skips, s->advice_errors, s->cross_stream_reuses);
+}
+
+int report_write(const struct runtime *rt, const char *path)
+{
+    char tmp[4096];
+    int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    if (n < 0 || (size_t)n >= sizeof tmp)
+        return -1;
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -1;
+    const char *rank = getenv("RANK");
+    fprintf(f, "{\n  \"umpol_report\": 1,\n  \"pid\": %ld,\n  \"rank\": %s,\n", (long)getpid(),
+            rank && *rank && strspn(rank, "0123456789") == strlen(rank) ? rank : "null");
+    fprintf(f,
+            "  \"totals\": {\"allocations\": %" PRIu64 ", \"frees\": %" PRIu64
+            ", \"passthrough\": %" PRIu64 ", \"jobs_managed_allocations\": %" PRIu64
+            ", \"runtime_ns\": %" PRIu64 "},\n",
+            rt->allocations, rt->frees, rt->passthrough, rt->foreign_managed, rt->runtime_ns);
+    fputs("  \"devices\": [", f);
+    bool first = true;
+    for (int d = 0; d < RT_MAX_DEVICES; d++) {
+        const struct device_state *dev = &rt->devices[d];
+        if (!dev->known)
+            continue;
+        char budget[32] = "null";
+        if (dev->budget_bytes != UINT64_MAX)
+            snprintf(budget, sizeof budget, "%" PRIu64, dev->budget_bytes);
+        fprintf(f,
+                "%s\n    {\"device\": %d, \"total_bytes\": %" PRIu64 ", \"budget_bytes\": %s"
+                ", \"cap_bytes\": %" PRIu64 ", \"managed_bytes\": %" PRIu64
+                ", \"resident_bytes\": %" PRIu64 ", \"host_numa_id\": %d}",
+                first ? "" : ",", d, dev->total_bytes, budget, dev->cap_bytes, dev->managed_bytes,
+                dev->resident_bytes, dev->host_numa_id);
+        first = false;
+    }
+    fputs("\n  ],\n  \"classes\": [\n", f);
+    for (size_t c = 0; c < rt->program->class_count; c++) {
+        write_class(f, rt, c);
+        fputs(c + 1 < rt->program->class_count ? ",\n" : "\n", f);
+    }
+    fputs("  ],\n  \"phases\": [", f);
+    for (size_t i = 0; i < rt->phase_stat_count; i++) {
+        const struct phase_stat *ps = &rt->phase_stats[i];
+        fputs(i ? ",\n    {\"name\": " : "\n    {\"name\": ", f);
+        json_print_string(f, ps->name);
+        fprintf(f, ", \"entries\": %" PRIu64 ", \"total_ns\": %" PRIu64 "}", ps->entries,
+                ps->total_ns);
+    }
+    fputs("\n  ]\n}\n", f);
+    bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}

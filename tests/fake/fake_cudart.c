@@ -1,0 +1,258 @@
+/* A small fake of the CUDA runtime for tests without a GPU: host memory
+ * stands in for device and managed memory, streams and events are handles
+ * whose work is always complete, and every call the umpol runtime cares about
+ * is counted so tests can check what it did. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "fake_cudart.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+static struct fake_counters counters;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local int current_device;
+static _Thread_local cudaError_t last_error;
+static int streams_busy, capturing;
+
+EXPORT void fake_set_streams_busy(int busy)
+{
+    streams_busy = busy;
+}
+
+EXPORT void fake_set_capturing(int on)
+{
+    capturing = on;
+}
+
+#define COUNT(field) __atomic_fetch_add(&counters.field, 1, __ATOMIC_RELAXED)
+
+EXPORT const struct fake_counters *fake_counters(void)
+{
+    return &counters;
+}
+
+static cudaError_t host_alloc(void **ptr, size_t size)
+{
+    if (!ptr)
+        return last_error = cudaErrorInvalidValue;
+    uint64_t limit = fake_gpu_bytes();
+    uint64_t now = __atomic_add_fetch(&counters.bytes_held, size, __ATOMIC_RELAXED);
+    if (now > limit * 4) { /* host memory guard, far above any cap */
+        __atomic_sub_fetch(&counters.bytes_held, size, __ATOMIC_RELAXED);
+        return last_error = cudaErrorMemoryAllocation;
+    }
+    void *p = NULL;
+    if (posix_memalign(&p, 512, size ? size : 1) != 0) {
+        __atomic_sub_fetch(&counters.bytes_held, size, __ATOMIC_RELAXED);
+        return last_error = cudaErrorMemoryAllocation;
+    }
+    /* Remember the size in a side table so cudaFree can account for it. */
+    pthread_mutex_lock(&lock);
+    fake_track(p, size);
+    pthread_mutex_unlock(&lock);
+    *ptr = p;
+    return cudaSuccess;
+}
+
+static cudaError_t host_free(void *ptr)
+{
+    if (!ptr)
+        return cudaSuccess;
+    pthread_mutex_lock(&lock);
+    size_t size;
+    int known = fake_untrack(ptr, &size);
+    pthread_mutex_unlock(&lock);
+    if (!known)
+        return last_error = cudaErrorInvalidValue;
+    __atomic_sub_fetch(&counters.bytes_held, size, __ATOMIC_RELAXED);
+    free(ptr);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaMalloc(void **ptr, size_t size)
+{
+    COUNT(malloc);
+    return host_alloc(ptr, size);
+}
+
+EXPORT cudaError_t cudaMallocAsync(void **ptr, size_t size, cudaStream_t stream)
+{
+    (void)stream;
+    COUNT(malloc_async);
+    return host_alloc(ptr, size);
+}
+
+EXPORT cudaError_t cudaMallocManaged(void **ptr, size_t size, unsigned flags)
+{
+    (void)flags;
+    COUNT(malloc_managed);
+    return host_alloc(ptr, size);
+}
+
+EXPORT cudaError_t cudaFree(void *ptr)
+{
+    COUNT(free);
+    return host_free(ptr);
+}
+
+EXPORT cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream)
+{
+    (void)stream;
+    COUNT(free_async);
+    return host_free(ptr);
+}
+
+EXPORT cudaError_t cudaMemAdvise(const void *ptr, size_t count, enum cudaMemoryAdvise advice,
+                                 struct cudaMemLocation location)
+{
+    (void)ptr;
+    (void)count;
+    (void)location;
+    COUNT(advise);
+    if (advice == cudaMemAdviseSetReadMostly)
+        COUNT(advise_read_mostly);
+    else if (advice == cudaMemAdviseSetPreferredLocation)
+        COUNT(advise_preferred);
+    else if (advice == cudaMemAdviseSetAccessedBy)
+        COUNT(advise_accessed_by);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaMemPrefetchAsync(const void *ptr, size_t count,
+                                        struct cudaMemLocation location, unsigned flags,
+                                        cudaStream_t stream)
+{
+    (void)ptr;
+    (void)flags;
+    (void)stream;
+    COUNT(prefetch);
+    if (location.type == cudaMemLocationTypeDevice)
+        __atomic_fetch_add(&counters.prefetch_bytes_to_gpu, count, __ATOMIC_RELAXED);
+    else
+        __atomic_fetch_add(&counters.prefetch_bytes_to_host, count, __ATOMIC_RELAXED);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaMemPrefetchBatchAsync(void **ptrs, size_t *sizes, size_t count,
+                                             struct cudaMemLocation *locs, size_t *loc_idxs,
+                                             size_t num_locs, unsigned long long flags,
+                                             cudaStream_t stream)
+{
+    (void)ptrs;
+    (void)loc_idxs;
+    (void)num_locs;
+    (void)flags;
+    if (!stream)
+        return last_error = cudaErrorInvalidValue; /* like CUDA: no legacy stream */
+    COUNT(prefetch_batch);
+    for (size_t i = 0; i < count; i++) {
+        if (locs[0].type == cudaMemLocationTypeDevice)
+            __atomic_fetch_add(&counters.prefetch_bytes_to_gpu, sizes[i], __ATOMIC_RELAXED);
+        else
+            __atomic_fetch_add(&counters.prefetch_bytes_to_host, sizes[i], __ATOMIC_RELAXED);
+    }
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
+{
+    *total_bytes = fake_gpu_bytes();
+    *free_bytes = *total_bytes;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGetDevice(int *device)
+{
+    *device = current_device;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaSetDevice(int device)
+{
+    if (device < 0 || device >= 4)
+        return last_error = cudaErrorInvalidDevice;
+    current_device = device;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
+{
+    (void)device;
+    *value = attr == cudaDevAttrHostNumaId ? 0 : 1;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaDeviceSynchronize(void)
+{
+    COUNT(device_sync);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags)
+{
+    (void)flags;
+    static uintptr_t next = 0x1000;
+    *stream = (cudaStream_t)__atomic_add_fetch(&next, 0x10, __ATOMIC_RELAXED);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaStreamQuery(cudaStream_t stream)
+{
+    (void)stream;
+    return streams_busy ? cudaErrorNotReady : cudaSuccess;
+}
+
+EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags)
+{
+    (void)stream;
+    (void)event;
+    (void)flags;
+    COUNT(stream_wait);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status)
+{
+    (void)stream;
+    *status = capturing ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags)
+{
+    (void)flags;
+    COUNT(event_create);
+    *event = (cudaEvent_t)malloc(16);
+    return *event ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+    (void)event;
+    (void)stream;
+    COUNT(event_record);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+    free(event);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGetLastError(void)
+{
+    cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+
+EXPORT const char *cudaGetErrorString(cudaError_t error)
+{
+    return error == cudaSuccess ? "no error" : "fake CUDA error";
+}

@@ -1,0 +1,27 @@
+/* Counters and helpers of the fake CUDA runtime used by the tests. */
+#ifndef UMPOL_FAKE_CUDART_H
+#define UMPOL_FAKE_CUDART_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct fake_counters {
+    uint64_t malloc, malloc_async, malloc_managed, free, free_async;
+    uint64_t advise, advise_read_mostly, advise_preferred, advise_accessed_by;
+    uint64_t prefetch, prefetch_batch, prefetch_bytes_to_gpu, prefetch_bytes_to_host;
+    uint64_t device_sync, stream_wait, event_create, event_record;
+    uint64_t bytes_held;
+};
+
+const struct fake_counters *fake_counters(void);
+/* Make cudaStreamQuery answer "not ready" / cudaStreamIsCapturing "active". */
+void fake_set_streams_busy(int busy);
+void fake_set_capturing(int on);
+
+/* Memory of one fake GPU: FAKE_GPU_BYTES, default 1 GiB. */
+uint64_t fake_gpu_bytes(void);
+/* Size table of live fake allocations (caller holds the fake's lock). */
+void fake_track(void *ptr, size_t size);
+int fake_untrack(void *ptr, size_t *size);
+
+#endif

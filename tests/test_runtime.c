@@ -1,0 +1,486 @@
+/* Unit tests of the runtime core (pools, placement, budget, triggers, tags,
+ * report) against the fake CUDA runtime linked in-process: no preloading,
+ * no GPU. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fake/fake_cudart.h"
+#include "lang/policy.h"
+#include "runtime/runtime.h"
+
+static const struct cuda_api fake_api = {
+    .malloc = cudaMalloc,
+    .free = cudaFree,
+    .malloc_async = cudaMallocAsync,
+    .free_async = cudaFreeAsync,
+    .malloc_managed = cudaMallocManaged,
+    .mem_advise = cudaMemAdvise,
+    .mem_prefetch_async = cudaMemPrefetchAsync,
+    .mem_prefetch_batch_async = cudaMemPrefetchBatchAsync,
+    .mem_get_info = cudaMemGetInfo,
+    .get_device = cudaGetDevice,
+    .device_get_attribute = cudaDeviceGetAttribute,
+    .device_synchronize = cudaDeviceSynchronize,
+    .stream_create_with_flags = cudaStreamCreateWithFlags,
+    .stream_query = cudaStreamQuery,
+    .stream_wait_event = cudaStreamWaitEvent,
+    .stream_is_capturing = cudaStreamIsCapturing,
+    .event_create_with_flags = cudaEventCreateWithFlags,
+    .event_record = cudaEventRecord,
+    .event_destroy = cudaEventDestroy,
+    .get_last_error = cudaGetLastError,
+    .get_error_string = cudaGetErrorString,
+};
+
+struct fixture {
+    struct policy pol;
+    struct runtime rt;
+    struct fake_counters before;
+};
+
+static struct fixture *setup(const char *policy_text)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    if (policy_load_text(&f->pol, "t.umpol", policy_text, strlen(policy_text)) != POLICY_VALID) {
+        diag_print(stderr, &f->pol.src, &f->pol.diags, false);
+        fail_msg("test policy is invalid");
+    }
+    assert_int_equal(runtime_init(&f->rt, f->pol.program, &fake_api), 0);
+    f->before = *fake_counters();
+    fake_set_streams_busy(0);
+    fake_set_capturing(0);
+    cudaSetDevice(0);
+    return f;
+}
+
+static void teardown(struct fixture *f)
+{
+    runtime_destroy(&f->rt);
+    policy_free(&f->pol);
+    free(f);
+}
+
+/* Counter change since setup. */
+#define DELTA(f, field) (fake_counters()->field - (f)->before.field)
+
+static void *alloc(struct fixture *f, size_t size, unsigned api, cudaStream_t stream)
+{
+    void *p = NULL;
+    bool handled = false;
+    cudaError_t err = rt_alloc(&f->rt, &p, size, api, stream, &handled);
+    assert_true(handled);
+    assert_int_equal(err, cudaSuccess);
+    assert_non_null(p);
+    return p;
+}
+
+static void release(struct fixture *f, void *p, cudaStream_t stream, enum alloc_mode mode)
+{
+    cudaError_t err;
+    assert_true(rt_free(&f->rt, p, stream, mode, &err));
+    assert_int_equal(err, cudaSuccess);
+}
+
+#define S1 ((cudaStream_t)0x100)
+#define S2 ((cudaStream_t)0x200)
+
+static const char basic_policy[] = "umpol 1;\n"
+                                   "slab 4MiB;\n"
+                                   "class hot { match size < 1MiB; advise read_mostly; place gpu;\n"
+                                   "            access gpu, host; }\n"
+                                   "class dev { match size >= 1MiB and size < 1GiB; memory device; }\n";
+
+static void test_runtime_slab_advised_once(void **state)
+{
+    (void)state;
+    struct fixture *f = setup(basic_policy);
+    void *a = alloc(f, 1000, API_CUDA_MALLOC_ASYNC, S1);
+    void *b = alloc(f, 2000, API_CUDA_MALLOC_ASYNC, S1);
+    assert_int_equal(DELTA(f, malloc_managed), 1); /* one slab for both */
+    assert_int_equal(DELTA(f, advise_read_mostly), 1);
+    assert_int_equal(DELTA(f, advise_preferred), 1);
+    assert_int_equal(DELTA(f, advise_accessed_by), 2);
+    assert_true((uintptr_t)a % RT_ALIGN == 0 && (uintptr_t)b % RT_ALIGN == 0);
+    assert_true((uintptr_t)b >= (uintptr_t)a + 1024 || (uintptr_t)a >= (uintptr_t)b + 2048);
+    assert_int_equal(f->rt.class_stats[0].slabs, 1);
+    assert_int_equal(f->rt.class_stats[0].allocations, 2);
+    release(f, a, S1, MODE_STREAM);
+    release(f, b, S1, MODE_STREAM);
+    assert_int_equal(f->rt.class_stats[0].live_bytes, 0);
+    teardown(f);
+}
+
+static void test_runtime_device_class_uses_cuda_malloc(void **state)
+{
+    (void)state;
+    struct fixture *f = setup(basic_policy);
+    void *a = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    assert_int_equal(DELTA(f, malloc), 1);
+    assert_int_equal(DELTA(f, malloc_managed), 0);
+    assert_int_equal(DELTA(f, advise), 0);
+    release(f, a, S1, MODE_STREAM);
+    teardown(f);
+}
+
+static void test_runtime_same_stream_reuse(void **state)
+{
+    (void)state;
+    struct fixture *f = setup(basic_policy);
+    void *a = alloc(f, 4096, API_CUDA_MALLOC_ASYNC, S1);
+    release(f, a, S1, MODE_STREAM);
+    void *b = alloc(f, 4096, API_CUDA_MALLOC_ASYNC, S1);
+    assert_ptr_equal(a, b);
+    assert_int_equal(DELTA(f, stream_wait), 0);
+    release(f, b, S1, MODE_STREAM);
+    teardown(f);
+}
+
+static void test_runtime_cross_stream_reuse_waits(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nslab 2MiB;\nclass all { match any; }\n");
+    void *a = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    void *filler = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1); /* the slab is full */
+    release(f, a, S1, MODE_STREAM);
+    void *b = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S2);
+    assert_ptr_equal(a, b); /* reused, not a new slab */
+    assert_int_equal(DELTA(f, malloc_managed), 1);
+    assert_int_equal(DELTA(f, event_record), 1);
+    assert_int_equal(DELTA(f, stream_wait), 1);
+    assert_int_equal(f->rt.class_stats[0].cross_stream_reuses, 1);
+    release(f, b, S2, MODE_STREAM);
+    release(f, filler, S1, MODE_STREAM);
+    teardown(f);
+}
+
+static void test_runtime_legacy_malloc_avoids_busy_streams(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nslab 2MiB;\nclass all { match any; }\n");
+    void *a = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    void *filler = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    release(f, a, S1, MODE_STREAM);
+    fake_set_streams_busy(1);
+    void *b = alloc(f, 1u << 20, API_CUDA_MALLOC, 0); /* S1 may still use a */
+    assert_ptr_not_equal(a, b);
+    assert_int_equal(DELTA(f, malloc_managed), 2);
+    release(f, b, 0, MODE_ANY);
+    fake_set_streams_busy(0);
+    void *c = alloc(f, 1u << 20, API_CUDA_MALLOC, 0); /* S1 idle now */
+    assert_true(c == a || c == b);
+    release(f, c, 0, MODE_ANY);
+    release(f, filler, S1, MODE_STREAM);
+    teardown(f);
+}
+
+static void test_runtime_free_blocks_coalesce(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nslab 1MiB;\nclass all { match any; }\n");
+    void *p[4];
+    for (int i = 0; i < 4; i++)
+        p[i] = alloc(f, 256 << 10, API_CUDA_MALLOC_ASYNC, S1);
+    assert_int_equal(DELTA(f, malloc_managed), 1);
+    release(f, p[1], S1, MODE_STREAM);
+    release(f, p[3], S1, MODE_STREAM);
+    release(f, p[0], S1, MODE_STREAM);
+    release(f, p[2], S1, MODE_STREAM);
+    void *whole = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    assert_ptr_equal(whole, p[0]); /* the four merged back into one block */
+    assert_int_equal(DELTA(f, malloc_managed), 1);
+    release(f, whole, S1, MODE_STREAM);
+    teardown(f);
+}
+
+static void test_runtime_large_requests_get_dedicated_slabs(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nslab 4MiB;\nclass all { match any; }\n");
+    void *big = alloc(f, 10u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    assert_int_equal(DELTA(f, malloc_managed), 1);
+    assert_int_equal(f->rt.class_stats[0].slab_bytes, 10u << 20);
+    release(f, big, S1, MODE_STREAM);
+    void *again = alloc(f, (10u << 20) - 4096, API_CUDA_MALLOC_ASYNC, S1);
+    assert_ptr_equal(big, again); /* close in size: reused */
+    release(f, again, S1, MODE_STREAM);
+    void *small = alloc(f, 3u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    assert_ptr_not_equal(small, big); /* far smaller: not carved from the 10 MiB slab */
+    release(f, small, S1, MODE_STREAM);
+    teardown(f);
+}
+
+static void test_runtime_cap_refuses_then_trims(void **state)
+{
+    (void)state;
+    setenv("FAKE_GPU_BYTES", "104857600", 1); /* 100 MiB GPU */
+    struct fixture *f = setup("umpol 1;\ncap managed 12MiB;\nslab 4MiB;\n"
+                              "class a { match size < 2MiB; }\n"
+                              "class b { match size >= 2MiB; }\n");
+    void *blocks[3];
+    for (int i = 0; i < 3; i++)
+        blocks[i] = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, S1); /* class b: 3 x 2 MiB */
+    void *s = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1);       /* class a: a 4 MiB slab */
+    assert_int_equal(f->rt.devices[0].managed_bytes, 12u << 20);
+    void *p = NULL;
+    bool handled;
+    cudaError_t err = rt_alloc(&f->rt, &p, 3u << 20, API_CUDA_MALLOC_ASYNC, S1, &handled);
+    assert_true(handled);
+    assert_int_equal(err, cudaErrorMemoryAllocation);
+    assert_int_equal(f->rt.class_stats[1].cap_refusals, 1);
+    release(f, s, S1, MODE_STREAM); /* class a's slab is now empty: trimmed on demand */
+    void *q = alloc(f, 3u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    assert_true(f->rt.devices[0].managed_bytes <= 12u << 20);
+    release(f, q, S1, MODE_STREAM);
+    for (int i = 0; i < 3; i++)
+        release(f, blocks[i], S1, MODE_STREAM);
+    teardown(f);
+    unsetenv("FAKE_GPU_BYTES");
+}
+
+static void test_runtime_budget_evicts_low_priority_first(void **state)
+{
+    (void)state;
+    setenv("FAKE_GPU_BYTES", "104857600", 1);
+    /* Budget 3 MiB; 1 MiB blocks prefetched to the GPU on allocation. */
+    struct fixture *f = setup("umpol 1;\nbudget gpu 3MiB;\nslab 8MiB;\n"
+                              "class low { match tag \"low\"; prefetch gpu on alloc; priority 1; }\n"
+                              "class high { match any; prefetch gpu on alloc; priority 9; }\n");
+    tag_push(&f->rt, "low");
+    void *l1 = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    void *l2 = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    tag_pop();
+    void *h1 = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    assert_int_equal(f->rt.devices[0].resident_bytes, 3u << 20);
+    assert_int_equal(DELTA(f, prefetch_bytes_to_host), 0);
+    void *h2 = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1); /* evicts l1, the oldest low */
+    assert_int_equal(f->rt.class_stats[0].evictions, 1);
+    assert_int_equal(DELTA(f, prefetch_bytes_to_host), 1u << 20);
+    struct block *b1 = map_find(&f->rt.map, (uintptr_t)l1);
+    struct block *b2 = map_find(&f->rt.map, (uintptr_t)l2);
+    assert_false(b1->resident);
+    assert_true(b2->resident);
+    void *h3 = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1); /* evicts l2 */
+    assert_int_equal(f->rt.class_stats[0].evictions, 2);
+    assert_false(b2->resident);
+    /* Only high-priority blocks are left: a low one may not evict them. */
+    tag_push(&f->rt, "low");
+    void *l3 = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    tag_pop();
+    assert_int_equal(f->rt.class_stats[0].budget_skips, 1);
+    assert_int_equal(f->rt.class_stats[1].evictions, 0);
+    assert_true(f->rt.devices[0].resident_bytes <= 3u << 20);
+    void *all[] = {l1, l2, h1, h2, h3, l3};
+    for (int i = 0; i < 6; i++)
+        release(f, all[i], S1, MODE_STREAM);
+    assert_int_equal(f->rt.devices[0].resident_bytes, 0);
+    teardown(f);
+    unsetenv("FAKE_GPU_BYTES");
+}
+
+static void test_runtime_phase_triggers_batch_prefetch(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\n"
+                              "class opt { match phase \"optimizer*\"; place host; access gpu;\n"
+                              "            prefetch gpu on enter \"optimizer*\";\n"
+                              "            prefetch host on exit \"optimizer*\"; }\n"
+                              "class kv { match tag \"kv\"; prefetch gpu on mark \"hot\"; }\n"
+                              "class rest { match any; memory device; }\n");
+    phase_enter(&f->rt, "optimizer.step");
+    void *m1 = alloc(f, 100000, API_CUDA_MALLOC_ASYNC, S1);
+    void *m2 = alloc(f, 200000, API_CUDA_MALLOC_ASYNC, S1);
+    phase_exit(&f->rt); /* both moved to the host in one batch */
+    assert_int_equal(DELTA(f, prefetch_batch), 1);
+    uint64_t to_host = DELTA(f, prefetch_bytes_to_host);
+    assert_true(to_host >= 300000);
+    void *other = alloc(f, 5000, API_CUDA_MALLOC_ASYNC, S1); /* no phase: class rest */
+    assert_int_equal(map_find(&f->rt.map, (uintptr_t)other)->class_idx, 2);
+    phase_enter(&f->rt, "optimizer.step");
+    assert_int_equal(DELTA(f, prefetch_batch), 2);
+    assert_true(DELTA(f, prefetch_bytes_to_gpu) >= 300000);
+    assert_int_equal(f->rt.class_stats[0].prefetches, 4);
+    phase_exit(&f->rt);
+    phase_enter(&f->rt, "forward"); /* matches no trigger */
+    phase_exit(&f->rt);
+    assert_int_equal(DELTA(f, prefetch_batch), 3);
+    tag_push(&f->rt, "kv");
+    void *k = alloc(f, 4096, API_CUDA_MALLOC_ASYNC, S1);
+    tag_pop();
+    uint64_t before = DELTA(f, prefetch_bytes_to_gpu);
+    phase_mark(&f->rt, "cold"); /* no such mark */
+    phase_mark(&f->rt, "hot");
+    assert_true(DELTA(f, prefetch_bytes_to_gpu) - before >= 4096);
+    assert_int_equal(f->rt.phase_stat_count, 2);
+    assert_int_equal(f->rt.phase_stats[0].entries, 2);
+    void *all[] = {m1, m2, other, k};
+    for (int i = 0; i < 4; i++)
+        release(f, all[i], S1, MODE_STREAM);
+    teardown(f);
+}
+
+static void test_runtime_phases_nest_and_count(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nclass b { match phase \"backward\"; }\n"
+                              "class rest { match any; memory device; }\n");
+    phase_enter(&f->rt, "step");
+    phase_enter(&f->rt, "backward");
+    phase_enter(&f->rt, "backward"); /* nested twice */
+    phase_exit(&f->rt);
+    void *a = alloc(f, 64, API_CUDA_MALLOC_ASYNC, S1);
+    assert_int_equal(map_find(&f->rt.map, (uintptr_t)a)->class_idx, 0);
+    phase_exit(&f->rt);
+    void *b = alloc(f, 64, API_CUDA_MALLOC_ASYNC, S1);
+    assert_int_equal(map_find(&f->rt.map, (uintptr_t)b)->class_idx, 1);
+    phase_exit(&f->rt);
+    phase_exit(&f->rt); /* unbalanced: ignored */
+    release(f, a, S1, MODE_STREAM);
+    release(f, b, S1, MODE_STREAM);
+    teardown(f);
+}
+
+static void test_runtime_passthrough_and_capture(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nclass small { match size < 1MiB; }\n");
+    void *p = NULL;
+    bool handled = true;
+    rt_alloc(&f->rt, &p, 2u << 20, API_CUDA_MALLOC_ASYNC, S1, &handled);
+    assert_false(handled); /* no class: the hook calls CUDA itself */
+    fake_set_capturing(1);
+    rt_alloc(&f->rt, &p, 100, API_CUDA_MALLOC_ASYNC, S1, &handled);
+    assert_false(handled); /* graph capture: left to CUDA's graph allocator */
+    fake_set_capturing(0);
+    assert_int_equal(f->rt.passthrough, 2);
+    cudaError_t err;
+    int local;
+    assert_false(rt_free(&f->rt, &local, S1, MODE_STREAM, &err)); /* not ours */
+    teardown(f);
+}
+
+static void test_runtime_adopts_jobs_managed_memory(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nclass um { match api cudaMallocManaged; place host; "
+                              "access gpu; prefetch gpu on alloc; }\n");
+    void *p = alloc(f, 123456, API_CUDA_MALLOC_MANAGED, 0);
+    assert_int_equal(DELTA(f, malloc_managed), 1);
+    assert_int_equal(DELTA(f, advise_preferred), 1);
+    assert_int_equal(DELTA(f, advise_accessed_by), 1);
+    assert_int_equal(DELTA(f, prefetch), 1);
+    assert_int_equal(f->rt.devices[0].managed_bytes, 123456);
+    release(f, p, 0, MODE_ANY);
+    assert_int_equal(DELTA(f, free), 1); /* really freed: it was the job's */
+    assert_int_equal(f->rt.devices[0].managed_bytes, 0);
+    teardown(f);
+}
+
+static void test_runtime_devices_have_own_pools(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nclass g { match any; prefetch gpu on alloc; }\n");
+    void *a = alloc(f, 4096, API_CUDA_MALLOC_ASYNC, S1);
+    cudaSetDevice(1);
+    void *b = alloc(f, 4096, API_CUDA_MALLOC_ASYNC, S1);
+    cudaSetDevice(0);
+    assert_true(f->rt.devices[0].known && f->rt.devices[1].known);
+    assert_int_equal(map_find(&f->rt.map, (uintptr_t)b)->slab->pool->device, 1);
+    assert_int_equal(DELTA(f, malloc_managed), 2);
+    release(f, a, S1, MODE_STREAM);
+    release(f, b, S1, MODE_STREAM);
+    teardown(f);
+}
+
+static void test_runtime_map_random_churn(void **state)
+{
+    (void)state;
+    struct block_map m;
+    map_init(&m);
+    enum { N = 5000 };
+    struct block *blocks = calloc(N, sizeof *blocks);
+    bool in[N] = {false};
+    uint64_t seed = 1;
+    for (int i = 0; i < N; i++)
+        blocks[i].addr = 0x10000 + (uintptr_t)i * 512;
+    for (int step = 0; step < 200000; step++) {
+        seed = seed * 6364136223846793005ull + 1;
+        int i = (int)((seed >> 33) % N);
+        if (in[i]) {
+            assert_ptr_equal(map_remove(&m, blocks[i].addr), &blocks[i]);
+            in[i] = false;
+        } else {
+            assert_int_equal(map_insert(&m, &blocks[i]), 0);
+            in[i] = true;
+        }
+        int j = (int)((seed >> 13) % N);
+        assert_ptr_equal(map_find(&m, blocks[j].addr), in[j] ? &blocks[j] : NULL);
+    }
+    map_free(&m);
+    free(blocks);
+}
+
+static void test_runtime_report_is_written_atomically(void **state)
+{
+    (void)state;
+    struct fixture *f = setup(basic_policy);
+    void *a = alloc(f, 1000, API_CUDA_MALLOC_ASYNC, S1);
+    phase_enter(&f->rt, "forward \"quoted\"");
+    phase_exit(&f->rt);
+    char dir[] = "/tmp/umpol-test-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char pattern[128], path[256];
+    snprintf(pattern, sizeof pattern, "%s/report-%%p-%%r.json", dir);
+    setenv("RANK", "3", 1);
+    report_expand_path(pattern, path, sizeof path);
+    char want[256];
+    snprintf(want, sizeof want, "%s/report-%ld-3.json", dir, (long)getpid());
+    assert_string_equal(path, want);
+    assert_int_equal(report_write(&f->rt, path), 0);
+    unsetenv("RANK");
+    FILE *in = fopen(path, "r");
+    assert_non_null(in);
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, in);
+    buf[n] = '\0';
+    fclose(in);
+    assert_non_null(strstr(buf, "\"umpol_report\": 1"));
+    assert_non_null(strstr(buf, "\"rank\": 3"));
+    assert_non_null(strstr(buf, "{\"name\": \"hot\", \"memory\": \"managed\", \"allocations\": 1"));
+    assert_non_null(strstr(buf, "\"forward \\\"quoted\\\"\", \"entries\": 1"));
+    unlink(path);
+    rmdir(dir);
+    release(f, a, S1, MODE_STREAM);
+    teardown(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_runtime_slab_advised_once),
+        cmocka_unit_test(test_runtime_device_class_uses_cuda_malloc),
+        cmocka_unit_test(test_runtime_same_stream_reuse),
+        cmocka_unit_test(test_runtime_cross_stream_reuse_waits),
+        cmocka_unit_test(test_runtime_legacy_malloc_avoids_busy_streams),
+        cmocka_unit_test(test_runtime_free_blocks_coalesce),
+        cmocka_unit_test(test_runtime_large_requests_get_dedicated_slabs),
+        cmocka_unit_test(test_runtime_cap_refuses_then_trims),
+        cmocka_unit_test(test_runtime_budget_evicts_low_priority_first),
+        cmocka_unit_test(test_runtime_phase_triggers_batch_prefetch),
+        cmocka_unit_test(test_runtime_phases_nest_and_count),
+        cmocka_unit_test(test_runtime_passthrough_and_capture),
+        cmocka_unit_test(test_runtime_adopts_jobs_managed_memory),
+        cmocka_unit_test(test_runtime_devices_have_own_pools),
+        cmocka_unit_test(test_runtime_map_random_churn),
+        cmocka_unit_test(test_runtime_report_is_written_atomically),
+    };
+    return cmocka_run_group_tests_name("runtime", tests, NULL, NULL);
+}
