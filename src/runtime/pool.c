@@ -4,7 +4,9 @@
  * once by S; another stream T may take it only after T waits on an event
  * recorded on S, so the reuse is ordered after S's last use without any host
  * synchronisation. Blocks freed with cudaFree (which synchronises the device)
- * are safe for every stream. */
+ * are safe for every stream. Free neighbours merge even when freed on
+ * different streams: the merged block remembers every stream (up to
+ * RT_FREE_STREAMS) and its next user waits on each of them. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -183,9 +185,10 @@ static void slab_release(struct runtime *rt, struct pool *p, struct slab *s)
 {
     const struct program_class *cls = &rt->program->classes[p->class_idx];
     struct device_state *dev = &rt->devices[p->device];
-    if (s->first) {
-        bin_remove(p, s->first);
-        block_release(s->first);
+    for (struct block *b = s->first, *next; b; b = next) {
+        next = b->next;
+        bin_remove(p, b);
+        block_release(b);
     }
     cudaError_t err = rt->cuda->free((void *)s->base);
     if (err != cudaSuccess)
@@ -198,10 +201,14 @@ static void slab_release(struct runtime *rt, struct pool *p, struct slab *s)
     free(s);
 }
 
-/* A slab holds no live block when its single block is free. */
+/* A slab with no live block, however fragmented its free space. Releasing it
+ * is safe: cudaFree waits for the work that may still use it. */
 static bool slab_empty(const struct slab *s)
 {
-    return s->first && s->first->free && !s->first->next;
+    for (const struct block *b = s->first; b; b = b->next)
+        if (!b->free)
+            return false;
+    return true;
 }
 
 size_t pool_trim(struct runtime *rt, int device)
@@ -274,7 +281,7 @@ static cudaError_t slab_create(struct runtime *rt, struct pool *p, size_t size, 
     s->next = p->slabs;
     p->slabs = s;
     *b = (struct block){.addr = s->base, .size = size, .slab = s, .free = true,
-                        .any_stream = true, .class_idx = p->class_idx};
+                        .class_idx = p->class_idx};
     s->first = b;
     bin_insert(p, b);
     if (managed) {
@@ -289,18 +296,20 @@ static cudaError_t slab_create(struct runtime *rt, struct pool *p, size_t size, 
 }
 
 /* Can a free block serve MODE on STREAM? Sets *wait when STREAM must first
- * wait for the block's last stream. */
+ * wait for other streams that last used it. */
 static bool usable(const struct runtime *rt, const struct block *b, cudaStream_t stream,
                    enum alloc_mode mode, bool *wait)
 {
     *wait = false;
-    if (b->any_stream)
-        return true;
-    if (mode == MODE_STREAM) {
-        *wait = b->stream != stream;
-        return true;
+    for (int i = 0; i < b->free_stream_count; i++) {
+        if (mode == MODE_ANY) {
+            if (rt->cuda->stream_query(b->free_streams[i]) != cudaSuccess)
+                return false; /* cudaMalloc memory must be usable at once, anywhere */
+        } else if (b->free_streams[i] != stream) {
+            *wait = true;
+        }
     }
-    return rt->cuda->stream_query(b->stream) == cudaSuccess; /* its stream is idle */
+    return true;
 }
 
 static struct block *find_free(struct runtime *rt, struct pool *p, size_t size,
@@ -327,16 +336,23 @@ static struct block *find_free(struct runtime *rt, struct pool *p, size_t size,
     return fallback;
 }
 
-/* Order STREAM after the block's last stream: an event recorded there now, waited on here. */
+/* Order STREAM after every other stream that used B: an event recorded there
+ * now, waited on here. No host synchronisation. */
 static bool order_after(struct runtime *rt, struct block *b, cudaStream_t stream)
 {
-    cudaEvent_t ev;
-    if (rt->cuda->event_create_with_flags(&ev, cudaEventDisableTiming) != cudaSuccess)
-        return false;
-    bool ok = rt->cuda->event_record(ev, b->stream) == cudaSuccess &&
-              rt->cuda->stream_wait_event(stream, ev, 0) == cudaSuccess;
-    rt->cuda->event_destroy(ev); /* destroyed once complete; the wait holds it */
-    return ok;
+    for (int i = 0; i < b->free_stream_count; i++) {
+        if (b->free_streams[i] == stream)
+            continue;
+        cudaEvent_t ev;
+        if (rt->cuda->event_create_with_flags(&ev, cudaEventDisableTiming) != cudaSuccess)
+            return false;
+        bool ok = rt->cuda->event_record(ev, b->free_streams[i]) == cudaSuccess &&
+                  rt->cuda->stream_wait_event(stream, ev, 0) == cudaSuccess;
+        rt->cuda->event_destroy(ev); /* released once complete; the wait holds it */
+        if (!ok)
+            return false;
+    }
+    return true;
 }
 
 static void split(struct pool *p, struct block *b, size_t size)
@@ -347,8 +363,9 @@ static void split(struct pool *p, struct block *b, size_t size)
     if (!rest)
         return; /* keep the whole block: wasteful, never wrong */
     *rest = (struct block){.addr = b->addr + size, .size = b->size - size, .slab = b->slab,
-                           .prev = b, .next = b->next, .stream = b->stream, .free = true,
-                           .any_stream = b->any_stream, .class_idx = b->class_idx};
+                           .prev = b, .next = b->next, .free = true, .class_idx = b->class_idx};
+    memcpy(rest->free_streams, b->free_streams, sizeof rest->free_streams);
+    rest->free_stream_count = b->free_stream_count;
     if (b->next)
         b->next->prev = rest;
     b->next = rest;
@@ -386,36 +403,49 @@ cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, size_t siz
     }
     bin_remove(p, b);
     split(p, b, want);
-    b->free = false;
-    b->any_stream = false;
-    b->stream = stream;
-    b->requested = size;
     if (map_insert(&rt->map, b) != 0) {
-        b->free = true;
-        b->any_stream = true;
         bin_insert(p, b);
         return cudaErrorMemoryAllocation;
     }
+    b->free = false;
+    b->free_stream_count = 0;
+    b->stream = stream;
+    b->requested = size;
     *out = b;
     return cudaSuccess;
 }
 
-/* Merge B into its free neighbour A (A directly before B) when their stream
- * states agree; a block safe for any stream adopts the other's stream. */
-static bool mergeable(const struct block *a, const struct block *b)
+/* The streams of A and B together, when they fit; false otherwise. */
+static bool union_streams(const struct block *a, const struct block *b, cudaStream_t *out,
+                          uint8_t *count)
 {
-    return a && b && a->free && b->free &&
-           (a->any_stream || b->any_stream || a->stream == b->stream);
+    uint8_t n = a->free_stream_count;
+    memcpy(out, a->free_streams, n * sizeof *out);
+    for (int i = 0; i < b->free_stream_count; i++) {
+        bool seen = false;
+        for (int k = 0; k < n; k++)
+            seen |= out[k] == b->free_streams[i];
+        if (seen)
+            continue;
+        if (n == RT_FREE_STREAMS)
+            return false;
+        out[n++] = b->free_streams[i];
+    }
+    *count = n;
+    return true;
 }
 
+/* Merge B into its free neighbour A (A directly before B) when their streams fit. */
 static struct block *merge(struct pool *p, struct block *a, struct block *b)
 {
+    cudaStream_t streams[RT_FREE_STREAMS];
+    uint8_t count;
+    if (!a || !b || !a->free || !b->free || !union_streams(a, b, streams, &count))
+        return NULL;
     bin_remove(p, a);
     bin_remove(p, b);
-    if (!b->any_stream) {
-        a->stream = b->stream;
-        a->any_stream = false;
-    }
+    memcpy(a->free_streams, streams, sizeof streams);
+    a->free_stream_count = count;
     a->size += b->size;
     a->next = b->next;
     if (b->next)
@@ -429,13 +459,15 @@ void pool_free(struct block *b, cudaStream_t stream, enum alloc_mode mode)
 {
     struct pool *p = b->slab->pool;
     b->free = true;
-    b->any_stream = mode == MODE_ANY;
-    b->stream = stream;
+    b->free_stream_count = mode == MODE_ANY ? 0 : 1;
+    b->free_streams[0] = stream;
     bin_insert(p, b);
-    if (mergeable(b, b->next))
-        b = merge(p, b, b->next);
-    if (mergeable(b->prev, b))
-        b = merge(p, b->prev, b);
+    struct block *m = merge(p, b, b->next);
+    if (m)
+        b = m;
+    m = merge(p, b->prev, b);
+    if (m)
+        b = m;
     if (!b->prev)
         b->slab->first = b;
 }

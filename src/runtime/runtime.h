@@ -15,6 +15,7 @@
 #define RT_MAX_DEVICES 64
 #define RT_ALIGN 512u
 #define RT_BINS 64
+#define RT_FREE_STREAMS 4
 #define RT_MAX_PHASE_NAMES 4096
 
 struct pool;
@@ -36,12 +37,15 @@ struct block {
     struct slab *slab; /* NULL: the job's own cudaMallocManaged, tracked only */
     struct block *prev, *next;         /* address order in the slab */
     struct block *link_prev, *link_next; /* free bin when free; LRU when resident */
-    cudaStream_t stream; /* free: stream it was freed on; live: allocating stream */
-    uint64_t tick;       /* last placement, for LRU */
+    cudaStream_t stream; /* live: the allocating stream */
+    /* Free: the streams whose work may still use it (none: safe for every
+     * stream). Merged neighbours keep both sets, up to RT_FREE_STREAMS. */
+    cudaStream_t free_streams[RT_FREE_STREAMS];
+    uint8_t free_stream_count;
+    uint64_t tick; /* last placement, for LRU */
     int class_idx;
     int device; /* the job's own managed memory: the device it was counted on */
     bool free;
-    bool any_stream; /* free and safe for every stream (no pending work) */
     bool resident;   /* placed on the pool's GPU by the runtime, counted in the budget */
 };
 

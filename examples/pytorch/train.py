@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""A Llama-style decoder trained from random initialisation, for umpol.
+
+No downloads: the model is plain PyTorch (RMSNorm, rotary attention, SwiGLU),
+the data random tokens from a fixed seed. bf16 autocast and AdamW, with NVTX
+ranges around the phases that umpol policies match on:
+
+    model.init      building the model (parameters are allocated here)
+    forward         the forward pass
+    backward        the backward pass (allocations on autograd threads too)
+    optimizer.step  the optimizer step (AdamW state is created at the first)
+
+Run it plain, or under umpol:
+
+    python3 examples/pytorch/train.py --steps 20
+    umpol run -p policies/llm-finetune.umpol -- python3 examples/pytorch/train.py --steps 20
+
+It prints one line per step and, with --json FILE, writes the losses, step
+times and peak GPU memory for comparisons.
+"""
+import argparse
+import json
+import math
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        norm = x.float().pow(2).mean(-1, keepdim=True).add(self.eps).rsqrt()
+        return (x.float() * norm).type_as(x) * self.weight
+
+
+def rotary(seq, dim, device, base=10000.0):
+    inv = 1.0 / (base ** (torch.arange(0, dim, 2, device=device).float() / dim))
+    t = torch.arange(seq, device=device).float()
+    freqs = torch.outer(t, inv)
+    return torch.cos(freqs), torch.sin(freqs)
+
+
+def apply_rotary(x, cos, sin):
+    x1, x2 = x[..., ::2], x[..., 1::2]
+    out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+    return out.flatten(-2).type_as(x)
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads, ffn):
+        super().__init__()
+        self.heads = heads
+        self.attn_norm = RMSNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim, bias=False)
+        self.out = nn.Linear(dim, dim, bias=False)
+        self.ffn_norm = RMSNorm(dim)
+        self.gate = nn.Linear(dim, ffn, bias=False)
+        self.up = nn.Linear(dim, ffn, bias=False)
+        self.down = nn.Linear(ffn, dim, bias=False)
+
+    def forward(self, x, cos, sin):
+        b, s, d = x.shape
+        h = self.attn_norm(x)
+        q, k, v = self.qkv(h).view(b, s, 3, self.heads, d // self.heads).unbind(2)
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        a = F.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        x = x + self.out(a.transpose(1, 2).reshape(b, s, d))
+        h = self.ffn_norm(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+class Decoder(nn.Module):
+    def __init__(self, vocab, dim, layers, heads, ffn):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.blocks = nn.ModuleList(Block(dim, heads, ffn) for _ in range(layers))
+        self.norm = RMSNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+        self.head_dim = dim // heads
+
+    def forward(self, tokens):
+        cos, sin = rotary(tokens.shape[1], self.head_dim, tokens.device)
+        cos, sin = cos[None, :, None, :], sin[None, :, None, :]
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = block(x, cos, sin)
+        return self.head(self.norm(x))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--layers", type=int, default=8)
+    p.add_argument("--dim", type=int, default=1024)
+    p.add_argument("--heads", type=int, default=16)
+    p.add_argument("--ffn", type=int, default=0, help="default: 8/3 of dim, rounded to 256")
+    p.add_argument("--vocab", type=int, default=32000)
+    p.add_argument("--seq", type=int, default=1024)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", help="write losses and timings to this file")
+    args = p.parse_args()
+    ffn = args.ffn or int(math.ceil(args.dim * 8 / 3 / 256) * 256)
+
+    torch.manual_seed(args.seed)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    device = torch.device("cuda")
+    nvtx = torch.cuda.nvtx
+
+    nvtx.range_push("model.init")
+    model = Decoder(args.vocab, args.dim, args.layers, args.heads, ffn).to(device)
+    nvtx.range_pop()
+    params = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, fused=True)
+    gen = torch.Generator(device="cpu").manual_seed(args.seed + 1)
+    print(f"model: {params / 1e6:.1f}M parameters, {args.layers} layers, dim {args.dim}, "
+          f"batch {args.batch} x {args.seq} tokens", flush=True)
+
+    losses, times = [], []
+    for step in range(args.steps):
+        tokens = torch.randint(0, args.vocab, (args.batch, args.seq + 1), generator=gen)
+        tokens = tokens.to(device, non_blocking=False)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        nvtx.range_push("forward")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(tokens[:, :-1])
+            loss = F.cross_entropy(logits.float().view(-1, args.vocab), tokens[:, 1:].reshape(-1))
+        nvtx.range_pop()
+        nvtx.range_push("backward")
+        loss.backward()
+        nvtx.range_pop()
+        nvtx.range_push("optimizer.step")
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        nvtx.range_pop()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+        losses.append(loss.item())
+        print(f"step {step:3d}  loss {losses[-1]:.4f}  {times[-1] * 1e3:8.1f} ms", flush=True)
+
+    steady = sorted(times[min(3, len(times) - 1):])
+    median_ms = steady[len(steady) // 2] * 1e3
+    peak = torch.cuda.max_memory_allocated() if "cudaMallocAsync" not in str(
+        torch.cuda.get_allocator_backend()) else None
+    print(f"median step {median_ms:.1f} ms over steps {min(3, len(times) - 1)}..{len(times) - 1}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"losses": losses, "step_s": times, "median_step_ms": median_ms,
+                       "params": params, "allocator": torch.cuda.get_allocator_backend(),
+                       "peak_allocated_bytes": peak, "args": vars(args)}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+#!/bin/sh
+# GPU tests of the preloaded runtime: skipped (exit 77) without a GPU.
+#   - data integrity under forced evictions and prefetches
+#   - every advice really applied
+#   - the managed-memory cap refusing with an out-of-memory error, in C and in PyTorch
+#   - examples/pytorch/train.py under `umpol run` with the full-fine-tune policy
+#     giving the same losses as without umpol
+# Every check keeps a managed-memory cap far below the card's memory.
+. "${top_srcdir:-.}/tests/lib.sh"
+lib="$top_builddir/.libs/libumpol.so"
+[ -f "$lib" ] || { echo "SKIP: libumpol.so not built"; exit 77; }
+command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 ||
+    { echo "SKIP: no GPU"; exit 77; }
+nvcc=${NVCC:-nvcc}
+command -v "$nvcc" >/dev/null 2>&1 || nvcc=/usr/local/cuda/bin/nvcc
+[ -x "$(command -v "$nvcc")" ] || { echo "SKIP: no nvcc"; exit 77; }
+nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader
+
+if ! "$nvcc" -O2 -cudart shared -I"$top_srcdir/src" -o "$tmp/gpu_checks" \
+    "$top_srcdir/tests/gpu/gpu_checks.cu" -L"$top_builddir/.libs" -lumpol \
+    -Xlinker -rpath -Xlinker "$(cd "$top_builddir/.libs" && pwd)" >"$tmp/build.log" 2>&1; then
+    cat "$tmp/build.log"
+    fail "nvcc build of gpu_checks"
+    finish
+    exit 1
+fi
+for check in integrity advice cap; do
+    expect_status 0 "gpu $check" env LD_PRELOAD="$lib" \
+        UMPOL_POLICY="$top_srcdir/tests/gpu/$check.umpol" "$tmp/gpu_checks" "$check"
+    cat "$tmp/out"
+done
+
+if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    # OutOfMemoryError from PyTorch when the cap refuses.
+    printf 'umpol 1;\ncap managed 512MiB;\nclass all { match any; }\n' >"$tmp/cap.umpol"
+    expect_status 0 "PyTorch raises OutOfMemoryError at the cap" "$UMPOL_BIN" run -p "$tmp/cap.umpol" -- \
+        python3 -c '
+import torch
+a = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+try:
+    b = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")
+except torch.OutOfMemoryError as e:
+    print("OutOfMemoryError:", str(e).splitlines()[0])
+else:
+    raise SystemExit("no OutOfMemoryError over the cap")
+c = torch.ones(1 << 20, device="cuda")
+assert c.sum().item() == 1 << 20
+'
+    cat "$tmp/out"
+
+    train="$top_srcdir/examples/pytorch/train.py"
+    args="--layers 4 --dim 512 --heads 8 --seq 512 --batch 4 --steps 12 --seed 1"
+    expect_status 0 "train.py natively" python3 "$train" $args --json "$tmp/native.json"
+    expect_status 0 "train.py under umpol (llm-finetune)" "$UMPOL_BIN" run -v \
+        -p "$top_srcdir/policies/llm-finetune.umpol" -r "$tmp/train-report.json" -- \
+        python3 "$train" $args --json "$tmp/umpol.json"
+    tail -4 "$tmp/out"
+    python3 - "$tmp/native.json" "$tmp/umpol.json" "$tmp/train-report.json" <<'PY' || fail "losses differ"
+import json, sys
+native, um = (json.load(open(p))["losses"] for p in sys.argv[1:3])
+report = json.load(open(sys.argv[3]))
+worst = max(abs(a - b) / abs(a) for a, b in zip(native, um))
+print("losses native: " + " ".join(f"{x:.4f}" for x in native))
+print("losses umpol:  " + " ".join(f"{x:.4f}" for x in um))
+print(f"largest relative difference {worst:.2e} (tolerance 1e-2, bf16)")
+for c in report["classes"]:
+    print(f"  class {c['name']:12s} allocations {c['allocations']:7d}  peak {c['peak_bytes'] >> 20:6d} MiB"
+          f"  prefetches {c['prefetches']:6d}")
+assert len(native) == len(um) and worst <= 1e-2
+assert report["totals"]["allocations"] > 0
+PY
+    if [ -n "${UMPOL_GPU_RESULTS:-}" ]; then
+        cp "$tmp/native.json" "$UMPOL_GPU_RESULTS/train-native.json"
+        cp "$tmp/umpol.json" "$UMPOL_GPU_RESULTS/train-umpol.json"
+        cp "$tmp/train-report.json" "$UMPOL_GPU_RESULTS/train-report.json"
+    fi
+else
+    echo "PyTorch with CUDA not available: PyTorch checks not run"
+fi
+finish

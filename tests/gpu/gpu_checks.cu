@@ -1,0 +1,229 @@
+// GPU checks of the preloaded runtime, one per argument, each run by
+// tests/gpu.sh under its own policy (tests/gpu/*.umpol):
+//   integrity  checksums of every block survive forced evictions and prefetches
+//   advice     every directive is really applied (cudaMemRangeGetAttribute)
+//   cap        the managed-memory cap refuses with cudaErrorMemoryAllocation
+// Built with `nvcc -cudart shared` so the runtime API calls can be intercepted.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <cuda_runtime.h>
+
+#include "umpol.h"
+
+#define CHECK(call)                                                                          \
+    do {                                                                                     \
+        cudaError_t err_ = (call);                                                           \
+        if (err_ != cudaSuccess) {                                                           \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                    \
+                    cudaGetErrorString(err_));                                               \
+            exit(1);                                                                         \
+        }                                                                                    \
+    } while (0)
+
+static int failures;
+#define EXPECT(cond, ...)                                                                    \
+    do {                                                                                     \
+        if (!(cond)) {                                                                       \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                  \
+            fprintf(stderr, __VA_ARGS__);                                                    \
+            fputc('\n', stderr);                                                             \
+            failures++;                                                                      \
+        }                                                                                    \
+    } while (0)
+
+__device__ __host__ static inline uint32_t pattern(uint32_t block, size_t i, uint32_t round)
+{
+    uint64_t x = ((uint64_t)block << 40) ^ (uint64_t)i ^ ((uint64_t)round << 56);
+    x *= 0x9e3779b97f4a7c15ull;
+    return (uint32_t)(x >> 32);
+}
+
+__global__ void fill(uint32_t *p, size_t n, uint32_t block, uint32_t round)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        p[i] = pattern(block, i, round);
+}
+
+__global__ void verify(const uint32_t *p, size_t n, uint32_t block, uint32_t round,
+                       unsigned long long *bad)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        if (p[i] != pattern(block, i, round))
+            atomicAdd(bad, 1ull);
+}
+
+// 48 blocks of 16 MiB (768 MiB) under a 256 MiB budget: every placement
+// evicts; data must survive GPU writes, host reads and host writes.
+static int check_integrity()
+{
+    enum { BLOCKS = 48 };
+    const size_t bytes = 16u << 20, n = bytes / 4;
+    cudaStream_t stream;
+    CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    unsigned long long *bad;
+    CHECK(cudaMalloc((void **)&bad, sizeof *bad));
+    uint32_t *blocks[BLOCKS];
+    umpol_tag_push("data");
+    for (int b = 0; b < BLOCKS; b++) {
+        CHECK(cudaMallocAsync((void **)&blocks[b], bytes, stream));
+        fill<<<264, 256, 0, stream>>>(blocks[b], n, b, 0);
+        CHECK(cudaGetLastError());
+    }
+    umpol_tag_pop();
+    for (uint32_t round = 0; round < 3; round++) {
+        // Everything to the host; read and rewrite every block from the CPU.
+        umpol_mark("evict");
+        CHECK(cudaStreamSynchronize(stream));
+        CHECK(cudaDeviceSynchronize());
+        unsigned long long host_bad = 0;
+        for (int b = 0; b < BLOCKS; b++) {
+            for (size_t i = 0; i < n; i += 97)
+                host_bad += blocks[b][i] != pattern(b, i, round);
+            for (size_t i = 0; i < n; i++)
+                blocks[b][i] = pattern(b, i, round + 1);
+        }
+        EXPECT(host_bad == 0, "round %u: %llu words wrong when read on the host", round, host_bad);
+        // Back to the GPU (within budget, with evictions), verified there.
+        umpol_phase_enter("compute");
+        CHECK(cudaMemsetAsync(bad, 0, sizeof *bad, stream));
+        for (int b = 0; b < BLOCKS; b++)
+            verify<<<264, 256, 0, stream>>>(blocks[b], n, b, round + 1, bad);
+        umpol_phase_exit();
+        unsigned long long gpu_bad = 0;
+        CHECK(cudaMemcpyAsync(&gpu_bad, bad, sizeof gpu_bad, cudaMemcpyDeviceToHost, stream));
+        CHECK(cudaStreamSynchronize(stream));
+        EXPECT(gpu_bad == 0, "round %u: %llu words wrong when read on the GPU", round, gpu_bad);
+        for (int b = 0; b < BLOCKS; b++)
+            fill<<<264, 256, 0, stream>>>(blocks[b], n, b, round + 1);
+        CHECK(cudaStreamSynchronize(stream));
+    }
+    struct umpol_stats st;
+    EXPECT(umpol_stats(&st) == 0, "runtime not active");
+    EXPECT(st.evictions > 0, "no eviction happened (%llu)", st.evictions);
+    EXPECT(st.prefetches > 0, "no prefetch happened");
+    printf("integrity: %d blocks x %zu MiB, 3 rounds; %llu prefetches, %llu evictions\n", BLOCKS,
+           bytes >> 20, st.prefetches, st.evictions);
+    for (int b = 0; b < BLOCKS; b++)
+        CHECK(cudaFreeAsync(blocks[b], stream));
+    CHECK(cudaStreamSynchronize(stream));
+    CHECK(cudaFree(bad));
+    return failures;
+}
+
+static int range_attr(void *p, size_t bytes, cudaMemRangeAttribute attr)
+{
+    int v = -100;
+    CHECK(cudaMemRangeGetAttribute(&v, sizeof v, attr, p, bytes));
+    return v;
+}
+
+static int check_advice()
+{
+    int dev;
+    CHECK(cudaGetDevice(&dev));
+    const size_t bytes = 8u << 20;
+    cudaStream_t stream;
+    CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    void *rm, *host, *pf, *plain;
+    umpol_tag_push("read_mostly");
+    CHECK(cudaMallocAsync(&rm, bytes, stream));
+    umpol_tag_pop();
+    umpol_tag_push("host");
+    CHECK(cudaMallocAsync(&host, bytes, stream));
+    umpol_tag_pop();
+    umpol_tag_push("to_host");
+    CHECK(cudaMallocAsync(&pf, bytes, stream));
+    umpol_tag_pop();
+    CHECK(cudaMallocAsync(&plain, bytes, stream));
+    CHECK(cudaStreamSynchronize(stream));
+
+    EXPECT(range_attr(rm, bytes, cudaMemRangeAttributeReadMostly) == 1, "read_mostly not set");
+    EXPECT(range_attr(rm, bytes, cudaMemRangeAttributePreferredLocation) == dev,
+           "read_mostly class: preferred location %d, want GPU %d",
+           range_attr(rm, bytes, cudaMemRangeAttributePreferredLocation), dev);
+    EXPECT(range_attr(rm, bytes, cudaMemRangeAttributeLastPrefetchLocation) == dev,
+           "read_mostly class: last prefetch %d, want GPU %d",
+           range_attr(rm, bytes, cudaMemRangeAttributeLastPrefetchLocation), dev);
+
+    EXPECT(range_attr(host, bytes, cudaMemRangeAttributePreferredLocation) == cudaCpuDeviceId,
+           "host class: preferred location %d, want host",
+           range_attr(host, bytes, cudaMemRangeAttributePreferredLocation));
+    int accessed[4] = {-100, -100, -100, -100};
+    CHECK(cudaMemRangeGetAttribute(accessed, sizeof accessed, cudaMemRangeAttributeAccessedBy,
+                                   host, bytes));
+    bool gpu_listed = false;
+    for (int i = 0; i < 4; i++)
+        gpu_listed |= accessed[i] == dev;
+    EXPECT(gpu_listed, "host class: GPU %d not in accessed-by (%d %d %d %d)", dev, accessed[0],
+           accessed[1], accessed[2], accessed[3]);
+    EXPECT(range_attr(host, bytes, cudaMemRangeAttributeReadMostly) == 0, "host class: read-mostly set");
+
+    EXPECT(range_attr(pf, bytes, cudaMemRangeAttributeLastPrefetchLocation) == cudaCpuDeviceId,
+           "prefetch host class: last prefetch %d, want host",
+           range_attr(pf, bytes, cudaMemRangeAttributeLastPrefetchLocation));
+
+    // The catch-all class is plain device memory: not managed at all.
+    cudaPointerAttributes attrs;
+    CHECK(cudaPointerGetAttributes(&attrs, plain));
+    EXPECT(attrs.type == cudaMemoryTypeDevice, "rest class: memory type %d, want device",
+           (int)attrs.type);
+    CHECK(cudaPointerGetAttributes(&attrs, rm));
+    EXPECT(attrs.type == cudaMemoryTypeManaged, "read_mostly class: memory type %d, want managed",
+           (int)attrs.type);
+    printf("advice: read-mostly, preferred location, accessed-by, last prefetch and memory kind "
+           "checked\n");
+    void *all[] = {rm, host, pf, plain};
+    for (void *p : all)
+        CHECK(cudaFreeAsync(p, stream));
+    CHECK(cudaStreamSynchronize(stream));
+    return failures;
+}
+
+// Policy: cap managed 256MiB. 96 MiB blocks: two fit, the third is refused.
+static int check_cap()
+{
+    void *p[3] = {nullptr, nullptr, nullptr};
+    cudaError_t e0 = cudaMalloc(&p[0], 96u << 20);
+    cudaError_t e1 = cudaMalloc(&p[1], 96u << 20);
+    cudaError_t e2 = cudaMalloc(&p[2], 96u << 20);
+    EXPECT(e0 == cudaSuccess && e1 == cudaSuccess, "allocations under the cap failed: %d %d", e0, e1);
+    EXPECT(e2 == cudaErrorMemoryAllocation, "allocation over the cap returned %d (%s)", e2,
+           cudaGetErrorString(e2));
+    struct umpol_stats st;
+    EXPECT(umpol_stats(&st) == 0 && st.cap_refusals == 1, "cap refusals: %llu", st.cap_refusals);
+    CHECK(cudaFree(p[0]));
+    e2 = cudaMalloc(&p[2], 96u << 20); // room again
+    EXPECT(e2 == cudaSuccess, "allocation after a free returned %d", e2);
+    printf("cap: third 96 MiB block refused with cudaErrorMemoryAllocation, accepted after a free\n");
+    CHECK(cudaFree(p[1]));
+    if (e2 == cudaSuccess)
+        CHECK(cudaFree(p[2]));
+    return failures;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: gpu_checks integrity|advice|cap\n");
+        return 2;
+    }
+    struct umpol_stats st;
+    if (umpol_stats(&st) != 0) {
+        fprintf(stderr, "gpu_checks: run me with libumpol.so preloaded and a policy\n");
+        return 2;
+    }
+    int rc = strcmp(argv[1], "integrity") == 0 ? check_integrity()
+             : strcmp(argv[1], "advice") == 0  ? check_advice()
+             : strcmp(argv[1], "cap") == 0     ? check_cap()
+                                               : -1;
+    if (rc < 0) {
+        fprintf(stderr, "gpu_checks: unknown check %s\n", argv[1]);
+        return 2;
+    }
+    return rc == 0 ? 0 : 1;
+}
