@@ -327,6 +327,24 @@ static void test_runtime_phase_triggers_batch_prefetch(void **state)
     teardown(f);
 }
 
+static void test_runtime_reused_block_is_not_prefetched_again(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nclass g { match any; place gpu; prefetch gpu on alloc; }\n");
+    void *a = alloc(f, 4096, API_CUDA_MALLOC_ASYNC, S1);
+    assert_int_equal(DELTA(f, prefetch), 1); /* the new slab, once, whole */
+    assert_int_equal(DELTA(f, prefetch_bytes_to_gpu), 64u << 20);
+    void *c = alloc(f, 8192, API_CUDA_MALLOC_ASYNC, S1); /* carved from it: no prefetch */
+    release(f, a, S1, MODE_STREAM);
+    void *b = alloc(f, 4096, API_CUDA_MALLOC_ASYNC, S1); /* same block, pages still on the GPU */
+    assert_ptr_equal(a, b);
+    assert_int_equal(DELTA(f, prefetch), 1);
+    assert_int_equal(f->rt.devices[0].resident_bytes, 4096 + 8192); /* but counted in the budget */
+    release(f, b, S1, MODE_STREAM);
+    release(f, c, S1, MODE_STREAM);
+    teardown(f);
+}
+
 static void test_runtime_phases_nest_and_count(void **state)
 {
     (void)state;
@@ -475,6 +493,7 @@ int main(void)
         cmocka_unit_test(test_runtime_cap_refuses_then_trims),
         cmocka_unit_test(test_runtime_budget_evicts_low_priority_first),
         cmocka_unit_test(test_runtime_phase_triggers_batch_prefetch),
+        cmocka_unit_test(test_runtime_reused_block_is_not_prefetched_again),
         cmocka_unit_test(test_runtime_phases_nest_and_count),
         cmocka_unit_test(test_runtime_passthrough_and_capture),
         cmocka_unit_test(test_runtime_adopts_jobs_managed_memory),

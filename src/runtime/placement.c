@@ -116,9 +116,25 @@ static void advise(struct runtime *rt, int class_idx, int device, void *ptr, siz
     }
 }
 
-void place_advise_slab(struct runtime *rt, struct pool *pool, struct slab *s)
+void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s)
 {
     advise(rt, pool->class_idx, pool->device, (void *)s->base, s->size, &pool->advice_warned);
+    /* A class prefetched to its GPU on allocation gets the whole slab there
+     * once: blocks carved from it later need no prefetch of their own. */
+    const struct program *p = rt->program;
+    const struct program_class *cls = &p->classes[pool->class_idx];
+    for (uint32_t k = 0; k < cls->prefetch_count; k++) {
+        const struct program_prefetch *pf = &p->prefetches[cls->prefetch_first + k];
+        struct cudaMemLocation loc = place_location(rt, pf->dest, pool->device);
+        if (pf->trigger == TRIGGER_ALLOC && is_gpu(loc) && loc.id == pool->device) {
+            cudaError_t err = rt->cuda->mem_prefetch_async((void *)s->base, s->size, loc, 0,
+                                                           rt->devices[pool->device].stream);
+            s->first->on_gpu = err == cudaSuccess;
+            rt->class_stats[pool->class_idx].prefetches++;
+            rt->class_stats[pool->class_idx].prefetch_bytes += s->size;
+            break;
+        }
+    }
 }
 
 void place_advise_range(struct runtime *rt, int class_idx, int device, void *ptr, size_t size)
@@ -220,6 +236,7 @@ static bool evict_one(struct runtime *rt, int device, uint32_t max_priority)
     struct block *b = victim->lru_head;
     prefetch_one(rt, b, host_of(rt, b->class_idx, device), dev->stream);
     set_resident(rt, b, false);
+    b->on_gpu = false;
     rt->class_stats[b->class_idx].evictions++;
     rt->class_stats[b->class_idx].evict_bytes += b->size;
     return true;
@@ -237,27 +254,35 @@ static bool make_room(struct runtime *rt, int device, size_t need, uint32_t prio
     return true;
 }
 
-/* Move B to LOC on STREAM, within the budget when LOC is its GPU. */
-static bool place_block(struct runtime *rt, struct block *b, struct cudaMemLocation loc)
+enum placement { PLACE_MOVE, PLACE_THERE, PLACE_SKIPPED };
+
+/* Account for moving B to LOC, within the budget when LOC is its GPU.
+ * PLACE_MOVE: the caller issues the prefetch. PLACE_THERE: the pages are
+ * already there (a reused block that never left the GPU): nothing to move. */
+static enum placement place_block(struct runtime *rt, struct block *b, struct cudaMemLocation loc)
 {
     int device = b->slab->pool->device;
     struct class_stats *st = &rt->class_stats[b->class_idx];
-    if (is_gpu(loc)) {
-        if (b->resident && loc.id == device)
-            return false;
-        if (loc.id == device &&
-            !make_room(rt, device, b->size, rt->program->classes[b->class_idx].priority)) {
+    bool own_gpu = is_gpu(loc) && loc.id == device;
+    if (own_gpu) {
+        if (b->resident)
+            return PLACE_THERE;
+        if (!make_room(rt, device, b->size, rt->program->classes[b->class_idx].priority)) {
             st->budget_skips++;
-            return false;
+            return PLACE_SKIPPED;
         }
+        set_resident(rt, b, true);
+        if (b->on_gpu)
+            return PLACE_THERE;
+        b->on_gpu = true;
+    } else {
+        if (b->resident)
+            set_resident(rt, b, false);
+        b->on_gpu = false;
     }
     st->prefetches++;
     st->prefetch_bytes += b->size;
-    if (loc.id == device && is_gpu(loc))
-        set_resident(rt, b, true);
-    else if (b->resident)
-        set_resident(rt, b, false);
-    return true;
+    return PLACE_MOVE;
 }
 
 void place_on_alloc(struct runtime *rt, struct block *b, int device, cudaStream_t stream)
@@ -275,7 +300,7 @@ void place_on_alloc(struct runtime *rt, struct block *b, int device, cudaStream_
         if (pf->trigger != TRIGGER_ALLOC)
             continue;
         struct cudaMemLocation loc = place_location(rt, pf->dest, device);
-        if (place_block(rt, b, loc))
+        if (place_block(rt, b, loc) == PLACE_MOVE)
             prefetch_one(rt, b, loc, stream);
     }
 }
@@ -334,7 +359,7 @@ static void move_class(struct runtime *rt, size_t c, int device, struct program_
     size_t *sizes = NULL;
     for (struct slab *s = p->slabs; s; s = s->next) {
         for (struct block *b = s->first; b; b = b->next) {
-            if (b->free || !place_block(rt, b, loc))
+            if (b->free || place_block(rt, b, loc) != PLACE_MOVE)
                 continue;
             if (n == cap) {
                 size_t grown = cap ? cap * 2 : 64;

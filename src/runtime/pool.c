@@ -286,7 +286,7 @@ static cudaError_t slab_create(struct runtime *rt, struct pool *p, size_t size, 
     bin_insert(p, b);
     if (managed) {
         dev->managed_bytes += size;
-        place_advise_slab(rt, p, s);
+        place_new_slab(rt, p, s);
     }
     rt->runtime_ns += now_ns() - t0;
     st->slabs++;
@@ -363,7 +363,8 @@ static void split(struct pool *p, struct block *b, size_t size)
     if (!rest)
         return; /* keep the whole block: wasteful, never wrong */
     *rest = (struct block){.addr = b->addr + size, .size = b->size - size, .slab = b->slab,
-                           .prev = b, .next = b->next, .free = true, .class_idx = b->class_idx};
+                           .prev = b, .next = b->next, .free = true, .class_idx = b->class_idx,
+                           .on_gpu = b->on_gpu};
     memcpy(rest->free_streams, b->free_streams, sizeof rest->free_streams);
     rest->free_stream_count = b->free_stream_count;
     if (b->next)
@@ -447,6 +448,7 @@ static struct block *merge(struct pool *p, struct block *a, struct block *b)
     memcpy(a->free_streams, streams, sizeof streams);
     a->free_stream_count = count;
     a->size += b->size;
+    a->on_gpu = a->on_gpu && b->on_gpu;
     a->next = b->next;
     if (b->next)
         b->next->prev = a;

@@ -46,7 +46,8 @@ struct block {
     int class_idx;
     int device; /* the job's own managed memory: the device it was counted on */
     bool free;
-    bool resident;   /* placed on the pool's GPU by the runtime, counted in the budget */
+    bool resident; /* live, placed on the pool's GPU by the runtime: counted in the budget */
+    bool on_gpu;   /* its pages are known to be on the pool's GPU (kept through free/reuse) */   /* placed on the pool's GPU by the runtime, counted in the budget */
 };
 
 struct class_stats {
@@ -130,7 +131,8 @@ struct block *map_remove(struct block_map *m, uintptr_t addr);
 /* Placement: advice on slabs, prefetch, budget and eviction. */
 struct cudaMemLocation place_location(const struct runtime *rt, struct program_place place,
                                       int device);
-void place_advise_slab(struct runtime *rt, struct pool *pool, struct slab *s);
+/* Advice on a new slab, and its first prefetch when the class asks for one on alloc. */
+void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s);
 void place_advise_range(struct runtime *rt, int class_idx, int device, void *ptr, size_t size);
 void place_on_alloc(struct runtime *rt, struct block *b, int device, cudaStream_t stream);
 void place_on_free(struct runtime *rt, struct block *b);
