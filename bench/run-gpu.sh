@@ -25,6 +25,17 @@ top_srcdir=$top top_builddir=$top UMPOL_BIN=$umpol UMPOL_GPU_RESULTS=$out \
     sh tests/gpu.sh >"$out/gpu-tests.log" 2>&1
 echo "tests/gpu.sh exit $?: $(tail -1 "$out/gpu-tests.log")" | tee -a "$out/summary.md"
 
+echo "== C example, shared and static CUDA runtime"
+"$nvcc" -O2 -cudart shared -o "$out/um_example" examples/c/um_example.cu &&
+    "$umpol" run -v -p examples/c/um_example.umpol -r "$out/example-report.json" -- "$out/um_example" \
+        >"$out/example.log" 2>&1
+echo "shared cudart: exit $?" | tee -a "$out/summary.md"
+"$nvcc" -O2 -o "$out/um_example_static" examples/c/um_example.cu &&
+    "$umpol" run -p examples/c/um_example.umpol -- "$out/um_example_static" >>"$out/example.log" 2>&1
+echo "static cudart: exit $?; $(grep -c 'saw no CUDA allocation' "$out/example.log") zero-allocation notice" |
+    tee -a "$out/summary.md"
+rm -f "$out/um_example" "$out/um_example_static"
+
 echo "== allocation pair"
 "$nvcc" -O2 -cudart shared -o "$out/alloc_pair" bench/alloc_pair.cu || exit 1
 : >"$out/alloc-pair.jsonl"
