@@ -25,6 +25,7 @@ static const struct cuda_api fake_api = {
     .mem_advise = cudaMemAdvise,
     .mem_prefetch_async = cudaMemPrefetchAsync,
     .mem_prefetch_batch_async = cudaMemPrefetchBatchAsync,
+    .mem_discard_batch_async = cudaMemDiscardBatchAsync,
     .mem_get_info = cudaMemGetInfo,
     .get_device = cudaGetDevice,
     .device_get_attribute = cudaDeviceGetAttribute,
@@ -345,6 +346,26 @@ static void test_runtime_reused_block_is_not_prefetched_again(void **state)
     teardown(f);
 }
 
+static void test_runtime_discard_only_whole_pages_of_dead_blocks(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nslab 16MiB;\nclass m { match size < 1GiB; }\n"
+                              "class d { match any; memory device; }\n");
+    f->rt.discard = true;
+    void *small = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1);   /* no whole 2 MiB page */
+    void *big = alloc(f, 6u << 20, API_CUDA_MALLOC_ASYNC, S1);     /* offset 1 MiB: pages 2..6 */
+    release(f, small, S1, MODE_STREAM);
+    assert_int_equal(DELTA(f, discard), 0);
+    release(f, big, S1, MODE_STREAM);
+    assert_int_equal(DELTA(f, discard), 1);
+    assert_int_equal(DELTA(f, discard_bytes), 4u << 20); /* [2 MiB, 6 MiB) of the slab */
+    void *c = alloc(f, 6u << 20, API_CUDA_MALLOC, 0);
+    release(f, c, 0, MODE_ANY); /* cudaFree: synchronous, nothing to order a discard on */
+    assert_int_equal(DELTA(f, discard), 1);
+    assert_int_equal(f->rt.class_stats[0].discard_bytes, 4u << 20);
+    teardown(f);
+}
+
 static void test_runtime_phases_nest_and_count(void **state)
 {
     (void)state;
@@ -494,6 +515,7 @@ int main(void)
         cmocka_unit_test(test_runtime_budget_evicts_low_priority_first),
         cmocka_unit_test(test_runtime_phase_triggers_batch_prefetch),
         cmocka_unit_test(test_runtime_reused_block_is_not_prefetched_again),
+        cmocka_unit_test(test_runtime_discard_only_whole_pages_of_dead_blocks),
         cmocka_unit_test(test_runtime_phases_nest_and_count),
         cmocka_unit_test(test_runtime_passthrough_and_capture),
         cmocka_unit_test(test_runtime_adopts_jobs_managed_memory),

@@ -122,7 +122,9 @@ int cmd_run(int argc, char **argv)
     }
     char preload[2 * PATH_MAX + 2];
     const char *old = getenv("LD_PRELOAD");
-    snprintf(preload, sizeof preload, "%s%s%s", lib, old && *old ? " " : "", old ? old : "");
+    /* The job's own preloads keep their place; the runtime comes after them and
+     * before libcudart, which is all interposition needs. */
+    snprintf(preload, sizeof preload, "%s%s%s", old ? old : "", old && *old ? " " : "", lib);
     char status_path[] = "/tmp/umpol-run-XXXXXX";
     int status_fd = mkstemp(status_path);
     if (status_fd < 0) {

@@ -33,6 +33,7 @@ int cuda_api_resolve_real(struct cuda_api *api, const char **missing)
         SLOT(mem_advise, "cudaMemAdvise", 1),
         SLOT(mem_prefetch_async, "cudaMemPrefetchAsync", 1),
         SLOT(mem_prefetch_batch_async, "cudaMemPrefetchBatchAsync", 0),
+        SLOT(mem_discard_batch_async, "cudaMemDiscardBatchAsync", 0),
         SLOT(mem_get_info, "cudaMemGetInfo", 1),
         SLOT(get_device, "cudaGetDevice", 1),
         SLOT(device_get_attribute, "cudaDeviceGetAttribute", 1),

@@ -153,6 +153,8 @@ __attribute__((constructor)) static void umpol_load(void)
         fail_to_load("out of memory while starting the runtime");
         return;
     }
+    const char *discard = env("UMPOL_DISCARD");
+    g_rt.discard = discard && strcmp(discard, "1") == 0;
     pthread_atfork(before_fork, after_fork, after_fork);
     g_loaded = true;
     LOG(LOG_INFO, "policy %s loaded: %zu classes", path, g_policy.program->class_count);

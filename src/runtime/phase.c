@@ -78,6 +78,47 @@ struct open_phase {
 static _Thread_local struct open_phase *phase_stack;
 static _Thread_local size_t phase_depth, phase_cap;
 
+/* ---- tags: a per-thread stack, with a count per tag for nesting ---- */
+
+static _Thread_local int *tag_stack;
+static _Thread_local size_t tag_depth, tag_cap;
+static _Thread_local uint32_t *tag_counts;
+static _Thread_local uint64_t *tag_bits;
+static _Thread_local bool tag_any;
+
+/* Per-thread state is freed when its thread exits (a key destructor runs
+ * while the thread's own storage is still there). */
+static pthread_key_t thread_key;
+static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
+
+static void thread_state_free(void *unused)
+{
+    (void)unused;
+    for (size_t i = 0; i < phase_depth; i++)
+        free(phase_stack[i].bits);
+    free(phase_stack);
+    free(tag_stack);
+    free(tag_counts);
+    free(tag_bits);
+    phase_stack = NULL;
+    tag_stack = NULL;
+    tag_counts = NULL;
+    tag_bits = NULL;
+    phase_depth = phase_cap = tag_depth = tag_cap = 0;
+    tag_any = false;
+}
+
+static void thread_key_create(void)
+{
+    pthread_key_create(&thread_key, thread_state_free);
+}
+
+static void track_thread(void)
+{
+    pthread_once(&thread_key_once, thread_key_create);
+    pthread_setspecific(thread_key, (void *)1);
+}
+
 /* Add (delta = +1) or remove (-1) one opening of the globs in BITS. */
 static void count_globs(struct runtime *rt, const uint64_t *bits, int delta)
 {
@@ -98,6 +139,7 @@ void phase_enter(struct runtime *rt, const char *name)
     if (!name)
         name = "";
     if (phase_depth == phase_cap) {
+        track_thread();
         size_t cap = phase_cap ? phase_cap * 2 : 16;
         struct open_phase *grown = realloc(phase_stack, cap * sizeof *grown);
         if (!grown)
@@ -150,14 +192,6 @@ void phase_mark(struct runtime *rt, const char *name)
     pthread_mutex_unlock(&rt->lock);
 }
 
-/* ---- tags: a per-thread stack, with a count per tag for nesting ---- */
-
-static _Thread_local int *tag_stack;
-static _Thread_local size_t tag_depth, tag_cap;
-static _Thread_local uint32_t *tag_counts;
-static _Thread_local uint64_t *tag_bits;
-static _Thread_local bool tag_any;
-
 const uint64_t *tag_bits_current(void)
 {
     return tag_any ? tag_bits : NULL;
@@ -166,6 +200,7 @@ const uint64_t *tag_bits_current(void)
 void tag_push(struct runtime *rt, const char *name)
 {
     const struct program *p = rt->program;
+    track_thread();
     if (!tag_counts && p->tag_count) {
         tag_counts = calloc(p->tag_count, sizeof *tag_counts);
         tag_bits = calloc(program_bitset_words(p->tag_count), sizeof *tag_bits);

@@ -147,6 +147,30 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
     return err;
 }
 
+/* Tell the driver a freed managed block's data is dead, so it is never
+ * migrated. Only whole 2 MiB pages inside the block are discarded: a page
+ * shared with a live neighbour keeps its data. Stream-ordered on the freeing
+ * stream, so the block's last use comes first and its next user after. */
+static void discard_dead(struct runtime *rt, struct block *b, cudaStream_t stream)
+{
+    const uintptr_t page = 2u << 20;
+    if (!rt->cuda->mem_discard_batch_async || !stream ||
+        rt->program->classes[b->class_idx].memory != MEMORY_MANAGED)
+        return;
+    uintptr_t start = (b->addr + page - 1) & ~(page - 1), end = (b->addr + b->size) & ~(page - 1);
+    if (end <= start)
+        return;
+    void *ptr = (void *)start;
+    size_t size = end - start;
+    if (rt->cuda->mem_discard_batch_async(&ptr, &size, 1, 0, stream) != cudaSuccess) {
+        rt->cuda->get_last_error();
+        return;
+    }
+    b->on_gpu = false;
+    rt->class_stats[b->class_idx].discards++;
+    rt->class_stats[b->class_idx].discard_bytes += size;
+}
+
 bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode mode,
              cudaError_t *err)
 {
@@ -170,6 +194,8 @@ bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode
     } else {
         st->live_bytes -= b->size;
         place_on_free(rt, b);
+        if (rt->discard && mode == MODE_STREAM)
+            discard_dead(rt, b, stream);
         pool_free(b, stream, mode);
     }
     pthread_mutex_unlock(&rt->lock);

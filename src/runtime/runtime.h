@@ -54,6 +54,7 @@ struct class_stats {
     uint64_t allocations, frees, bytes_requested, live_bytes, peak_bytes;
     uint64_t slabs, slab_bytes, prefetches, prefetch_bytes, evictions, evict_bytes;
     uint64_t cap_refusals, budget_skips, advice_errors, cross_stream_reuses;
+    uint64_t discards, discard_bytes;
 };
 
 struct pool {
@@ -98,6 +99,7 @@ struct runtime {
     uint64_t allocations, passthrough, frees, foreign_managed;
     uint64_t runtime_ns; /* wall time inside runtime-issued CUDA work and triggers */
     bool batch_unsupported;
+    bool discard; /* UMPOL_DISCARD=1: discard dead managed blocks instead of keeping their data */
     /* Phases: how many open phases match each glob; a bit per glob with count > 0. */
     uint32_t *phase_open_count;
     _Atomic uint64_t *phase_bits;

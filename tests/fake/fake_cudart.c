@@ -159,6 +159,19 @@ EXPORT cudaError_t cudaMemPrefetchBatchAsync(void **ptrs, size_t *sizes, size_t 
     return cudaSuccess;
 }
 
+EXPORT cudaError_t cudaMemDiscardBatchAsync(void **ptrs, size_t *sizes, size_t count,
+                                            unsigned long long flags, cudaStream_t stream)
+{
+    (void)ptrs;
+    (void)flags;
+    if (!stream)
+        return last_error = cudaErrorInvalidValue;
+    COUNT(discard);
+    for (size_t i = 0; i < count; i++)
+        __atomic_fetch_add(&counters.discard_bytes, sizes[i], __ATOMIC_RELAXED);
+    return cudaSuccess;
+}
+
 EXPORT cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 {
     *total_bytes = fake_gpu_bytes();

@@ -9,7 +9,7 @@ struct fake_counters {
     uint64_t malloc, malloc_async, malloc_managed, free, free_async;
     uint64_t advise, advise_read_mostly, advise_preferred, advise_accessed_by;
     uint64_t prefetch, prefetch_batch, prefetch_bytes_to_gpu, prefetch_bytes_to_host;
-    uint64_t device_sync, stream_wait, event_create, event_record;
+    uint64_t device_sync, stream_wait, event_create, event_record, discard, discard_bytes;
     uint64_t bytes_held;
 };
 
