@@ -28,6 +28,7 @@ static const struct cuda_api fake_api = {
     .mem_discard_batch_async = cudaMemDiscardBatchAsync,
     .mem_get_info = cudaMemGetInfo,
     .get_device = cudaGetDevice,
+    .get_device_count = cudaGetDeviceCount,
     .device_get_attribute = cudaDeviceGetAttribute,
     .device_synchronize = cudaDeviceSynchronize,
     .stream_create_with_flags = cudaStreamCreateWithFlags,

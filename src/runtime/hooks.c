@@ -105,6 +105,7 @@ __attribute__((destructor)) static void umpol_unload(void)
         return;
     const char *pattern = env("UMPOL_REPORT");
     if (pattern && *pattern) {
+        profile_flush(&g_rt); /* CUPTI hands over its last records; takes our locks itself */
         char path[4096];
         report_expand_path(pattern, path, sizeof path);
         pthread_mutex_lock(&g_rt.lock);
@@ -153,6 +154,10 @@ __attribute__((constructor)) static void umpol_load(void)
         fail_to_load("out of memory while starting the runtime");
         return;
     }
+    const char *report = env("UMPOL_REPORT");
+    g_rt.record_timeline = report && *report;
+    if (profile_init(&g_rt) != 0)
+        LOG(LOG_WARN, "out of memory: profiling is off");
     const char *discard = env("UMPOL_DISCARD");
     g_rt.discard = discard && strcmp(discard, "1") == 0;
     pthread_atfork(before_fork, after_fork, after_fork);

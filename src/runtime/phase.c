@@ -41,6 +41,7 @@ void phases_free(struct runtime *rt)
     }
     rt->phase_stat_count = 0;
     free(rt->phase_open_count);
+    free(rt->spans);
     free((void *)rt->phase_bits);
     pthread_mutex_destroy(&rt->phase_lock);
 }
@@ -61,7 +62,7 @@ static size_t phase_index(struct runtime *rt, const char *name)
     }
     if (i >= RT_MAX_PHASE_NAMES)
         return RT_MAX_PHASE_NAMES - 1;
-    rt->phase_stats[i] = (struct phase_stat){strdup(stored), 0, 0};
+    rt->phase_stats[i] = (struct phase_stat){.name = strdup(stored)};
     name_bits[i] = calloc(rt->phase_words, sizeof(uint64_t));
     if (name_bits[i] && stored == name)
         program_match_phase(rt->program, name, name_bits[i]);
@@ -71,6 +72,7 @@ static size_t phase_index(struct runtime *rt, const char *name)
 
 struct open_phase {
     size_t index;
+    size_t span; /* in rt->spans, or SIZE_MAX when the timeline is full */
     uint64_t start_ns;
     uint64_t *bits; /* the bits this opening set (may differ for the overflow slot) */
 };
@@ -158,8 +160,26 @@ void phase_enter(struct runtime *rt, const char *name)
         memcpy(bits, name_bits[i], rt->phase_words * sizeof *bits);
     rt->phase_stats[i].entries++;
     count_globs(rt, bits, +1);
+    uint64_t start = now_ns();
+    size_t span = SIZE_MAX;
+    if (rt->span_count == rt->span_cap && rt->span_cap < RT_SPANS_MAX) {
+        size_t cap = rt->span_cap ? rt->span_cap * 2 : 256;
+        struct phase_span *grown = realloc(rt->spans, cap * sizeof *grown);
+        if (grown) {
+            rt->spans = grown;
+            rt->span_cap = cap;
+        }
+    }
+    if (rt->span_count < rt->span_cap) {
+        span = rt->span_count++;
+        rt->spans[span] = (struct phase_span){start, 0, profile_timestamp(rt), 0, (uint32_t)i,
+                                              (uint32_t)phase_depth};
+    } else {
+        rt->spans_dropped++;
+    }
     pthread_mutex_unlock(&rt->phase_lock);
-    phase_stack[phase_depth++] = (struct open_phase){i, now_ns(), bits};
+    phase_stack[phase_depth++] = (struct open_phase){i, span, start, bits};
+    profile_phase_entered(rt, name);
     pthread_mutex_lock(&rt->lock);
     place_trigger(rt, TRIGGER_ENTER, bits, -1);
     pthread_mutex_unlock(&rt->lock);
@@ -174,7 +194,12 @@ void phase_exit(struct runtime *rt)
     struct open_phase op = phase_stack[--phase_depth];
     pthread_mutex_lock(&rt->phase_lock);
     count_globs(rt, op.bits, -1);
-    rt->phase_stats[op.index].total_ns += now_ns() - op.start_ns;
+    uint64_t end = now_ns();
+    rt->phase_stats[op.index].total_ns += end - op.start_ns;
+    if (op.span != SIZE_MAX) {
+        rt->spans[op.span].end_ns = end;
+        rt->spans[op.span].end_ts = profile_timestamp(rt);
+    }
     pthread_mutex_unlock(&rt->phase_lock);
     pthread_mutex_lock(&rt->lock);
     place_trigger(rt, TRIGGER_EXIT, op.bits, -1);

@@ -43,6 +43,7 @@ struct device_state *device_get(struct runtime *rt, int device)
         dev->stream = NULL;
     }
     dev->known = true;
+    profile_device_seen(rt);
     LOG(LOG_INFO, "GPU %d: %llu MiB, budget %s%llu MiB, managed cap %llu MiB, host NUMA node %d",
         device, (unsigned long long)(total_b >> 20), dev->budget_bytes == UINT64_MAX ? "none " : "",
         dev->budget_bytes == UINT64_MAX ? 0ull : (unsigned long long)(dev->budget_bytes >> 20),
@@ -239,6 +240,7 @@ static bool evict_one(struct runtime *rt, int device, uint32_t max_priority)
     b->on_gpu = false;
     rt->class_stats[b->class_idx].evictions++;
     rt->class_stats[b->class_idx].evict_bytes += b->size;
+    timeline_add(rt, TL_EVICT, b->class_idx, device, b->size);
     return true;
 }
 
@@ -282,6 +284,7 @@ static enum placement place_block(struct runtime *rt, struct block *b, struct cu
     }
     st->prefetches++;
     st->prefetch_bytes += b->size;
+    timeline_add(rt, own_gpu ? TL_PREFETCH_GPU : TL_PREFETCH_HOST, b->class_idx, device, b->size);
     return PLACE_MOVE;
 }
 

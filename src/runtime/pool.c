@@ -194,8 +194,10 @@ static void slab_release(struct runtime *rt, struct pool *p, struct slab *s)
     if (err != cudaSuccess)
         LOG(LOG_WARN, "releasing a %zu-byte slab of class '%s' failed: %s", s->size, cls->name,
             rt->cuda->get_error_string(err));
-    if (cls->memory == MEMORY_MANAGED)
+    if (cls->memory == MEMORY_MANAGED) {
         dev->managed_bytes -= s->size;
+        ranges_remove(rt, s->base);
+    }
     rt->class_stats[p->class_idx].slabs--;
     rt->class_stats[p->class_idx].slab_bytes -= s->size;
     free(s);
@@ -246,6 +248,7 @@ static cudaError_t slab_create(struct runtime *rt, struct pool *p, size_t size, 
         pool_trim(rt, p->device);
         if (dev->managed_bytes + size > dev->cap_bytes) {
             st->cap_refusals++;
+            timeline_add(rt, TL_CAP_REFUSAL, p->class_idx, p->device, size);
             LOG(LOG_INFO, "cap: refusing %zu bytes of managed memory for class '%s' on GPU %d "
                 "(%llu of %llu held)", size, cls->name, p->device,
                 (unsigned long long)dev->managed_bytes, (unsigned long long)dev->cap_bytes);
@@ -286,6 +289,7 @@ static cudaError_t slab_create(struct runtime *rt, struct pool *p, size_t size, 
     bin_insert(p, b);
     if (managed) {
         dev->managed_bytes += size;
+        ranges_add(rt, s->base, size, p->class_idx);
         place_new_slab(rt, p, s);
     }
     rt->runtime_ns += now_ns() - t0;

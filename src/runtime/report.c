@@ -44,11 +44,52 @@ static void write_class(FILE *f, const struct runtime *rt, size_t c)
             ", \"evictions\": %" PRIu64 ", \"evict_bytes\": %" PRIu64
             ", \"cap_refusals\": %" PRIu64 ", \"budget_skips\": %" PRIu64
             ", \"advice_errors\": %" PRIu64 ", \"cross_stream_reuses\": %" PRIu64
-            ", \"discards\": %" PRIu64 ", \"discard_bytes\": %" PRIu64 "}",
+            ", \"discards\": %" PRIu64 ", \"discard_bytes\": %" PRIu64,
             cls->memory == MEMORY_DEVICE ? "device" : "managed", s->allocations, s->frees,
             s->bytes_requested, s->live_bytes, s->peak_bytes, s->slabs, s->slab_bytes,
             s->prefetches, s->prefetch_bytes, s->evictions, s->evict_bytes, s->cap_refusals,
             s->budget_skips, s->advice_errors, s->cross_stream_reuses, s->discards, s->discard_bytes);
+    if (rt->profile) {
+        fputs(", \"um\": ", f);
+        profile_print_um(f, &s->um);
+    }
+    fputc('}', f);
+}
+
+/* Phase spans and placement events, times in ns since the first of them. */
+static void write_timeline(FILE *f, const struct runtime *rt)
+{
+    static const char *const kinds[] = {"prefetch_gpu", "prefetch_host", "evict", "cap_refusal"};
+    uint64_t t0 = UINT64_MAX;
+    if (rt->span_count)
+        t0 = rt->spans[0].start_ns;
+    if (rt->timeline_count && rt->timeline[0].t_ns < t0)
+        t0 = rt->timeline[0].t_ns;
+    if (t0 == UINT64_MAX)
+        t0 = 0;
+    fprintf(f, ",\n  \"timeline\": {\"origin_ns\": %" PRIu64 ", \"spans_dropped\": %zu"
+               ", \"events_dropped\": %zu,\n    \"spans\": [",
+            t0, rt->spans_dropped, rt->timeline_dropped);
+    for (size_t i = 0; i < rt->span_count; i++) {
+        const struct phase_span *s = &rt->spans[i];
+        fprintf(f, "%s\n      {\"phase\": %u, \"start_ns\": %" PRIu64 ", \"end_ns\": ",
+                i ? "," : "", s->phase, s->start_ns - t0);
+        if (s->end_ns)
+            fprintf(f, "%" PRIu64, s->end_ns - t0);
+        else
+            fputs("null", f);
+        fprintf(f, ", \"depth\": %u}", s->depth);
+    }
+    fputs("],\n    \"events\": [", f);
+    for (size_t i = 0; i < rt->timeline_count; i++) {
+        const struct timeline_event *e = &rt->timeline[i];
+        fprintf(f,
+                "%s\n      {\"t_ns\": %" PRIu64 ", \"kind\": \"%s\", \"class\": %d"
+                ", \"device\": %d, \"bytes\": %" PRIu64 ", \"resident_bytes\": %" PRIu64 "}",
+                i ? "," : "", e->t_ns - t0, kinds[e->kind], e->class_idx, e->device, e->bytes,
+                e->resident_bytes);
+    }
+    fputs("]}", f);
 }
 
 int report_write(const struct runtime *rt, const char *path)
@@ -95,10 +136,18 @@ int report_write(const struct runtime *rt, const char *path)
         const struct phase_stat *ps = &rt->phase_stats[i];
         fputs(i ? ",\n    {\"name\": " : "\n    {\"name\": ", f);
         json_print_string(f, ps->name);
-        fprintf(f, ", \"entries\": %" PRIu64 ", \"total_ns\": %" PRIu64 "}", ps->entries,
+        fprintf(f, ", \"entries\": %" PRIu64 ", \"total_ns\": %" PRIu64, ps->entries,
                 ps->total_ns);
+        if (rt->profile) {
+            fputs(", \"um\": ", f);
+            profile_print_um(f, &ps->um);
+        }
+        fputc('}', f);
     }
-    fputs("\n  ]\n}\n", f);
+    fputs("\n  ],\n  \"profile\": ", f);
+    profile_report(rt, f);
+    write_timeline(f, rt);
+    fputs("\n}\n", f);
     bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
     ok = fclose(f) == 0 && ok;
     if (!ok || rename(tmp, path) != 0) {

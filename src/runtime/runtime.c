@@ -13,9 +13,91 @@ int runtime_init(struct runtime *rt, const struct program *program, const struct
     rt->cuda = cuda;
     map_init(&rt->map);
     rt->class_stats = calloc(program->class_count, sizeof *rt->class_stats);
-    if (!rt->class_stats || phases_init(rt) != 0 || pthread_mutex_init(&rt->lock, NULL) != 0)
+    if (!rt->class_stats || phases_init(rt) != 0 || pthread_mutex_init(&rt->lock, NULL) != 0 ||
+        pthread_mutex_init(&rt->range_lock, NULL) != 0)
         return -1;
     return 0;
+}
+
+void ranges_add(struct runtime *rt, uintptr_t base, size_t size, int class_idx)
+{
+    pthread_mutex_lock(&rt->range_lock);
+    if (rt->range_count == rt->range_cap) {
+        size_t cap = rt->range_cap ? rt->range_cap * 2 : 64;
+        struct addr_range *grown = realloc(rt->ranges, cap * sizeof *grown);
+        if (!grown) {
+            pthread_mutex_unlock(&rt->range_lock);
+            return; /* attribution of this range is lost, nothing else */
+        }
+        rt->ranges = grown;
+        rt->range_cap = cap;
+    }
+    size_t i = rt->range_count;
+    while (i > 0 && rt->ranges[i - 1].base > base) {
+        rt->ranges[i] = rt->ranges[i - 1];
+        i--;
+    }
+    rt->ranges[i] = (struct addr_range){base, base + size, class_idx};
+    rt->range_count++;
+    pthread_mutex_unlock(&rt->range_lock);
+}
+
+/* Index of the last range starting at or below ADDR, or -1 (range_lock held). */
+static long range_floor(const struct runtime *rt, uintptr_t addr)
+{
+    long lo = 0, hi = (long)rt->range_count - 1, found = -1;
+    while (lo <= hi) {
+        long mid = (lo + hi) / 2;
+        if (rt->ranges[mid].base <= addr) {
+            found = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    return found;
+}
+
+void ranges_remove(struct runtime *rt, uintptr_t base)
+{
+    pthread_mutex_lock(&rt->range_lock);
+    long i = range_floor(rt, base);
+    if (i >= 0 && rt->ranges[i].base == base) {
+        memmove(&rt->ranges[i], &rt->ranges[i + 1],
+                (rt->range_count - (size_t)i - 1) * sizeof *rt->ranges);
+        rt->range_count--;
+    }
+    pthread_mutex_unlock(&rt->range_lock);
+}
+
+int ranges_class_of(struct runtime *rt, uintptr_t addr)
+{
+    pthread_mutex_lock(&rt->range_lock);
+    long i = range_floor(rt, addr);
+    int cls = i >= 0 && addr < rt->ranges[i].end ? rt->ranges[i].class_idx : -1;
+    pthread_mutex_unlock(&rt->range_lock);
+    return cls;
+}
+
+void timeline_add(struct runtime *rt, enum timeline_kind kind, int class_idx, int device,
+                  uint64_t bytes)
+{
+    if (!rt->record_timeline)
+        return;
+    if (rt->timeline_count == rt->timeline_cap) {
+        size_t cap = rt->timeline_cap ? rt->timeline_cap * 2 : 1024;
+        struct timeline_event *grown =
+            cap <= RT_TIMELINE_MAX ? realloc(rt->timeline, cap * sizeof *grown) : NULL;
+        if (!grown) {
+            rt->timeline_dropped++;
+            return;
+        }
+        rt->timeline = grown;
+        rt->timeline_cap = cap;
+    }
+    rt->timeline[rt->timeline_count++] = (struct timeline_event){
+        now_ns(), bytes, device >= 0 ? rt->devices[device].resident_bytes : 0, class_idx,
+        (int16_t)device, (uint8_t)kind};
 }
 
 void runtime_destroy(struct runtime *rt)
@@ -28,6 +110,9 @@ void runtime_destroy(struct runtime *rt)
             block_release(rt->map.slots[i]);
     map_free(&rt->map);
     phases_free(rt);
+    free(rt->ranges);
+    free(rt->timeline);
+    pthread_mutex_destroy(&rt->range_lock);
     free(rt->class_stats);
     pthread_mutex_destroy(&rt->lock);
 }
@@ -54,6 +139,7 @@ static cudaError_t adopt_managed(struct runtime *rt, void **ptr, size_t size, in
         pool_trim(rt, device);
         if (dev->managed_bytes + size > dev->cap_bytes) {
             rt->class_stats[cls].cap_refusals++;
+            timeline_add(rt, TL_CAP_REFUSAL, cls, device, size);
             return cudaErrorMemoryAllocation;
         }
     }
@@ -75,6 +161,7 @@ static cudaError_t adopt_managed(struct runtime *rt, void **ptr, size_t size, in
     }
     dev->managed_bytes += size;
     rt->foreign_managed++;
+    ranges_add(rt, (uintptr_t)*ptr, size, cls);
     if (rt->program->classes[cls].memory == MEMORY_MANAGED) {
         place_advise_range(rt, cls, device, *ptr, size);
         const struct program_class *c = &rt->program->classes[cls];
@@ -190,6 +277,7 @@ bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode
         st->live_bytes -= b->size;
         *err = rt->cuda->free(ptr);
         rt->devices[b->device].managed_bytes -= b->size;
+        ranges_remove(rt, b->addr);
         block_release(b);
     } else {
         st->live_bytes -= b->size;

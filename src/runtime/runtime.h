@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "lang/program.h"
 #include "runtime/cuda_api.h"
@@ -50,11 +51,17 @@ struct block {
     bool on_gpu;   /* its pages are known to be on the pool's GPU (kept through free/reuse) */   /* placed on the pool's GPU by the runtime, counted in the budget */
 };
 
+/* Unified Memory traffic, from CUPTI's counters (UMPOL_PROFILE=1). */
+struct um_counters {
+    uint64_t htod_bytes, dtoh_bytes, gpu_faults, cpu_faults, thrashing, throttling;
+};
+
 struct class_stats {
     uint64_t allocations, frees, bytes_requested, live_bytes, peak_bytes;
     uint64_t slabs, slab_bytes, prefetches, prefetch_bytes, evictions, evict_bytes;
     uint64_t cap_refusals, budget_skips, advice_errors, cross_stream_reuses;
     uint64_t discards, discard_bytes;
+    struct um_counters um;
 };
 
 struct pool {
@@ -86,7 +93,38 @@ struct block_map {
 struct phase_stat {
     char *name;
     uint64_t entries, total_ns;
+    struct um_counters um;
 };
+
+/* Managed memory the runtime knows, by address: its slabs and the job's own
+ * managed allocations, sorted, to attribute CUPTI records to classes. */
+struct addr_range {
+    uintptr_t base, end;
+    int class_idx;
+};
+
+/* One opening of a phase, kept for the report's timeline and to attribute
+ * CUPTI records (stamped with CUPTI's clock) to the phase open at the time. */
+struct phase_span {
+    uint64_t start_ns, end_ns;   /* CLOCK_MONOTONIC; end 0 while open */
+    uint64_t start_ts, end_ts;   /* CUPTI timestamps, when profiling */
+    uint32_t phase;              /* index into phase_stats */
+    uint32_t depth;              /* nesting on its thread, for the trace */
+};
+
+enum timeline_kind { TL_PREFETCH_GPU, TL_PREFETCH_HOST, TL_EVICT, TL_CAP_REFUSAL };
+
+struct timeline_event {
+    uint64_t t_ns;
+    uint64_t bytes;
+    uint64_t resident_bytes; /* the device's budgeted bytes after the event */
+    int32_t class_idx;
+    int16_t device;
+    uint8_t kind;
+};
+
+#define RT_TIMELINE_MAX 200000
+#define RT_SPANS_MAX 200000
 
 struct runtime {
     const struct program *program;
@@ -99,6 +137,15 @@ struct runtime {
     uint64_t allocations, passthrough, frees, foreign_managed;
     uint64_t runtime_ns; /* wall time inside runtime-issued CUDA work and triggers */
     bool batch_unsupported;
+    bool record_timeline; /* a report was asked for */
+    struct timeline_event *timeline;
+    size_t timeline_count, timeline_cap, timeline_dropped;
+    struct phase_span *spans; /* guarded by phase_lock */
+    size_t span_count, span_cap, spans_dropped;
+    struct addr_range *ranges; /* guarded by range_lock */
+    size_t range_count, range_cap;
+    pthread_mutex_t range_lock;
+    struct profile *profile; /* NULL unless UMPOL_PROFILE=1 */
     bool discard; /* UMPOL_DISCARD=1: discard dead managed blocks instead of keeping their data */
     /* Phases: how many open phases match each glob; a bit per glob with count > 0. */
     uint32_t *phase_open_count;
@@ -165,6 +212,22 @@ bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode
 int runtime_init(struct runtime *rt, const struct program *program, const struct cuda_api *cuda);
 void runtime_destroy(struct runtime *rt);
 uint64_t now_ns(void);
+
+/* The address index (range_lock inside) and the timeline (rt->lock held). */
+void ranges_add(struct runtime *rt, uintptr_t base, size_t size, int class_idx);
+void ranges_remove(struct runtime *rt, uintptr_t base);
+int ranges_class_of(struct runtime *rt, uintptr_t addr);
+void timeline_add(struct runtime *rt, enum timeline_kind kind, int class_idx, int device,
+                  uint64_t bytes);
+
+/* CUPTI Unified Memory counters (profile.c). */
+int profile_init(struct runtime *rt);         /* UMPOL_PROFILE*; 0 when off or on */
+void profile_device_seen(struct runtime *rt);  /* rt->lock held: configure counters */
+uint64_t profile_timestamp(struct runtime *rt); /* CUPTI clock, 0 when off */
+void profile_phase_entered(struct runtime *rt, const char *name);
+void profile_flush(struct runtime *rt);        /* no lock held */
+void profile_report(const struct runtime *rt, FILE *out);
+void profile_print_um(FILE *out, const struct um_counters *c);
 
 /* The JSON report (see umpol(7)). */
 int report_write(const struct runtime *rt, const char *path);

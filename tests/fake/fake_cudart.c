@@ -185,6 +185,12 @@ EXPORT cudaError_t cudaGetDevice(int *device)
     return cudaSuccess;
 }
 
+EXPORT cudaError_t cudaGetDeviceCount(int *count)
+{
+    *count = 4;
+    return cudaSuccess;
+}
+
 EXPORT cudaError_t cudaSetDevice(int device)
 {
     if (device < 0 || device >= 4)
