@@ -14,6 +14,7 @@
 
 #include "fake/fake_cudart.h"
 #include "lang/policy.h"
+#include "runtime/profile.h"
 #include "runtime/runtime.h"
 
 static const struct cuda_api fake_api = {
@@ -502,6 +503,88 @@ static void test_runtime_report_is_written_atomically(void **state)
     teardown(f);
 }
 
+static uint64_t fake_now;
+static uint64_t fake_clock(void)
+{
+    return fake_now;
+}
+
+static struct fixture *setup_profiled(const char *policy, const char *steps)
+{
+    setenv("UMPOL_PROFILE", "1", 1);
+    setenv("UMPOL_CUPTI_LIBRARY", "/nonexistent/libcupti.so", 1); /* attribution only */
+    if (steps)
+        setenv("UMPOL_PROFILE_STEPS", steps, 1);
+    struct fixture *f = setup(policy);
+    assert_int_equal(profile_init(&f->rt), 0);
+    assert_non_null(f->rt.profile);
+    f->rt.profile->clock = fake_clock;
+    unsetenv("UMPOL_PROFILE");
+    unsetenv("UMPOL_CUPTI_LIBRARY");
+    unsetenv("UMPOL_PROFILE_STEPS");
+    return f;
+}
+
+static void test_runtime_profile_attributes_to_class_and_phase(void **state)
+{
+    (void)state;
+    struct fixture *f = setup_profiled("umpol 1;\nclass a { match tag \"a\"; }\n"
+                                       "class b { match any; }\n", NULL);
+    tag_push(&f->rt, "a");
+    void *pa = alloc(f, 4096, API_CUDA_MALLOC_ASYNC, S1);
+    tag_pop();
+    void *pb = alloc(f, 4096, API_CUDA_MALLOC_ASYNC, S1);
+    fake_now = 100;
+    phase_enter(&f->rt, "forward");
+    fake_now = 120;
+    phase_enter(&f->rt, "attention");
+    fake_now = 130;
+    phase_exit(&f->rt);
+    fake_now = 200;
+    phase_exit(&f->rt);
+    struct runtime *rt = &f->rt;
+    profile_attribute(rt, CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT, 5,
+                      (uintptr_t)pa + 100, 110);
+    profile_attribute(rt, CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT, 2,
+                      (uintptr_t)pb, 125); /* inside the nested phase */
+    profile_attribute(rt, CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD, 65536,
+                      (uintptr_t)pa, 250); /* after every phase */
+    profile_attribute(rt, CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH, 7,
+                      0x10, 150); /* nobody's address */
+    assert_int_equal(rt->class_stats[0].um.gpu_faults, 5);
+    assert_int_equal(rt->class_stats[0].um.htod_bytes, 65536);
+    assert_int_equal(rt->class_stats[1].um.gpu_faults, 2);
+    assert_int_equal(rt->phase_stats[0].um.gpu_faults, 5); /* forward */
+    assert_int_equal(rt->phase_stats[1].um.gpu_faults, 2); /* attention, the innermost */
+    assert_int_equal(rt->phase_stats[0].um.htod_bytes, 0);
+    assert_int_equal(rt->profile->unattributed.dtoh_bytes, 7);
+    release(f, pa, S1, MODE_STREAM);
+    release(f, pb, S1, MODE_STREAM);
+    teardown(f);
+}
+
+static void test_runtime_profile_step_window(void **state)
+{
+    (void)state;
+    struct fixture *f = setup_profiled("umpol 1;\nclass b { match any; }\n", "1..2");
+    void *p = alloc(f, 4096, API_CUDA_MALLOC_ASYNC, S1);
+    for (int step = 0; step < 4; step++) { /* forward at 10, 30, 50, 70 */
+        fake_now = 10 + 20 * (uint64_t)step;
+        phase_enter(&f->rt, "forward");
+        fake_now += 5;
+        phase_exit(&f->rt);
+    }
+    assert_int_equal(f->rt.profile->step, 4);
+    for (uint64_t ts = 15; ts <= 75; ts += 20) /* steps 0, 1, 2, 3 */
+        profile_attribute(&f->rt, CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT, 1,
+                          (uintptr_t)p, ts);
+    assert_int_equal(f->rt.profile->records, 4);
+    assert_int_equal(f->rt.profile->kept, 2); /* steps 1 and 2 only */
+    assert_int_equal(f->rt.class_stats[0].um.gpu_faults, 2);
+    release(f, p, S1, MODE_STREAM);
+    teardown(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -523,6 +606,8 @@ int main(void)
         cmocka_unit_test(test_runtime_devices_have_own_pools),
         cmocka_unit_test(test_runtime_map_random_churn),
         cmocka_unit_test(test_runtime_report_is_written_atomically),
+        cmocka_unit_test(test_runtime_profile_attributes_to_class_and_phase),
+        cmocka_unit_test(test_runtime_profile_step_window),
     };
     return cmocka_run_group_tests_name("runtime", tests, NULL, NULL);
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli/topo.h"
 #include "lang/json.h"
 #include "lang/policy.h"
 
@@ -16,22 +17,57 @@ static bool want_color(FILE *out)
     return isatty(fileno(out)) && !(no_color && *no_color);
 }
 
+/* Warn about places the policy names that this machine lacks. */
+static void check_topology(struct policy *pol, const struct topology *t)
+{
+    const struct program *p = pol->program;
+    for (size_t c = 0; c < p->class_count; c++) {
+        const struct program_class *cls = &p->classes[c];
+        struct program_place places[2 + MAX_ACCESS + 16];
+        size_t n = 0;
+        places[n++] = cls->place;
+        for (int a = 0; a < cls->access_count; a++)
+            places[n++] = cls->access[a];
+        for (uint32_t k = 0; k < cls->prefetch_count && n < sizeof places / sizeof places[0]; k++)
+            places[n++] = p->prefetches[cls->prefetch_first + k].dest;
+        struct loc loc = {cls->line, 1, cls->line, 6};
+        for (size_t i = 0; i < n; i++) {
+            if (places[i].kind == LOC_HOST_NUMA && !topo_node_has_memory(t, places[i].index))
+                diag_add(&pol->diags, DIAG_WARNING, W_TOPOLOGY, loc,
+                         "class '%s': this machine has no NUMA node %d with memory; the runtime "
+                         "will use plain host memory", cls->name, places[i].index);
+            if (places[i].kind == LOC_GPU && places[i].index >= 0 && t->gpu_count >= 0 &&
+                places[i].index >= t->gpu_count)
+                diag_add(&pol->diags, DIAG_WARNING, W_TOPOLOGY, loc,
+                         "class '%s': this machine has no GPU %d (it has %d)", cls->name,
+                         places[i].index, t->gpu_count);
+        }
+    }
+}
+
 int cmd_check(int argc, char **argv)
 {
-    bool json = false, quiet = false;
-    static const struct option opts[] = {
-        {"json", no_argument, NULL, 'j'}, {"quiet", no_argument, NULL, 'q'}, {0, 0, 0, 0}};
+    bool json = false, quiet = false, topology = false;
+    static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
+                                         {"quiet", no_argument, NULL, 'q'},
+                                         {"topology", no_argument, NULL, 't'},
+                                         {0, 0, 0, 0}};
     optind = 1;
-    for (int c; (c = getopt_long(argc, argv, "+jq", opts, NULL)) != -1;) {
+    for (int c; (c = getopt_long(argc, argv, "+jqt", opts, NULL)) != -1;) {
         if (c == 'j')
             json = true;
         else if (c == 'q')
             quiet = true;
+        else if (c == 't')
+            topology = true;
         else
             return EXIT_USAGE;
     }
+    static struct topology topo;
+    if (topology)
+        topo_probe(&topo);
     if (optind >= argc) {
-        fputs("usage: umpol check [--json] [-q] FILE...\n", stderr);
+        fputs("usage: umpol check [--json] [-q] [--topology] FILE...\n", stderr);
         return EXIT_USAGE;
     }
     int worst = EXIT_VALID;
@@ -40,6 +76,8 @@ int cmd_check(int argc, char **argv)
     for (int i = optind; i < argc; i++) {
         struct policy pol;
         enum policy_status st = policy_load_file(&pol, argv[i]);
+        if (topology && st == POLICY_VALID)
+            check_topology(&pol, &topo);
         if ((int)st > worst)
             worst = (int)st;
         if (json) {

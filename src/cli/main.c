@@ -14,6 +14,9 @@ static void usage(FILE *out)
           "  explain [--json] FILE              show the compiled classes in the order they are tried\n"
           "  run [-p POLICY] [-r REPORT] [-v] -- COMMAND...\n"
           "                                     run COMMAND with the umpol runtime preloaded\n"
+          "  report [--json] [--trace OUT] REPORT...\n"
+          "                                     summarise runtime reports (several ranks are summed)\n"
+          "  topo [--measure]                   GPUs, Unified Memory attributes and NUMA nodes\n"
           "  help                               show this help\n"
           "  --version                          show the version\n"
           "\n"
@@ -34,6 +37,10 @@ int main(int argc, char **argv)
         return cmd_explain(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0)
         return cmd_run(argc - 1, argv + 1);
+    if (strcmp(cmd, "report") == 0)
+        return cmd_report(argc - 1, argv + 1);
+    if (strcmp(cmd, "topo") == 0)
+        return cmd_topo(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         usage(stdout);
         return EXIT_VALID;

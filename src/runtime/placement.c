@@ -5,7 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "runtime/log.h"
+
+#ifdef HAVE_NUMA
+#include <numa.h>
+#endif
 #include "runtime/runtime.h"
 
 struct device_state *device_get(struct runtime *rt, int device)
@@ -51,6 +56,29 @@ struct device_state *device_get(struct runtime *rt, int device)
     return dev;
 }
 
+/* Does host NUMA node NODE exist with memory? Asked of libnuma once per node;
+ * a missing node is reported once and placement falls back to plain host. */
+static bool numa_node_usable(int node)
+{
+    static _Atomic signed char known[1024]; /* 0 unknown, 1 usable, -1 not */
+    if (node < 0 || node >= 1024)
+        return false;
+    signed char k = atomic_load(&known[node]);
+    if (k)
+        return k > 0;
+    bool ok;
+#ifdef HAVE_NUMA
+    ok = numa_available() >= 0 ? node <= numa_max_node() && numa_node_size64(node, NULL) > 0
+                               : node == 0;
+#else
+    ok = true; /* built without libnuma: trust the policy, CUDA will say if it is wrong */
+#endif
+    if (!ok)
+        LOG(LOG_WARN, "host NUMA node %d does not exist here; placing on plain host memory", node);
+    atomic_store(&known[node], ok ? 1 : -1);
+    return ok;
+}
+
 struct cudaMemLocation place_location(const struct runtime *rt, struct program_place place,
                                       int device)
 {
@@ -62,8 +90,9 @@ struct cudaMemLocation place_location(const struct runtime *rt, struct program_p
         break;
     case LOC_HOST: loc.type = cudaMemLocationTypeHost; break;
     case LOC_HOST_NUMA:
-        loc.type = cudaMemLocationTypeHostNuma;
-        loc.id = place.index;
+        loc.type = numa_node_usable(place.index) ? cudaMemLocationTypeHostNuma
+                                                 : cudaMemLocationTypeHost;
+        loc.id = loc.type == cudaMemLocationTypeHostNuma ? place.index : 0;
         break;
     case LOC_HOST_NEAR: {
         int numa = device >= 0 && device < RT_MAX_DEVICES ? rt->devices[device].host_numa_id : -1;
@@ -349,6 +378,16 @@ static bool trigger_fires(const struct program_prefetch *pf, enum trigger_kind t
     return (glob_bits[pf->pattern >> 6] >> (pf->pattern & 63)) & 1;
 }
 
+static void order_legacy_after(struct runtime *rt, cudaStream_t stream)
+{
+    cudaEvent_t ev;
+    if (rt->cuda->event_create_with_flags(&ev, cudaEventDisableTiming) != cudaSuccess)
+        return;
+    if (rt->cuda->event_record(ev, stream) == cudaSuccess)
+        rt->cuda->stream_wait_event(cudaStreamLegacy, ev, 0);
+    rt->cuda->event_destroy(ev);
+}
+
 /* Move every live block of class C on DEVICE to the rule's destination. */
 static void move_class(struct runtime *rt, size_t c, int device, struct program_place dest)
 {
@@ -385,6 +424,10 @@ static void move_class(struct runtime *rt, size_t c, int device, struct program_
     prefetch_batch(rt, ptrs, sizes, n, loc, dev->stream);
     free(ptrs);
     free(sizes);
+    /* Data brought to the GPU must be there before the job's next kernels: order
+     * the legacy default stream (and so every blocking stream) after the batch. */
+    if (n && is_gpu(loc) && dev->stream)
+        order_legacy_after(rt, dev->stream);
 }
 
 void place_trigger(struct runtime *rt, enum trigger_kind trigger, const uint64_t *glob_bits,

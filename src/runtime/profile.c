@@ -23,37 +23,15 @@
 #include "lang/glob.h"
 #include "lang/json.h"
 #include "runtime/log.h"
-#include "runtime/runtime.h"
-
-struct cupti_api {
-    CUptiResult (*configure)(CUpti_ActivityUnifiedMemoryCounterConfig *, uint32_t);
-    CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc,
-                                      CUpti_BuffersCallbackCompleteFunc);
-    CUptiResult (*enable)(CUpti_ActivityKind);
-    CUptiResult (*disable)(CUpti_ActivityKind);
-    CUptiResult (*next_record)(uint8_t *, size_t, CUpti_Activity **);
-    CUptiResult (*flush_all)(uint32_t);
-    CUptiResult (*timestamp)(uint64_t *);
-};
-
-struct profile {
-    struct cupti_api api;
-    pthread_mutex_t lock;   /* counters and the step window */
-    pthread_mutex_t toggle; /* enabling and disabling CUPTI */
-    bool configured, enabled, failed;
-    char *phase_glob;            /* UMPOL_PROFILE_PHASES */
-    char *step_phase;            /* UMPOL_PROFILE_STEP_PHASE */
-    long first_step, last_step;  /* -1: every step */
-    long step;                   /* openings of step_phase so far */
-    uint64_t window_start, window_end; /* CUPTI clock; end 0: open */
-    uint64_t records, kept, dropped_buffers;
-    struct um_counters unattributed;
-};
+#include "runtime/profile.h"
 
 static struct runtime *the_rt; /* CUPTI's callbacks carry no context */
 
 static void *load_cupti(void)
 {
+    const char *chosen = getenv("UMPOL_CUPTI_LIBRARY");
+    if (chosen && *chosen)
+        return dlopen(chosen, RTLD_NOW | RTLD_LOCAL);
     static const char *const names[] = {
         "libcupti.so.13", "libcupti.so", "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so",
         "/usr/local/cuda/lib64/libcupti.so", "/usr/local/cuda/lib/libcupti.so"};
@@ -131,22 +109,26 @@ static long phase_at(const struct runtime *rt, uint64_t ts)
     return -1;
 }
 
-static void record(struct runtime *rt, const CUpti_ActivityUnifiedMemoryCounter3 *r)
+void profile_attribute(struct runtime *rt, CUpti_ActivityUnifiedMemoryCounterKind kind,
+                       uint64_t value, uint64_t address, uint64_t ts)
 {
     struct profile *pr = rt->profile;
-    int cls = ranges_class_of(rt, (uintptr_t)r->address);
+    int cls = ranges_class_of(rt, (uintptr_t)address);
     pthread_mutex_lock(&rt->phase_lock);
-    long phase = phase_at(rt, r->start);
+    long phase = phase_at(rt, ts);
     const char *phase_name = phase >= 0 ? rt->phase_stats[phase].name : NULL;
     bool keep = !pr->phase_glob || (phase_name && glob_match(pr->phase_glob, phase_name));
     pthread_mutex_lock(&pr->lock);
     pr->records++;
-    keep = keep && r->start >= pr->window_start && (!pr->window_end || r->start < pr->window_end);
+    /* A step window keeps what starts inside it; before the window opens, nothing. */
+    bool in_window = pr->first_step < 0 ||
+                     (pr->window_start && ts >= pr->window_start && (!pr->window_end || ts < pr->window_end));
+    keep = keep && in_window;
     if (keep) {
         pr->kept++;
-        add(cls >= 0 ? &rt->class_stats[cls].um : &pr->unattributed, r->counterKind, r->value);
+        add(cls >= 0 ? &rt->class_stats[cls].um : &pr->unattributed, kind, value);
         if (phase >= 0)
-            add(&rt->phase_stats[phase].um, r->counterKind, r->value);
+            add(&rt->phase_stats[phase].um, kind, value);
     }
     pthread_mutex_unlock(&pr->lock);
     pthread_mutex_unlock(&rt->phase_lock);
@@ -160,9 +142,12 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     (void)size;
     struct runtime *rt = the_rt;
     CUpti_Activity *a = NULL;
-    while (rt && rt->profile->api.next_record(buffer, valid, &a) == CUPTI_SUCCESS)
-        if (a->kind == CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER)
-            record(rt, (const CUpti_ActivityUnifiedMemoryCounter3 *)a);
+    while (rt && rt->profile->api.next_record(buffer, valid, &a) == CUPTI_SUCCESS) {
+        if (a->kind != CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER)
+            continue;
+        const CUpti_ActivityUnifiedMemoryCounter3 *r = (const CUpti_ActivityUnifiedMemoryCounter3 *)a;
+        profile_attribute(rt, r->counterKind, r->value, r->address, r->start);
+    }
     free(buffer);
 }
 
@@ -213,10 +198,27 @@ int profile_init(struct runtime *rt)
     return 0;
 }
 
+void profile_free(struct runtime *rt)
+{
+    struct profile *pr = rt->profile;
+    if (!pr)
+        return;
+    if (the_rt == rt)
+        the_rt = NULL;
+    free(pr->phase_glob);
+    free(pr->step_phase);
+    pthread_mutex_destroy(&pr->lock);
+    pthread_mutex_destroy(&pr->toggle);
+    free(pr);
+    rt->profile = NULL;
+}
+
 uint64_t profile_timestamp(struct runtime *rt)
 {
     uint64_t ts = 0;
-    if (rt->profile && !rt->profile->failed)
+    if (rt->profile && rt->profile->clock)
+        ts = rt->profile->clock();
+    else if (rt->profile && !rt->profile->failed)
         rt->profile->api.timestamp(&ts);
     return ts;
 }

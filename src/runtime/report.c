@@ -30,6 +30,37 @@ void report_expand_path(const char *pattern, char *out, size_t len)
     out[o < len ? o : len - 1] = '\0';
 }
 
+/* The class's directives, so that `umpol report` can say what to change. */
+static void write_policy(FILE *f, const struct program *p, const struct program_class *cls)
+{
+    static const char *const triggers[] = {"alloc", "enter", "exit", "mark"};
+    char buf[64];
+    fputs(", \"policy\": {\"place\": ", f);
+    json_print_string(f, program_place_str(cls->place, buf, sizeof buf));
+    fputs(", \"access\": [", f);
+    for (int a = 0; a < cls->access_count; a++) {
+        if (a)
+            fputs(", ", f);
+        json_print_string(f, program_place_str(cls->access[a], buf, sizeof buf));
+    }
+    fputs("], \"prefetch\": [", f);
+    for (uint32_t k = 0; k < cls->prefetch_count; k++) {
+        const struct program_prefetch *pf = &p->prefetches[cls->prefetch_first + k];
+        const char *pattern = pf->trigger == TRIGGER_MARK    ? p->marks[pf->pattern]
+                              : pf->trigger == TRIGGER_ALLOC ? NULL
+                                                             : p->phase_globs[pf->pattern];
+        char text[512];
+        snprintf(text, sizeof text, "%s on %s%s%s%s", program_place_str(pf->dest, buf, sizeof buf),
+                 triggers[pf->trigger], pattern ? " \"" : "", pattern ? pattern : "",
+                 pattern ? "\"" : "");
+        if (k)
+            fputs(", ", f);
+        json_print_string(f, text);
+    }
+    fprintf(f, "], \"read_mostly\": %s, \"priority\": %u}", cls->read_mostly ? "true" : "false",
+            cls->priority);
+}
+
 static void write_class(FILE *f, const struct runtime *rt, size_t c)
 {
     const struct class_stats *s = &rt->class_stats[c];
@@ -53,6 +84,7 @@ static void write_class(FILE *f, const struct runtime *rt, size_t c)
         fputs(", \"um\": ", f);
         profile_print_um(f, &s->um);
     }
+    write_policy(f, rt->program, cls);
     fputc('}', f);
 }
 

@@ -109,6 +109,7 @@ void runtime_destroy(struct runtime *rt)
         if (rt->map.slots[i] && !rt->map.slots[i]->slab)
             block_release(rt->map.slots[i]);
     map_free(&rt->map);
+    profile_free(rt);
     phases_free(rt);
     free(rt->ranges);
     free(rt->timeline);

@@ -1,0 +1,77 @@
+#!/bin/sh
+# `umpol report` and `umpol topo` against recorded inputs: the text summary,
+# the merged JSON of several ranks, and a trace Perfetto can open.
+. "${top_srcdir:-.}/tests/lib.sh"
+r0="$top_srcdir/tests/reports/rank0.json"
+r1="$top_srcdir/tests/reports/rank1.json"
+
+expect_status 0 "report of one rank" "$UMPOL_BIN" report "$r0"
+grep -q "class 'optimizer' takes the most GPU page faults: 12000 of 12300 (98%), most of all in phase 'optimizer.step'" "$tmp/out" ||
+    fail "report: no fault hint"
+grep -q "never prefetched to the GPU: add 'prefetch gpu on enter \"optimizer.step\";'" "$tmp/out" ||
+    fail "report: no prefetch suggestion"
+grep -q "class 'activations' was evicted 150 times" "$tmp/out" || fail "report: no eviction hint"
+# Costliest first: optimizer, then activations, then weights.
+sed -n '/^Classes/,/^$/p' "$tmp/out" | awk 'NR > 2 { print $1 }' | tr "\n" " " | sed "s/ *$//" >"$tmp/order"
+[ "$(cat "$tmp/order")" = "optimizer activations weights" ] || fail "report: class order $(cat "$tmp/order")"
+
+expect_status 0 "report of two ranks" "$UMPOL_BIN" report "$r0" "$r1"
+grep -q "umpol report: 2 reports (ranks 0, 1): 900 allocations" "$tmp/out" || fail "report: ranks not summed"
+grep -q "^Per rank" "$tmp/out" || fail "report: no side-by-side table"
+grep -q "allocations refused at the managed-memory cap" "$tmp/out" || fail "report: no cap hint"
+
+if command -v python3 >/dev/null 2>&1; then
+    "$UMPOL_BIN" report --json "$r0" "$r1" >"$tmp/merged.json" || fail "report --json exit"
+    python3 - "$tmp/merged.json" <<'PY' || fail "report --json content"
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert m["umpol_report_summary"] == 1 and m["reports"] == 2
+opt = next(c for c in m["classes"] if c["name"] == "optimizer")
+assert opt["allocations"] == 40 + 80, opt
+assert opt["um"]["gpu_faults"] == 12000 + 24000, opt
+assert opt["um"]["dtoh_bytes"] == (2 << 30) + (4 << 30), opt
+fwd = next(p for p in m["phases"] if p["name"] == "forward")
+assert fwd["entries"] == 20 and fwd["um"]["gpu_faults"] == 600, fwd
+PY
+    expect_status 0 "report --trace" "$UMPOL_BIN" report --trace "$tmp/trace.json" "$r0" "$r1"
+    python3 - "$tmp/trace.json" <<'PY' || fail "trace is not what Perfetto reads"
+import json, sys
+t = json.load(open(sys.argv[1]))
+events = t["traceEvents"]
+assert isinstance(events, list) and events
+pids = set()
+for e in events:
+    assert e["ph"] in ("M", "X", "i", "C"), e
+    assert isinstance(e["pid"], int)
+    pids.add(e["pid"])
+    if e["ph"] != "M":
+        assert isinstance(e["ts"], (int, float)) and e["ts"] >= 0, e
+        assert isinstance(e["name"], str)
+    if e["ph"] == "X":
+        assert e["dur"] >= 0 and e["tid"] == 1
+    if e["ph"] == "C":
+        assert isinstance(e["args"]["bytes"], (int, float))
+    if e["ph"] == "i":
+        assert e["s"] == "t" and e["tid"] >= 10
+assert pids == {0, 1}, pids
+names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+assert {"phases", "optimizer", "activations", "weights"} <= names, names
+assert sum(1 for e in events if e["ph"] == "X") == 6
+PY
+fi
+
+printf '{"umpol_report": 1, "classes": [' >"$tmp/broken.json"
+expect_status 1 "truncated report" "$UMPOL_BIN" report "$tmp/broken.json"
+grep -q "invalid JSON" "$tmp/out" || fail "truncated report: message"
+printf '{"something": "else"}' >"$tmp/other.json"
+expect_status 1 "not a report" "$UMPOL_BIN" report "$tmp/other.json"
+expect_status 2 "missing report" "$UMPOL_BIN" report "$tmp/none.json"
+expect_status 2 "report without a file" "$UMPOL_BIN" report
+
+# topo always answers: without a GPU it says so and shows the host.
+expect_status 0 "topo" "$UMPOL_BIN" topo
+grep -q "^GPUs: " "$tmp/out" || fail "topo: no GPU line"
+printf 'umpol 1;\nclass a { match any; place host numa 999; }\n' >"$tmp/numa.umpol"
+expect_status 0 "check --topology" "$UMPOL_BIN" check --topology "$tmp/numa.umpol"
+grep -q "warning\[W104\]: class 'a': this machine has no NUMA node 999" "$tmp/out" || fail "check --topology: no W104"
+finish
