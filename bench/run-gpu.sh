@@ -4,8 +4,10 @@
 # bench/results/run-<date>):
 #   gpu-tests.log           tests/gpu.sh (integrity, advice, cap, PyTorch losses)
 #   alloc-pair.jsonl        cudaMallocAsync+cudaFreeAsync pair: native vs umpol, interleaved
+#   migrate.jsonl           4 GiB host->GPU and GPU->host: faults vs umpol prefetch vs memcpy
+#   faults-*.json           CUPTI-profiled reports of the migration runs
 #   train-*.json            examples/pytorch/train.py step times: allocators side by side
-#   summary.md              the table of the above, with the ratios
+#   summary.md, latest.json the tables of the above, with the ratios side by side
 # Every run keeps umpol's managed-memory cap on (see the policies used).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -47,6 +49,24 @@ done
 rm -f "$out/alloc_pair"
 cat "$out/alloc-pair.jsonl"
 
+echo "== migration: 4 GiB, fault-driven vs umpol prefetch on a phase vs pinned cudaMemcpy"
+"$nvcc" -O2 -cudart shared -I"$top/src" -o "$out/migrate" bench/migrate.cu -L"$top/.libs" -lumpol \
+    -Xlinker -rpath -Xlinker "$top/.libs" || exit 1
+: >"$out/migrate.jsonl"
+for round in 1 2; do
+    for dir in h2d d2h; do
+        LD_PRELOAD=$lib UMPOL_POLICY=bench/migrate-naive.umpol "$out/migrate" $dir 4 fault >>"$out/migrate.jsonl"
+        LD_PRELOAD=$lib UMPOL_POLICY=bench/migrate-prefetch.umpol "$out/migrate" $dir 4 umpol >>"$out/migrate.jsonl"
+    done
+done
+cat "$out/migrate.jsonl"
+echo "== GPU page faults with CUPTI (UMPOL_PROFILE=1)"
+for pol in naive prefetch; do
+    UMPOL_PROFILE=1 UMPOL_REPORT="$out/faults-$pol.json" LD_PRELOAD=$lib \
+        UMPOL_POLICY=bench/migrate-$pol.umpol "$out/migrate" h2d 4 profiled-$pol >/dev/null
+done
+rm -f "$out/migrate"
+
 echo "== training step time"
 args="--layers 8 --dim 1024 --heads 16 --seq 1024 --batch 4 --steps 25 --seed 3"
 train() { # label, then the command prefix
@@ -58,40 +78,13 @@ train() { # label, then the command prefix
 }
 for round in 1 2; do
     train native-$round env
-    train async-$round env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
+    train naive-$round "$umpol" run -p policies/naive-managed.umpol --
     train umpol-passthrough-$round "$umpol" run -p policies/passthrough.umpol --
     train umpol-finetune-$round "$umpol" run -p policies/llm-finetune.umpol -r "$out/train-report-$round.json" --
+    train umpol-finetune-profiled-$round env UMPOL_PROFILE=1 "$umpol" run \
+        -p policies/llm-finetune.umpol -r "$out/train-profile-finetune-$round.json" --
 done
+train naive-profiled-1 env UMPOL_PROFILE=1 "$umpol" run -p policies/naive-managed.umpol \
+    -r "$out/train-profile-naive-1.json" --
 
-python3 - "$out" <<'PY' | tee -a "$out/summary.md"
-import json, statistics, sys, os
-out = sys.argv[1]
-rows = [json.loads(l) for l in open(os.path.join(out, "alloc-pair.jsonl"))]
-print("\n| allocation pair (ns, best of 5 x 200k; median over 3 interleaved rounds) | native | umpol device class | umpol managed class | umpol/native (device) |")
-print("|---|---|---|---|---|")
-for key in ("pair_ns_4096", "pair_ns_1048576", "pair_ns_67108864"):
-    med = {lab: statistics.median(r[key] for r in rows if r["label"] == lab)
-           for lab in ("native", "umpol-device", "umpol-managed")}
-    print(f"| {key[8:]} bytes | {med['native']:.0f} | {med['umpol-device']:.0f} | "
-          f"{med['umpol-managed']:.0f} | {med['umpol-device'] / med['native']:.2f} |")
-def load(label):
-    runs = [json.load(open(os.path.join(out, f"train-{label}-{r}.json"))) for r in (1, 2)
-            if os.path.exists(os.path.join(out, f"train-{label}-{r}.json"))]
-    return runs
-print("\n| training (8 layers, dim 1024, 4 x 1024 tokens, bf16, fused AdamW) | median step ms (2 runs) | losses equal to native |")
-print("|---|---|---|")
-base = load("native")
-for label in ("native", "async", "umpol-passthrough", "umpol-finetune"):
-    runs = load(label)
-    if not runs:
-        print(f"| {label} | failed | - |")
-        continue
-    ms = statistics.median(r["median_step_ms"] for r in runs)
-    same = all(max(abs(a - b) / abs(a) for a, b in zip(base[0]["losses"], r["losses"])) <= 1e-2 for r in runs)
-    print(f"| {label} | {ms:.1f} | {'yes' if same else 'NO'} |")
-nat = statistics.median(r["median_step_ms"] for r in base)
-for label in ("async", "umpol-passthrough", "umpol-finetune"):
-    runs = load(label)
-    if runs:
-        print(f"\n{label} / native step time: {statistics.median(r['median_step_ms'] for r in runs) / nat:.3f}")
-PY
+python3 bench/summarize.py "$out" "$device" "$commit" | tee -a "$out/summary.md"
