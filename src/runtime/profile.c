@@ -81,7 +81,8 @@ static void add(struct um_counters *c, CUpti_ActivityUnifiedMemoryCounterKind ki
     case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD: c->htod_bytes += value; break;
     case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH: c->dtoh_bytes += value; break;
     case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT: c->gpu_faults += value; break;
-    case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_CPU_PAGE_FAULT_COUNT: c->cpu_faults += value; break;
+    /* One record per CPU fault; its value field holds a timestamp on H200 (seen 2026-11-22). */
+    case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_CPU_PAGE_FAULT_COUNT: c->cpu_faults += 1; (void)value; break;
     case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THRASHING: c->thrashing += value; break;
     case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THROTTLING: c->throttling += value; break;
     default: break;
