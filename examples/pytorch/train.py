@@ -17,13 +17,26 @@ Run it plain, or under umpol:
 
 It prints one line per step and, with --json FILE, writes the losses, step
 times and peak GPU memory for comparisons.
+
+On several GPUs, under torchrun (every rank preloads the same policy; `gpu`
+in it means that rank's GPU):
+
+    umpol run -p policies/llm-finetune.umpol -r report-%r.json -- \
+        torchrun --nproc-per-node 2 examples/pytorch/train.py --ddp
+    torchrun --nproc-per-node 2 examples/pytorch/train.py --fsdp     # FSDP2 sharding
+
+Every rank draws the same batch sequence from --seed; the loss printed is
+the mean over ranks.
 """
 import argparse
 import json
 import math
 import time
 
+import os
+
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -106,23 +119,42 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--lr", type=float, default=3e-4)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", help="write losses and timings to this file")
+    p.add_argument("--json", help="write losses and timings to this file (rank 0)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--ddp", action="store_true", help="DistributedDataParallel under torchrun")
+    mode.add_argument("--fsdp", action="store_true", help="FSDP2 (fully_shard) under torchrun")
     args = p.parse_args()
     ffn = args.ffn or int(math.ceil(args.dim * 8 / 3 / 256) * 256)
 
+    distributed = args.ddp or args.fsdp
+    rank, world = 0, 1
+    if distributed:
+        local_rank = int(os.environ["LOCAL_RANK"])
+        torch.cuda.set_device(local_rank)
+        dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
+        rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(args.seed)
     torch.backends.cuda.matmul.allow_tf32 = False
-    device = torch.device("cuda")
+    device = torch.device("cuda", torch.cuda.current_device())
     nvtx = torch.cuda.nvtx
 
     nvtx.range_push("model.init")
     model = Decoder(args.vocab, args.dim, args.layers, args.heads, ffn).to(device)
-    nvtx.range_pop()
     params = sum(p.numel() for p in model.parameters())
+    if args.ddp:
+        model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index])
+    elif args.fsdp:
+        from torch.distributed.fsdp import fully_shard
+        for block in model.blocks:
+            fully_shard(block)
+        fully_shard(model)
+    nvtx.range_pop()
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, fused=True)
     gen = torch.Generator(device="cpu").manual_seed(args.seed + 1)
-    print(f"model: {params / 1e6:.1f}M parameters, {args.layers} layers, dim {args.dim}, "
-          f"batch {args.batch} x {args.seq} tokens", flush=True)
+    say = print if rank == 0 else (lambda *a, **k: None)
+    say(f"model: {params / 1e6:.1f}M parameters, {args.layers} layers, dim {args.dim}, "
+        f"batch {args.batch} x {args.seq} tokens" + (f", {world} ranks" if distributed else ""),
+        flush=True)
 
     losses, times = [], []
     for step in range(args.steps):
@@ -144,18 +176,24 @@ def main():
         nvtx.range_pop()
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
-        losses.append(loss.item())
-        print(f"step {step:3d}  loss {losses[-1]:.4f}  {times[-1] * 1e3:8.1f} ms", flush=True)
+        reported = loss.detach()
+        if distributed:
+            dist.all_reduce(reported, op=dist.ReduceOp.AVG)
+        losses.append(reported.item())
+        say(f"step {step:3d}  loss {losses[-1]:.4f}  {times[-1] * 1e3:8.1f} ms", flush=True)
 
     steady = sorted(times[min(3, len(times) - 1):])
     median_ms = steady[len(steady) // 2] * 1e3
     peak = torch.cuda.max_memory_allocated() if "cudaMallocAsync" not in str(
         torch.cuda.get_allocator_backend()) else None
-    print(f"median step {median_ms:.1f} ms over steps {min(3, len(times) - 1)}..{len(times) - 1}")
-    if args.json:
+    say(f"median step {median_ms:.1f} ms over steps {min(3, len(times) - 1)}..{len(times) - 1}")
+    if distributed:
+        dist.destroy_process_group()
+    if args.json and rank == 0:
         with open(args.json, "w") as f:
             json.dump({"losses": losses, "step_s": times, "median_step_ms": median_ms,
-                       "params": params, "allocator": torch.cuda.get_allocator_backend(),
+                       "params": params, "world": world,
+                       "allocator": torch.cuda.get_allocator_backend(),
                        "peak_allocated_bytes": peak, "args": vars(args)}, f, indent=1)
 
 

@@ -104,7 +104,13 @@ __attribute__((destructor)) static void umpol_unload(void)
     if (!g_loaded)
         return;
     const char *pattern = env("UMPOL_REPORT");
-    if (pattern && *pattern) {
+    /* A process that never touched CUDA or a phase (a launcher such as torchrun,
+     * a shell) writes nothing: it would only overwrite a worker's report. */
+    bool used = g_rt.allocations || __atomic_load_n(&g_rt.passthrough, __ATOMIC_RELAXED) ||
+                g_rt.phase_stat_count;
+    if (pattern && *pattern && !used)
+        LOG(LOG_INFO, "no allocation and no phase seen: no report written");
+    if (pattern && *pattern && used) {
         profile_flush(&g_rt); /* CUPTI hands over its last records; takes our locks itself */
         char path[4096];
         report_expand_path(pattern, path, sizeof path);
