@@ -64,17 +64,24 @@ static bool ready(void)
 
 /* ---- start-up, fork, exit ---- */
 
+/* Every runtime lock is held across fork, in the one order the runtime ever
+ * nests them (phase_lock, rt->lock, range_lock, then the profile's), so the
+ * child finds none of them held by a thread that no longer exists. */
 static void before_fork(void)
 {
     if (g_loaded) {
         pthread_mutex_lock(&g_rt.phase_lock);
         pthread_mutex_lock(&g_rt.lock);
+        pthread_mutex_lock(&g_rt.range_lock);
+        profile_lock_all(&g_rt);
     }
 }
 
 static void after_fork(void)
 {
     if (g_loaded) {
+        profile_unlock_all(&g_rt);
+        pthread_mutex_unlock(&g_rt.range_lock);
         pthread_mutex_unlock(&g_rt.lock);
         pthread_mutex_unlock(&g_rt.phase_lock);
     }

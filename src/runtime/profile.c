@@ -199,6 +199,22 @@ int profile_init(struct runtime *rt)
     return 0;
 }
 
+void profile_lock_all(struct runtime *rt)
+{
+    if (rt->profile) {
+        pthread_mutex_lock(&rt->profile->toggle);
+        pthread_mutex_lock(&rt->profile->lock);
+    }
+}
+
+void profile_unlock_all(struct runtime *rt)
+{
+    if (rt->profile) {
+        pthread_mutex_unlock(&rt->profile->lock);
+        pthread_mutex_unlock(&rt->profile->toggle);
+    }
+}
+
 void profile_free(struct runtime *rt)
 {
     struct profile *pr = rt->profile;

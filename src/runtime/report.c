@@ -11,9 +11,10 @@
 
 void report_expand_path(const char *pattern, char *out, size_t len)
 {
-    const char *rank = getenv("RANK");
-    if (!rank || !*rank)
-        rank = getenv("LOCAL_RANK");
+    static const char *const vars[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "LOCAL_RANK"};
+    const char *rank = NULL;
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0] && (!rank || !*rank); i++)
+        rank = getenv(vars[i]);
     if (!rank || !*rank)
         rank = "0";
     size_t o = 0;

@@ -227,6 +227,8 @@ uint64_t profile_timestamp(struct runtime *rt); /* CUPTI clock, 0 when off */
 void profile_phase_entered(struct runtime *rt, const char *name);
 void profile_flush(struct runtime *rt);        /* no lock held */
 void profile_free(struct runtime *rt);
+void profile_lock_all(struct runtime *rt); /* around fork */
+void profile_unlock_all(struct runtime *rt);
 void profile_report(const struct runtime *rt, FILE *out);
 void profile_print_um(FILE *out, const struct um_counters *c);
 

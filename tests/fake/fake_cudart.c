@@ -31,6 +31,21 @@ EXPORT void fake_set_capturing(int on)
 
 #define COUNT(field) __atomic_fetch_add(&counters.field, 1, __ATOMIC_RELAXED)
 
+/* A fork made while another thread is inside the fake would leave its lock
+ * held in the child for ever. The child gets a fresh lock: its only other
+ * thread-shared state is a table whose updates leave it walkable at any point.
+ * (Taking the lock in a prepare handler instead could deadlock against the
+ * umpol runtime's own handler, which holds its lock while calling in here.) */
+static void fork_child(void)
+{
+    pthread_mutex_init(&lock, NULL);
+}
+
+__attribute__((constructor)) static void fake_init(void)
+{
+    pthread_atfork(NULL, NULL, fork_child);
+}
+
 EXPORT const struct fake_counters *fake_counters(void)
 {
     return &counters;
