@@ -9,9 +9,9 @@
  *   UMPOL_PROFILE_STEPS=N..M         counters on only for steps N to M (from 0), a step
  *   UMPOL_PROFILE_STEP_PHASE=NAME    being each opening of phase NAME (default "forward")
  *
- * Locks: the completion callback takes range_lock, phase_lock and
- * profile->lock one after another, never nested, and calls no CUDA: CUPTI may
- * run it from inside a CUDA call the runtime makes with rt->lock held. */
+ * Locks: the completion callback takes range_lock alone, then phase_lock and
+ * inside it profile->lock, and calls no CUDA: CUPTI may run it from inside a
+ * CUDA call the runtime makes with rt->lock held. */
 #include <dlfcn.h>
 #include <inttypes.h>
 #include <stdio.h>
