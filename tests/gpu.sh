@@ -69,6 +69,20 @@ for c in report["classes"]:
 assert len(native) == len(um) and worst <= 1e-2
 assert report["totals"]["allocations"] > 0
 PY
+    # Discarding dead blocks must never touch live data: same losses again.
+    expect_status 0 "train.py under umpol with UMPOL_DISCARD=1" env UMPOL_DISCARD=1 "$UMPOL_BIN" run \
+        -p "$top_srcdir/policies/llm-finetune.umpol" -r "$tmp/discard-report.json" -- \
+        python3 "$train" $args --json "$tmp/discard.json"
+    python3 - "$tmp/native.json" "$tmp/discard.json" "$tmp/discard-report.json" <<'PY' || fail "discard changed the losses"
+import json, sys
+native, disc = (json.load(open(p))["losses"] for p in sys.argv[1:3])
+report = json.load(open(sys.argv[3]))
+worst = max(abs(a - b) / abs(a) for a, b in zip(native, disc))
+discarded = sum(c["discard_bytes"] for c in report["classes"])
+print(f"UMPOL_DISCARD=1: largest relative loss difference {worst:.2e}, {discarded / 2**30:.2f} GiB discarded")
+assert worst <= 1e-2 and discarded > 0
+PY
+    cat "$tmp/out" | tail -1
     if [ -n "${UMPOL_GPU_RESULTS:-}" ]; then
         cp "$tmp/native.json" "$UMPOL_GPU_RESULTS/train-native.json"
         cp "$tmp/umpol.json" "$UMPOL_GPU_RESULTS/train-umpol.json"
