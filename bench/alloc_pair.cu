@@ -10,14 +10,8 @@
 
 #include <cuda_runtime.h>
 
-#define CHECK(call)                                                                          \
-    do {                                                                                     \
-        cudaError_t err_ = (call);                                                           \
-        if (err_ != cudaSuccess) {                                                           \
-            fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(err_));                    \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
+#include "../tests/gpu/cuda_check.h"
+
 
 int main(int argc, char **argv)
 {

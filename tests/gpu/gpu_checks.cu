@@ -11,17 +11,10 @@
 
 #include <cuda_runtime.h>
 
+#include "cuda_check.h"
+
 #include "umpol.h"
 
-#define CHECK(call)                                                                          \
-    do {                                                                                     \
-        cudaError_t err_ = (call);                                                           \
-        if (err_ != cudaSuccess) {                                                           \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                    \
-                    cudaGetErrorString(err_));                                               \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
 
 static int failures;
 #define EXPECT(cond, ...)                                                                    \
