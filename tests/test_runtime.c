@@ -310,7 +310,8 @@ static void test_runtime_phase_triggers_batch_prefetch(void **state)
     phase_enter(&f->rt, "optimizer.step");
     assert_int_equal(DELTA(f, prefetch_batch), 2);
     assert_true(DELTA(f, prefetch_bytes_to_gpu) >= 300000);
-    assert_int_equal(f->rt.class_stats[0].prefetches, 4);
+    /* Placed on allocation inside the open phase, then out on exit, in on entry. */
+    assert_int_equal(f->rt.class_stats[0].prefetches, 6);
     phase_exit(&f->rt);
     phase_enter(&f->rt, "forward"); /* matches no trigger */
     phase_exit(&f->rt);
@@ -379,6 +380,27 @@ static void test_runtime_discard_only_whole_pages_of_dead_blocks(void **state)
                 freed = b;
     assert_non_null(freed);
     assert_ptr_equal(freed->free_streams[0], f->rt.devices[0].stream);
+    teardown(f);
+}
+
+static void test_runtime_allocation_inside_open_trigger_phase_is_placed(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nclass opt { match any; place host; access gpu;\n"
+                              "  prefetch gpu on enter \"optimizer*\"; }\n");
+    void *before = alloc(f, 4096, API_CUDA_MALLOC_ASYNC, S1); /* no phase: stays put */
+    assert_int_equal(DELTA(f, prefetch), 0);
+    phase_enter(&f->rt, "optimizer.step"); /* moves `before` */
+    uint64_t batch = DELTA(f, prefetch) + DELTA(f, prefetch_batch);
+    void *inside = alloc(f, 8192, API_CUDA_MALLOC_ASYNC, S1); /* AdamW's first step */
+    assert_int_equal(DELTA(f, prefetch) + DELTA(f, prefetch_batch), batch + 1);
+    assert_true(map_find(&f->rt.map, (uintptr_t)inside)->resident);
+    phase_exit(&f->rt);
+    void *after = alloc(f, 4096, API_CUDA_MALLOC_ASYNC, S1);
+    assert_false(map_find(&f->rt.map, (uintptr_t)after)->resident);
+    release(f, before, S1, MODE_STREAM);
+    release(f, inside, S1, MODE_STREAM);
+    release(f, after, S1, MODE_STREAM);
     teardown(f);
 }
 
@@ -614,6 +636,7 @@ int main(void)
         cmocka_unit_test(test_runtime_phase_triggers_batch_prefetch),
         cmocka_unit_test(test_runtime_reused_block_is_not_prefetched_again),
         cmocka_unit_test(test_runtime_discard_only_whole_pages_of_dead_blocks),
+        cmocka_unit_test(test_runtime_allocation_inside_open_trigger_phase_is_placed),
         cmocka_unit_test(test_runtime_phases_nest_and_count),
         cmocka_unit_test(test_runtime_passthrough_and_capture),
         cmocka_unit_test(test_runtime_adopts_jobs_managed_memory),

@@ -327,14 +327,27 @@ void place_on_alloc(struct runtime *rt, struct block *b, int device, cudaStream_
         set_resident(rt, b, true); /* counted against the budget, never evicted */
         return;
     }
-    for (uint32_t k = 0; k < cls->prefetch_count; k++) {
+    /* A prefetch on alloc; else a prefetch on entering a phase that is open
+     * now, which covers what is allocated inside it (AdamW creates its state
+     * inside the first optimizer step, after the entry prefetch ran). */
+    const struct program_prefetch *rule = NULL;
+    for (uint32_t k = 0; k < cls->prefetch_count && !rule; k++) {
         const struct program_prefetch *pf = &p->prefetches[cls->prefetch_first + k];
-        if (pf->trigger != TRIGGER_ALLOC)
-            continue;
-        struct cudaMemLocation loc = place_location(rt, pf->dest, device);
-        if (place_block(rt, b, loc) == PLACE_MOVE)
-            prefetch_one(rt, b, loc, stream);
+        if (pf->trigger == TRIGGER_ALLOC)
+            rule = pf;
     }
+    for (uint32_t k = 0; k < cls->prefetch_count && !rule; k++) {
+        const struct program_prefetch *pf = &p->prefetches[cls->prefetch_first + k];
+        if (pf->trigger == TRIGGER_ENTER &&
+            (atomic_load_explicit(&rt->phase_bits[pf->pattern >> 6], memory_order_relaxed) >>
+             (pf->pattern & 63)) & 1)
+            rule = pf;
+    }
+    if (!rule)
+        return;
+    struct cudaMemLocation loc = place_location(rt, rule->dest, device);
+    if (place_block(rt, b, loc) == PLACE_MOVE)
+        prefetch_one(rt, b, loc, stream);
 }
 
 void place_on_free(struct runtime *rt, struct block *b)
