@@ -171,9 +171,6 @@ __attribute__((constructor)) static void umpol_load(void)
     g_rt.record_timeline = report && *report;
     if (profile_init(&g_rt) != 0)
         LOG(LOG_WARN, "out of memory: profiling is off");
-    const char *chunk = env("UMPOL_PREFETCH_CHUNK");
-    if (chunk && *chunk)
-        g_rt.prefetch_chunk = (size_t)strtoull(chunk, NULL, 0) & ~(size_t)(RT_ALIGN - 1);
     const char *discard = env("UMPOL_DISCARD");
     g_rt.discard = discard && strcmp(discard, "1") == 0;
     pthread_atfork(before_fork, after_fork, after_fork);

@@ -401,32 +401,6 @@ static void order_legacy_after(struct runtime *rt, cudaStream_t stream)
     rt->cuda->event_destroy(ev);
 }
 
-/* Append [ptr, ptr+size) to a batch, in pieces of at most rt->prefetch_chunk
- * bytes when that is set (UMPOL_PREFETCH_CHUNK), so that one large block
- * becomes many ranges the driver can work on side by side. */
-static bool batch_add(struct runtime *rt, void ***ptrs, size_t **sizes, size_t *n, size_t *cap,
-                      uintptr_t ptr, size_t size)
-{
-    size_t piece = rt->prefetch_chunk ? rt->prefetch_chunk : size;
-    for (size_t off = 0; off < size; off += piece) {
-        if (*n == *cap) {
-            size_t grown = *cap ? *cap * 2 : 64;
-            void **np = realloc(*ptrs, grown * sizeof *np);
-            if (np)
-                *ptrs = np;
-            size_t *ns = np ? realloc(*sizes, grown * sizeof *ns) : NULL;
-            if (ns)
-                *sizes = ns;
-            if (!np || !ns)
-                return false;
-            *cap = grown;
-        }
-        (*ptrs)[*n] = (void *)(ptr + off);
-        (*sizes)[(*n)++] = size - off < piece ? size - off : piece;
-    }
-    return true;
-}
-
 /* Move every live block of class C on DEVICE to the rule's destination. */
 static void move_class(struct runtime *rt, size_t c, int device, struct program_place dest)
 {
@@ -438,11 +412,28 @@ static void move_class(struct runtime *rt, size_t c, int device, struct program_
     size_t n = 0, cap = 0;
     void **ptrs = NULL;
     size_t *sizes = NULL;
-    for (struct slab *s = p->slabs; s; s = s->next)
-        for (struct block *b = s->first; b; b = b->next)
-            if (!b->free && place_block(rt, b, loc) == PLACE_MOVE &&
-                !batch_add(rt, &ptrs, &sizes, &n, &cap, b->addr, b->size))
-                prefetch_one(rt, b, loc, dev->stream); /* no memory for the batch */
+    for (struct slab *s = p->slabs; s; s = s->next) {
+        for (struct block *b = s->first; b; b = b->next) {
+            if (b->free || place_block(rt, b, loc) != PLACE_MOVE)
+                continue;
+            if (n == cap) {
+                size_t grown = cap ? cap * 2 : 64;
+                void **np = realloc(ptrs, grown * sizeof *np);
+                if (np)
+                    ptrs = np;
+                size_t *ns = np ? realloc(sizes, grown * sizeof *ns) : NULL;
+                if (ns)
+                    sizes = ns;
+                if (!np || !ns) { /* no memory for the batch: this one alone */
+                    prefetch_one(rt, b, loc, dev->stream);
+                    continue;
+                }
+                cap = grown;
+            }
+            ptrs[n] = (void *)b->addr;
+            sizes[n++] = b->size;
+        }
+    }
     prefetch_batch(rt, ptrs, sizes, n, loc, dev->stream);
     free(ptrs);
     free(sizes);

@@ -147,7 +147,6 @@ struct runtime {
     pthread_mutex_t range_lock;
     struct profile *profile; /* NULL unless UMPOL_PROFILE=1 */
     bool discard; /* UMPOL_DISCARD=1: discard dead managed blocks instead of keeping their data */
-    size_t prefetch_chunk; /* UMPOL_PREFETCH_CHUNK: split triggered prefetches (0: whole blocks) */
     /* Phases: how many open phases match each glob; a bit per glob with count > 0. */
     uint32_t *phase_open_count;
     _Atomic uint64_t *phase_bits;
