@@ -48,14 +48,16 @@ static char *read_file(const char *path, size_t *len)
     char *buf = malloc(cap);
     for (size_t got; buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
         n += got;
-        if (n + 1 == cap) {
-            char *grown = realloc(buf, cap *= 2);
-            if (!grown) {
-                free(buf);
-                buf = NULL;
-            }
-            buf = grown;
+        if (n + 1 < cap)
+            continue;
+        char *grown = realloc(buf, cap * 2);
+        if (!grown) {
+            free(buf);
+            buf = NULL;
+            break;
         }
+        buf = grown;
+        cap *= 2;
     }
     fclose(f);
     if (buf)
