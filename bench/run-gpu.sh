@@ -88,3 +88,7 @@ train naive-profiled-1 env UMPOL_PROFILE=1 "$umpol" run -p policies/naive-manage
     -r "$out/train-profile-naive-1.json" --
 
 python3 bench/summarize.py "$out" "$device" "$commit" | tee -a "$out/summary.md"
+# The dated summary and the latest keys, where bench/README.md says they live.
+slug=$(printf '%s' "$device" | cut -d, -f1 | tr ' ' '-' | tr -cd 'A-Za-z0-9-')
+cp "$out/summary.md" "$top/bench/results/$(date -u +%Y-%m-%d)-$slug.md"
+cp "$out/latest.json" "$top/bench/results/latest.json"
