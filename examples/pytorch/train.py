@@ -30,10 +30,12 @@ the mean over ranks.
 """
 import argparse
 import json
+from contextlib import nullcontext
 import math
 import time
 
 import os
+import threading
 
 import torch
 import torch.distributed as dist
@@ -107,6 +109,30 @@ class Decoder(nn.Module):
         return self.head(self.norm(x))
 
 
+class MemoryTracker:
+    """Peak GPU memory in use (total minus free, as the driver sees it, so every
+    allocator and offload scheme is measured alike), above its value at start."""
+
+    def __init__(self, device, period_s=0.005):
+        self.device, self.period_s = device, period_s
+        free, total = torch.cuda.mem_get_info(device)
+        self.base = total - free
+        self.peak = self.base
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.done.wait(self.period_s):
+            free, total = torch.cuda.mem_get_info(self.device)
+            self.peak = max(self.peak, total - free)
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        return self.peak - self.base
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--layers", type=int, default=8)
@@ -123,7 +149,15 @@ def main():
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--ddp", action="store_true", help="DistributedDataParallel under torchrun")
     mode.add_argument("--fsdp", action="store_true", help="FSDP2 (fully_shard) under torchrun")
+    p.add_argument("--cpu-offload", action="store_true",
+                   help="with --fsdp: FSDP2's CPUOffloadPolicy (parameters, gradients, optimizer on the CPU)")
+    p.add_argument("--save-on-cpu", action="store_true",
+                   help="keep saved activations in pinned host memory (torch.autograd.graph.save_on_cpu)")
+    p.add_argument("--track-memory", action="store_true",
+                   help="sample the GPU memory in use (cudaMemGetInfo) and report its peak above the start")
     args = p.parse_args()
+    if args.cpu_offload and not args.fsdp:
+        p.error("--cpu-offload needs --fsdp")
     ffn = args.ffn or int(math.ceil(args.dim * 8 / 3 / 256) * 256)
 
     distributed = args.ddp or args.fsdp
@@ -137,6 +171,7 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False
     device = torch.device("cuda", torch.cuda.current_device())
     nvtx = torch.cuda.nvtx
+    tracker = MemoryTracker(device) if args.track_memory else None
 
     nvtx.range_push("model.init")
     model = Decoder(args.vocab, args.dim, args.layers, args.heads, ffn).to(device)
@@ -144,10 +179,11 @@ def main():
     if args.ddp:
         model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index])
     elif args.fsdp:
-        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
+        extra = {"offload_policy": CPUOffloadPolicy()} if args.cpu_offload else {}
         for block in model.blocks:
-            fully_shard(block)
-        fully_shard(model)
+            fully_shard(block, **extra)
+        fully_shard(model, **extra)
     nvtx.range_pop()
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, fused=True)
     gen = torch.Generator(device="cpu").manual_seed(args.seed + 1)
@@ -163,7 +199,8 @@ def main():
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         nvtx.range_push("forward")
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        offload = torch.autograd.graph.save_on_cpu(pin_memory=True) if args.save_on_cpu else nullcontext()
+        with torch.autocast("cuda", dtype=torch.bfloat16), offload:
             logits = model(tokens[:, :-1])
             loss = F.cross_entropy(logits.float().view(-1, args.vocab), tokens[:, 1:].reshape(-1))
         nvtx.range_pop()
@@ -187,12 +224,17 @@ def main():
     peak = torch.cuda.max_memory_allocated() if "cudaMallocAsync" not in str(
         torch.cuda.get_allocator_backend()) else None
     say(f"median step {median_ms:.1f} ms over steps {min(3, len(times) - 1)}..{len(times) - 1}")
+    peak_used = tracker.stop() if tracker else None
+    tokens_per_s = args.batch * args.seq * world / (median_ms / 1e3)
+    say(f"{tokens_per_s:.0f} tokens/s" + (f", peak GPU memory in use {peak_used / 2**30:.2f} GiB above the start"
+                                          if peak_used is not None else ""))
     if distributed:
         dist.destroy_process_group()
     if args.json and rank == 0:
         with open(args.json, "w") as f:
             json.dump({"losses": losses, "step_s": times, "median_step_ms": median_ms,
-                       "params": params, "world": world,
+                       "params": params, "world": world, "tokens_per_s": tokens_per_s,
+                       "peak_gpu_used_bytes": peak_used,
                        "allocator": torch.cuda.get_allocator_backend(),
                        "peak_allocated_bytes": peak, "args": vars(args)}, f, indent=1)
 
