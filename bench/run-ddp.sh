@@ -30,7 +30,7 @@ step ddp-nopython $run --no-python "$umpol" run -p policies/llm-finetune.umpol \
     --json "$out/ddp-nopython.json"
 step fsdp-offload "$umpol" run -p bench/fsdp-offload.umpol -r "$out/fsdp-rank%r.json" -- \
     $run examples/pytorch/train.py --layers 16 --dim 2048 --heads 16 --seq 1024 --batch 2 \
-    --steps 8 --seed 3 --fsdp --json "$out/fsdp.json"
+    --steps 8 --seed 3 --fsdp --track-memory --json "$out/fsdp.json"
 python3 bench/plot_timeline.py "$out/fsdp-rank0.json" "$out/fsdp.json" "$out/fsdp-rank0-timeline.png" \
     "FSDP2, rank 0 of 2, GPU budget 6 GiB (bench/fsdp-offload.umpol)" || echo "no plot"
 "$umpol" report "$out"/ddp-1-rank*.json >"$out/ddp-report.txt" 2>&1
