@@ -5,25 +5,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "fake/fake_cudart.h"
+#include "fake/fake_api.h"
 #include "lang/policy.h"
 #include "runtime/runtime.h"
 
-static const struct cuda_api api = {
-    .malloc = cudaMalloc, .free = cudaFree, .malloc_async = cudaMallocAsync,
-    .free_async = cudaFreeAsync, .malloc_managed = cudaMallocManaged,
-    .mem_advise = cudaMemAdvise, .mem_prefetch_async = cudaMemPrefetchAsync,
-    .mem_prefetch_batch_async = cudaMemPrefetchBatchAsync,
-    .mem_discard_batch_async = cudaMemDiscardBatchAsync, .mem_get_info = cudaMemGetInfo,
-    .get_device = cudaGetDevice, .get_device_count = cudaGetDeviceCount,
-    .device_get_attribute = cudaDeviceGetAttribute,
-    .device_synchronize = cudaDeviceSynchronize,
-    .stream_create_with_flags = cudaStreamCreateWithFlags, .stream_query = cudaStreamQuery,
-    .stream_wait_event = cudaStreamWaitEvent, .stream_is_capturing = cudaStreamIsCapturing,
-    .event_create_with_flags = cudaEventCreateWithFlags, .event_record = cudaEventRecord,
-    .event_destroy = cudaEventDestroy, .get_last_error = cudaGetLastError,
-    .get_error_string = cudaGetErrorString,
-};
 
 static double now_s(void)
 {
@@ -46,7 +31,7 @@ int main(void)
     if (policy_load_text(&pol, "bench.umpol", text, strlen(text)) != POLICY_VALID)
         return 1;
     struct runtime rt;
-    if (runtime_init(&rt, pol.program, &api) != 0)
+    if (runtime_init(&rt, pol.program, &fake_api) != 0)
         return 1;
     phase_enter(&rt, "forward");
     cudaStream_t stream = (cudaStream_t)0x10;

@@ -12,36 +12,12 @@
 
 #include <cmocka.h>
 
+#include "fake/fake_api.h"
 #include "fake/fake_cudart.h"
 #include "lang/policy.h"
 #include "runtime/profile.h"
 #include "runtime/runtime.h"
 
-static const struct cuda_api fake_api = {
-    .malloc = cudaMalloc,
-    .free = cudaFree,
-    .malloc_async = cudaMallocAsync,
-    .free_async = cudaFreeAsync,
-    .malloc_managed = cudaMallocManaged,
-    .mem_advise = cudaMemAdvise,
-    .mem_prefetch_async = cudaMemPrefetchAsync,
-    .mem_prefetch_batch_async = cudaMemPrefetchBatchAsync,
-    .mem_discard_batch_async = cudaMemDiscardBatchAsync,
-    .mem_get_info = cudaMemGetInfo,
-    .get_device = cudaGetDevice,
-    .get_device_count = cudaGetDeviceCount,
-    .device_get_attribute = cudaDeviceGetAttribute,
-    .device_synchronize = cudaDeviceSynchronize,
-    .stream_create_with_flags = cudaStreamCreateWithFlags,
-    .stream_query = cudaStreamQuery,
-    .stream_wait_event = cudaStreamWaitEvent,
-    .stream_is_capturing = cudaStreamIsCapturing,
-    .event_create_with_flags = cudaEventCreateWithFlags,
-    .event_record = cudaEventRecord,
-    .event_destroy = cudaEventDestroy,
-    .get_last_error = cudaGetLastError,
-    .get_error_string = cudaGetErrorString,
-};
 
 struct fixture {
     struct policy pol;

@@ -29,14 +29,7 @@ static bool g_cuda_missing;       /* resolution failed: nothing can be forwarded
 static pthread_once_t g_resolve_once = PTHREAD_ONCE_INIT;
 static _Thread_local int g_depth; /* > 0 while the runtime itself is running */
 
-static const char *env(const char *name)
-{
-#ifdef HAVE_SECURE_GETENV
-    return secure_getenv(name);
-#else
-    return getenv(name);
-#endif
-}
+#define env runtime_env
 
 static void resolve_cuda(void)
 {

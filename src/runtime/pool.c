@@ -236,6 +236,22 @@ size_t pool_trim(struct runtime *rt, int device)
     return released;
 }
 
+bool cap_admits(struct runtime *rt, int class_idx, int device, size_t size)
+{
+    struct device_state *dev = &rt->devices[device];
+    if (dev->managed_bytes + size <= dev->cap_bytes)
+        return true;
+    pool_trim(rt, device); /* give back empty slabs of this device before refusing */
+    if (dev->managed_bytes + size <= dev->cap_bytes)
+        return true;
+    rt->class_stats[class_idx].cap_refusals++;
+    timeline_add(rt, TL_CAP_REFUSAL, class_idx, device, size);
+    LOG(LOG_INFO, "cap: refusing %zu bytes of managed memory for class '%s' on GPU %d "
+        "(%llu of %llu held)", size, rt->program->classes[class_idx].name, device,
+        (unsigned long long)dev->managed_bytes, (unsigned long long)dev->cap_bytes);
+    return false;
+}
+
 static cudaError_t slab_create(struct runtime *rt, struct pool *p, size_t size, bool dedicated,
                                struct slab **out)
 {
@@ -243,18 +259,8 @@ static cudaError_t slab_create(struct runtime *rt, struct pool *p, size_t size, 
     struct class_stats *st = &rt->class_stats[p->class_idx];
     struct device_state *dev = &rt->devices[p->device];
     bool managed = cls->memory == MEMORY_MANAGED;
-    if (managed && dev->managed_bytes + size > dev->cap_bytes) {
-        /* Give back empty slabs of this device before refusing. */
-        pool_trim(rt, p->device);
-        if (dev->managed_bytes + size > dev->cap_bytes) {
-            st->cap_refusals++;
-            timeline_add(rt, TL_CAP_REFUSAL, p->class_idx, p->device, size);
-            LOG(LOG_INFO, "cap: refusing %zu bytes of managed memory for class '%s' on GPU %d "
-                "(%llu of %llu held)", size, cls->name, p->device,
-                (unsigned long long)dev->managed_bytes, (unsigned long long)dev->cap_bytes);
-            return cudaErrorMemoryAllocation;
-        }
-    }
+    if (managed && !cap_admits(rt, p->class_idx, p->device, size))
+        return cudaErrorMemoryAllocation;
     struct slab *s = calloc(1, sizeof *s);
     struct block *b = block_new();
     if (!s || !b) {

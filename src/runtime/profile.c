@@ -29,7 +29,7 @@ static struct runtime *the_rt; /* CUPTI's callbacks carry no context */
 
 static void *load_cupti(void)
 {
-    const char *chosen = getenv("UMPOL_CUPTI_LIBRARY");
+    const char *chosen = runtime_env("UMPOL_CUPTI_LIBRARY");
     if (chosen && *chosen)
         return dlopen(chosen, RTLD_NOW | RTLD_LOCAL);
     static const char *const names[] = {
@@ -162,7 +162,7 @@ static long parse_long(const char *s, const char **end)
 
 int profile_init(struct runtime *rt)
 {
-    const char *on = getenv("UMPOL_PROFILE");
+    const char *on = runtime_env("UMPOL_PROFILE");
     if (!on || strcmp(on, "1") != 0)
         return 0;
     struct profile *pr = calloc(1, sizeof *pr);
@@ -171,7 +171,7 @@ int profile_init(struct runtime *rt)
     pthread_mutex_init(&pr->lock, NULL);
     pthread_mutex_init(&pr->toggle, NULL);
     pr->first_step = pr->last_step = -1;
-    const char *steps = getenv("UMPOL_PROFILE_STEPS");
+    const char *steps = runtime_env("UMPOL_PROFILE_STEPS");
     if (steps && *steps) {
         const char *e;
         pr->first_step = parse_long(steps, &e);
@@ -181,9 +181,9 @@ int profile_init(struct runtime *rt)
             pr->first_step = pr->last_step = -1;
         }
     }
-    const char *glob = getenv("UMPOL_PROFILE_PHASES");
+    const char *glob = runtime_env("UMPOL_PROFILE_PHASES");
     pr->phase_glob = glob && *glob ? strdup(glob) : NULL;
-    const char *step_phase = getenv("UMPOL_PROFILE_STEP_PHASE");
+    const char *step_phase = runtime_env("UMPOL_PROFILE_STEP_PHASE");
     pr->step_phase = strdup(step_phase && *step_phase ? step_phase : "forward");
     void *h = load_cupti();
     if (!h || resolve(&pr->api, h) != 0) {

@@ -9,13 +9,22 @@
 #include "lang/json.h"
 #include "runtime/runtime.h"
 
-void report_expand_path(const char *pattern, char *out, size_t len)
+/* This process's rank as its launcher set it (torchrun, Slurm, Open MPI), or NULL. */
+static const char *rank_of_process(void)
 {
     static const char *const vars[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "LOCAL_RANK"};
-    const char *rank = NULL;
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0] && (!rank || !*rank); i++)
-        rank = getenv(vars[i]);
-    if (!rank || !*rank)
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *rank = runtime_env(vars[i]);
+        if (rank && *rank && strspn(rank, "0123456789") == strlen(rank))
+            return rank;
+    }
+    return NULL;
+}
+
+void report_expand_path(const char *pattern, char *out, size_t len)
+{
+    const char *rank = rank_of_process();
+    if (!rank)
         rank = "0";
     size_t o = 0;
     for (const char *p = pattern; *p && o + 1 < len; p++) {
@@ -134,9 +143,9 @@ int report_write(const struct runtime *rt, const char *path)
     FILE *f = fopen(tmp, "w");
     if (!f)
         return -1;
-    const char *rank = getenv("RANK");
+    const char *rank = rank_of_process();
     fprintf(f, "{\n  \"umpol_report\": 1,\n  \"pid\": %ld,\n  \"rank\": %s,\n", (long)getpid(),
-            rank && *rank && strspn(rank, "0123456789") == strlen(rank) ? rank : "null");
+            rank ? rank : "null");
     fprintf(f,
             "  \"totals\": {\"allocations\": %" PRIu64 ", \"frees\": %" PRIu64
             ", \"passthrough\": %" PRIu64 ", \"jobs_managed_allocations\": %" PRIu64

@@ -3,8 +3,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "runtime/log.h"
 #include "runtime/runtime.h"
+
+const char *runtime_env(const char *name)
+{
+#ifdef HAVE_SECURE_GETENV
+    return secure_getenv(name);
+#else
+    return getenv(name);
+#endif
+}
 
 int runtime_init(struct runtime *rt, const struct program *program, const struct cuda_api *cuda)
 {
@@ -136,14 +146,8 @@ static cudaError_t adopt_managed(struct runtime *rt, void **ptr, size_t size, in
     struct device_state *dev = device_get(rt, device);
     if (!dev)
         return cudaErrorMemoryAllocation;
-    if (dev->managed_bytes + size > dev->cap_bytes) {
-        pool_trim(rt, device);
-        if (dev->managed_bytes + size > dev->cap_bytes) {
-            rt->class_stats[cls].cap_refusals++;
-            timeline_add(rt, TL_CAP_REFUSAL, cls, device, size);
-            return cudaErrorMemoryAllocation;
-        }
-    }
+    if (!cap_admits(rt, cls, device, size))
+        return cudaErrorMemoryAllocation;
     struct block *b = block_new();
     if (!b)
         return cudaErrorMemoryAllocation;

@@ -164,6 +164,9 @@ enum alloc_mode {
 cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, size_t size,
                        cudaStream_t stream, enum alloc_mode mode, struct block **out);
 void pool_free(struct block *b, cudaStream_t stream, enum alloc_mode mode);
+/* Room under DEVICE's managed cap for SIZE more bytes, after giving back empty
+ * slabs if needed; a refusal is counted against CLASS_IDX. */
+bool cap_admits(struct runtime *rt, int class_idx, int device, size_t size);
 /* Release every slab with no live block (all pools, or only DEVICE's when >= 0). */
 size_t pool_trim(struct runtime *rt, int device);
 void pool_destroy_all(struct runtime *rt);
@@ -208,6 +211,10 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
 /* Returns true when PTR was the runtime's (now freed); false: not ours. */
 bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode mode,
              cudaError_t *err);
+
+/* The runtime's configuration comes from the environment through here only
+ * (secure_getenv where there is one). */
+const char *runtime_env(const char *name);
 
 int runtime_init(struct runtime *rt, const struct program *program, const struct cuda_api *cuda);
 void runtime_destroy(struct runtime *rt);
