@@ -23,6 +23,7 @@ struct fixture {
     struct policy pol;
     struct runtime rt;
     struct fake_counters before;
+    uint64_t resident_before; /* bytes on the fake GPU at setup */
 };
 
 static struct fixture *setup(const char *policy_text)
@@ -35,6 +36,7 @@ static struct fixture *setup(const char *policy_text)
     }
     assert_int_equal(runtime_init(&f->rt, f->pol.program, &fake_api), 0);
     f->before = *fake_counters();
+    f->resident_before = fake_resident_bytes();
     fake_set_streams_busy(0);
     fake_set_capturing(0);
     cudaSetDevice(0);
@@ -67,6 +69,12 @@ static void release(struct fixture *f, void *p, cudaStream_t stream, enum alloc_
     cudaError_t err;
     assert_true(rt_free(&f->rt, p, stream, mode, &err));
     assert_int_equal(err, cudaSuccess);
+}
+
+/* What the runtime counts on GPU 0 is what the fake GPU holds since setup. */
+static void assert_residency_exact(const struct fixture *f)
+{
+    assert_int_equal(f->rt.devices[0].resident_bytes, fake_resident_bytes() - f->resident_before);
 }
 
 #define S1 ((cudaStream_t)0x100)
@@ -245,11 +253,12 @@ static void test_runtime_budget_evicts_low_priority_first(void **state)
     assert_int_equal(DELTA(f, prefetch_bytes_to_host), 1u << 20);
     struct block *b1 = map_find(&f->rt.map, (uintptr_t)l1);
     struct block *b2 = map_find(&f->rt.map, (uintptr_t)l2);
-    assert_false(b1->resident);
-    assert_true(b2->resident);
+    assert_false(b1->on_gpu);
+    assert_true(b2->on_gpu);
     void *h3 = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1); /* evicts l2 */
     assert_int_equal(f->rt.class_stats[0].evictions, 2);
-    assert_false(b2->resident);
+    assert_false(b2->on_gpu);
+    assert_residency_exact(f);
     /* Only high-priority blocks are left: a low one may not evict them. */
     tag_push(&f->rt, "low");
     void *l3 = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1);
@@ -260,7 +269,152 @@ static void test_runtime_budget_evicts_low_priority_first(void **state)
     void *all[] = {l1, l2, h1, h2, h3, l3};
     for (int i = 0; i < 6; i++)
         release(f, all[i], S1, MODE_STREAM);
-    assert_int_equal(f->rt.devices[0].resident_bytes, 0);
+    /* Freed blocks keep their pages on the GPU, still counted, until needed. */
+    assert_int_equal(f->rt.devices[0].resident_bytes, 3u << 20);
+    assert_residency_exact(f);
+    teardown(f);
+    unsetenv("FAKE_GPU_BYTES");
+}
+
+/* Under a budget the runtime is the only way pages reach the GPU: slabs
+ * prefer the host and are mapped by the GPU, no read-mostly copies. */
+static void test_runtime_budget_steers_slabs_to_host(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nbudget gpu 64MiB;\n"
+                              "class w { match any; advise read_mostly; place gpu; access gpu; }\n");
+    void *a = alloc(f, 4096, API_CUDA_MALLOC_ASYNC, S1);
+    assert_int_equal(DELTA(f, advise_read_mostly), 0);
+    assert_int_equal(DELTA(f, advise_preferred_host), 1);
+    assert_int_equal(DELTA(f, advise_accessed_by), 1);
+    /* `place gpu` under a budget: placed by the runtime as it is allocated. */
+    assert_true(map_find(&f->rt.map, (uintptr_t)a)->on_gpu);
+    assert_int_equal(f->rt.devices[0].resident_bytes, 4096);
+    assert_residency_exact(f);
+    release(f, a, S1, MODE_STREAM);
+    teardown(f);
+}
+
+/* Free space left on the GPU is the first thing the budget takes back, and
+ * its dead data is not copied: discarded and populated on the host, on the
+ * stream that freed it. A new block's pages are placed the same way. */
+static void test_runtime_budget_reclaims_free_space_without_copies(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nbudget gpu 8MiB;\nslab 32MiB;\n"
+                              "class g { match tag \"g\"; place gpu; prefetch gpu on alloc; }\n"
+                              "class h { match any; place gpu; prefetch gpu on alloc; }\n");
+    tag_push(&f->rt, "g");
+    void *a = alloc(f, 6u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    tag_pop();
+    assert_int_equal(DELTA(f, discard_prefetch), 1); /* whole pages inside: no copy */
+    assert_int_equal(DELTA(f, prefetch_bytes_to_gpu) + DELTA(f, discard_prefetch_bytes), 6u << 20);
+    release(f, a, S1, MODE_STREAM);
+    assert_int_equal(f->rt.devices[0].resident_bytes, 6u << 20); /* still there, idle */
+    void *b = alloc(f, 4u << 20, API_CUDA_MALLOC_ASYNC, S2); /* class h needs room */
+    assert_int_equal(f->rt.class_stats[0].reclaims, 1);
+    assert_int_equal(f->rt.class_stats[0].reclaim_bytes, 6u << 20);
+    assert_int_equal(f->rt.class_stats[0].evictions, 0);
+    /* a placed, a taken back, b placed: each through whole pages, no copy of
+     * them; only the edges that share a page with a neighbour are copied. */
+    assert_int_equal(DELTA(f, discard_prefetch), 3);
+    assert_true(DELTA(f, prefetch_bytes_to_host) < 4u << 20);
+    assert_int_equal(f->rt.devices[0].resident_bytes, 4u << 20);
+    assert_residency_exact(f);
+    release(f, b, S2, MODE_STREAM);
+    teardown(f);
+}
+
+/* A trigger that moves more than the budget holds places what fits and
+ * never evicts what it placed itself. */
+static void test_runtime_trigger_never_evicts_its_own_batch(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nbudget gpu 2MiB;\n"
+                              "class opt { match any; place host; access gpu;\n"
+                              "            prefetch gpu on enter \"optimizer*\"; }\n");
+    void *m[3];
+    for (int i = 0; i < 3; i++)
+        m[i] = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    phase_enter(&f->rt, "optimizer.step");
+    assert_int_equal(f->rt.class_stats[0].evictions, 0);
+    assert_int_equal(f->rt.class_stats[0].budget_skips, 1);
+    assert_int_equal(f->rt.devices[0].resident_bytes, 2u << 20);
+    assert_residency_exact(f);
+    phase_exit(&f->rt);
+    phase_enter(&f->rt, "optimizer.step"); /* the next round may evict the last one's */
+    assert_int_equal(f->rt.devices[0].resident_bytes, 2u << 20);
+    assert_residency_exact(f);
+    phase_exit(&f->rt);
+    for (int i = 0; i < 3; i++)
+        release(f, m[i], S1, MODE_STREAM);
+    teardown(f);
+}
+
+/* A random mix of allocations, frees on several streams, phases and device
+ * memory: the fake GPU never holds more than the budget, and holds exactly
+ * what the runtime counts. */
+static void test_runtime_budget_bounds_what_the_gpu_holds(void **state)
+{
+    (void)state;
+    setenv("FAKE_GPU_BYTES", "1073741824", 1);
+    const uint64_t budget = 24u << 20;
+    struct fixture *f = setup("umpol 1;\nbudget gpu 24MiB;\nslab 4MiB;\n"
+                              "class opt { match phase \"optimizer*\"; place host near; access gpu;\n"
+                              "            prefetch gpu on enter \"optimizer*\"; priority 1; }\n"
+                              "class act { match tag \"act\"; place gpu; prefetch gpu on alloc;\n"
+                              "            priority 5; }\n"
+                              "class w { match tag \"w\"; place gpu; priority 9; }\n"
+                              "class dev { match tag \"dev\"; memory device; }\n");
+    enum { LIVE = 64 };
+    void *live[LIVE] = {0};
+    cudaStream_t streams[] = {S1, S2, 0};
+    uint64_t x = 88172645463325252ull;
+    bool in_opt = false;
+    void *dev_block = NULL;
+    tag_push(&f->rt, "dev");
+    dev_block = alloc(f, 64u << 10, API_CUDA_MALLOC_ASYNC, S1); /* one 4 MiB device slab */
+    tag_pop();
+    for (int op = 0; op < 4000; op++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int slot = (int)(x % LIVE);
+        cudaStream_t st = streams[(x >> 8) % 3];
+        if ((x >> 16) % 17 == 0) {
+            if (in_opt)
+                phase_exit(&f->rt);
+            else
+                phase_enter(&f->rt, "optimizer.step");
+            in_opt = !in_opt;
+        } else if (live[slot]) {
+            release(f, live[slot], st, st ? MODE_STREAM : MODE_ANY);
+            live[slot] = NULL;
+        } else {
+            static const char *const tags[] = {"act", "w", NULL};
+            const char *tag = tags[(x >> 24) % 3];
+            if (!tag && !in_opt)
+                tag = "act"; /* untagged outside the optimizer: no class */
+            size_t size = 1024 + (size_t)((x >> 32) % (3u << 20));
+            if (tag)
+                tag_push(&f->rt, tag);
+            live[slot] = alloc(f, size, st ? API_CUDA_MALLOC_ASYNC : API_CUDA_MALLOC, st);
+            if (tag)
+                tag_pop();
+        }
+        assert_true(fake_resident_bytes() - f->resident_before <= budget);
+        assert_residency_exact(f);
+    }
+    const struct class_stats *cs = f->rt.class_stats;
+    assert_true(cs[0].evictions + cs[1].evictions > 0);
+    assert_true(cs[0].reclaims + cs[1].reclaims + cs[2].reclaims > 0);
+    assert_true(cs[0].budget_skips + cs[1].budget_skips + cs[2].budget_skips > 0);
+    assert_true(DELTA(f, discard_prefetch) > 0);
+    if (in_opt)
+        phase_exit(&f->rt);
+    for (int i = 0; i < LIVE; i++)
+        if (live[i])
+            release(f, live[i], S1, MODE_STREAM);
+    release(f, dev_block, S1, MODE_STREAM);
+    assert_residency_exact(f);
     teardown(f);
     unsetenv("FAKE_GPU_BYTES");
 }
@@ -319,7 +473,8 @@ static void test_runtime_reused_block_is_not_prefetched_again(void **state)
     void *b = alloc(f, 4096, API_CUDA_MALLOC_ASYNC, S1); /* same block, pages still on the GPU */
     assert_ptr_equal(a, b);
     assert_int_equal(DELTA(f, prefetch), 1);
-    assert_int_equal(f->rt.devices[0].resident_bytes, 4096 + 8192); /* but counted in the budget */
+    assert_int_equal(f->rt.devices[0].resident_bytes, 64u << 20); /* the whole slab is there */
+    assert_residency_exact(f);
     release(f, b, S1, MODE_STREAM);
     release(f, c, S1, MODE_STREAM);
     teardown(f);
@@ -370,10 +525,10 @@ static void test_runtime_allocation_inside_open_trigger_phase_is_placed(void **s
     uint64_t batch = DELTA(f, prefetch) + DELTA(f, prefetch_batch);
     void *inside = alloc(f, 8192, API_CUDA_MALLOC_ASYNC, S1); /* AdamW's first step */
     assert_int_equal(DELTA(f, prefetch) + DELTA(f, prefetch_batch), batch + 1);
-    assert_true(map_find(&f->rt.map, (uintptr_t)inside)->resident);
+    assert_true(map_find(&f->rt.map, (uintptr_t)inside)->on_gpu);
     phase_exit(&f->rt);
     void *after = alloc(f, 4096, API_CUDA_MALLOC_ASYNC, S1);
-    assert_false(map_find(&f->rt.map, (uintptr_t)after)->resident);
+    assert_false(map_find(&f->rt.map, (uintptr_t)after)->on_gpu);
     release(f, before, S1, MODE_STREAM);
     release(f, inside, S1, MODE_STREAM);
     release(f, after, S1, MODE_STREAM);
@@ -609,6 +764,10 @@ int main(void)
         cmocka_unit_test(test_runtime_large_requests_get_dedicated_slabs),
         cmocka_unit_test(test_runtime_cap_refuses_then_trims),
         cmocka_unit_test(test_runtime_budget_evicts_low_priority_first),
+        cmocka_unit_test(test_runtime_budget_steers_slabs_to_host),
+        cmocka_unit_test(test_runtime_budget_reclaims_free_space_without_copies),
+        cmocka_unit_test(test_runtime_trigger_never_evicts_its_own_batch),
+        cmocka_unit_test(test_runtime_budget_bounds_what_the_gpu_holds),
         cmocka_unit_test(test_runtime_phase_triggers_batch_prefetch),
         cmocka_unit_test(test_runtime_reused_block_is_not_prefetched_again),
         cmocka_unit_test(test_runtime_discard_only_whole_pages_of_dead_blocks),

@@ -35,6 +35,7 @@ struct device_state *device_get(struct runtime *rt, int device)
                         : p->budget_gpu.percent ? total_b / 100 * p->budget_gpu.value
                                                 : p->budget_gpu.value;
     /* Without a cap, 90% of the GPU: an oversubscribed card can hang. */
+    dev->steer = p->budget_gpu.given;
     dev->cap_bytes = !p->cap_managed.given  ? total_b / 100 * 90
                      : p->cap_managed.percent ? total_b / 100 * p->cap_managed.value
                                               : p->cap_managed.value;
@@ -121,45 +122,111 @@ static void advise_failed(struct runtime *rt, int class_idx, bool *warned, const
     }
 }
 
+static struct cudaMemLocation host_of(const struct runtime *rt, int class_idx, int device)
+{
+    struct program_place place = rt->program->classes[class_idx].place;
+    bool on_host = place.kind == LOC_HOST || place.kind == LOC_HOST_NUMA ||
+                   place.kind == LOC_HOST_NEAR;
+    return place_location(rt, on_host ? place : (struct program_place){LOC_HOST, -1}, device);
+}
+
+/* Under a budget the runtime alone moves managed pages to the GPU: every
+ * slab prefers the host and is mapped by its GPU, so a GPU touching a block
+ * the runtime did not place there reads it over the link instead of faulting
+ * it in uncounted. Read-mostly copies are not made then: a GPU copy would
+ * stay behind when the block is moved to the host. */
 static void advise(struct runtime *rt, int class_idx, int device, void *ptr, size_t size,
                    bool *warned)
 {
     const struct program_class *cls = &rt->program->classes[class_idx];
+    bool steer = rt->devices[device].steer && cls->memory == MEMORY_MANAGED;
     cudaError_t err;
-    if (cls->read_mostly) {
+    if (cls->read_mostly && !steer) {
         struct cudaMemLocation loc = {cudaMemLocationTypeDevice, device};
         err = rt->cuda->mem_advise(ptr, size, cudaMemAdviseSetReadMostly, loc);
         if (err != cudaSuccess)
             advise_failed(rt, class_idx, warned, "read_mostly advice", err);
     }
-    if (cls->place.kind != LOC_UNSET && cls->place.kind != LOC_NONE) {
-        err = rt->cuda->mem_advise(ptr, size, cudaMemAdviseSetPreferredLocation,
-                                   place_location(rt, cls->place, device));
+    if (steer || (cls->place.kind != LOC_UNSET && cls->place.kind != LOC_NONE)) {
+        struct cudaMemLocation loc = steer ? host_of(rt, class_idx, device)
+                                           : place_location(rt, cls->place, device);
+        err = rt->cuda->mem_advise(ptr, size, cudaMemAdviseSetPreferredLocation, loc);
         if (err != cudaSuccess)
             advise_failed(rt, class_idx, warned, "preferred location", err);
     }
-    for (int i = 0; i < cls->access_count; i++) {
+    if (steer) {
         err = rt->cuda->mem_advise(ptr, size, cudaMemAdviseSetAccessedBy,
-                                   place_location(rt, cls->access[i], device));
+                                   (struct cudaMemLocation){cudaMemLocationTypeDevice, device});
         if (err != cudaSuccess)
             advise_failed(rt, class_idx, warned, "accessed-by advice", err);
     }
+    for (int i = 0; i < cls->access_count; i++) {
+        struct cudaMemLocation loc = place_location(rt, cls->access[i], device);
+        if (steer && is_gpu(loc) && loc.id == device)
+            continue; /* given above */
+        err = rt->cuda->mem_advise(ptr, size, cudaMemAdviseSetAccessedBy, loc);
+        if (err != cudaSuccess)
+            advise_failed(rt, class_idx, warned, "accessed-by advice", err);
+    }
+}
+
+/* ---- what the runtime holds on each GPU ---- */
+
+/* Count B's pages as on its pool's GPU; a live block joins the pool's LRU. */
+static void gpu_take(struct runtime *rt, struct block *b)
+{
+    struct pool *p = b->slab->pool;
+    b->on_gpu = true;
+    b->tick = ++rt->tick;
+    rt->devices[p->device].resident_bytes += b->size;
+    if (!b->free)
+        gpu_list_append(&p->lru_head, &p->lru_tail, b);
+}
+
+/* Live block B leaves the GPU. */
+static void gpu_leave(struct runtime *rt, struct block *b)
+{
+    struct pool *p = b->slab->pool;
+    gpu_list_remove(&p->lru_head, &p->lru_tail, b);
+    b->on_gpu = false;
+    rt->devices[p->device].resident_bytes -= b->size;
+}
+
+/* Free space still on the GPU, allocated again: live, most recent. */
+static void gpu_take_live(struct runtime *rt, struct block *b)
+{
+    struct pool *p = b->slab->pool;
+    gpu_list_append(&p->lru_head, &p->lru_tail, b);
+    b->tick = ++rt->tick;
+}
+
+/* Live block B placed on the GPU again: the most recent now. */
+static void gpu_touch(struct runtime *rt, struct block *b)
+{
+    struct pool *p = b->slab->pool;
+    gpu_list_remove(&p->lru_head, &p->lru_tail, b);
+    gpu_list_append(&p->lru_head, &p->lru_tail, b);
+    b->tick = ++rt->tick;
 }
 
 void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s)
 {
     advise(rt, pool->class_idx, pool->device, (void *)s->base, s->size, &pool->advice_warned);
     /* A class prefetched to its GPU on allocation gets the whole slab there
-     * once: blocks carved from it later need no prefetch of their own. */
+     * once: blocks carved from it later need no prefetch of their own. Under
+     * a budget each block is placed alone, so the budget holds only what is used. */
     const struct program *p = rt->program;
     const struct program_class *cls = &p->classes[pool->class_idx];
+    if (rt->devices[pool->device].steer)
+        return;
     for (uint32_t k = 0; k < cls->prefetch_count; k++) {
         const struct program_prefetch *pf = &p->prefetches[cls->prefetch_first + k];
         struct cudaMemLocation loc = place_location(rt, pf->dest, pool->device);
         if (pf->trigger == TRIGGER_ALLOC && is_gpu(loc) && loc.id == pool->device) {
             cudaError_t err = rt->cuda->mem_prefetch_async((void *)s->base, s->size, loc, 0,
                                                            rt->devices[pool->device].stream);
-            s->first->on_gpu = err == cudaSuccess;
+            if (err == cudaSuccess)
+                gpu_take(rt, s->first); /* free: joins the idle list with its bin */
             rt->class_stats[pool->class_idx].prefetches++;
             rt->class_stats[pool->class_idx].prefetch_bytes += s->size;
             break;
@@ -173,80 +240,79 @@ void place_advise_range(struct runtime *rt, int class_idx, int device, void *ptr
     advise(rt, class_idx, device, ptr, size, &warned);
 }
 
-/* ---- residency and the budget ---- */
-
-static void lru_remove(struct pool *p, struct block *b)
+static void prefetch_one(struct runtime *rt, uintptr_t addr, size_t size,
+                         struct cudaMemLocation loc, cudaStream_t stream)
 {
-    if (b->link_prev)
-        b->link_prev->link_next = b->link_next;
-    else
-        p->lru_head = b->link_next;
-    if (b->link_next)
-        b->link_next->link_prev = b->link_prev;
-    else
-        p->lru_tail = b->link_prev;
-    b->link_prev = b->link_next = NULL;
+    if (!size)
+        return;
+    cudaError_t err = rt->cuda->mem_prefetch_async((void *)addr, size, loc, 0, stream);
+    if (err != cudaSuccess)
+        LOG(LOG_DEBUG, "prefetch of %zu bytes failed: %s", size, rt->cuda->get_error_string(err));
 }
 
-static void lru_append(struct pool *p, struct block *b)
+static bool legacy_stream(cudaStream_t s)
 {
-    b->link_next = NULL;
-    b->link_prev = p->lru_tail;
-    if (p->lru_tail)
-        p->lru_tail->link_next = b;
-    else
-        p->lru_head = b;
-    p->lru_tail = b;
+    return !s || s == cudaStreamLegacy || s == cudaStreamPerThread;
 }
 
-static bool evictable(const struct runtime *rt, const struct block *b)
+/* Move [ADDR, ADDR+SIZE), whose data is dead once STREAM's work so far is
+ * done, to LOC on STREAM. With DISCARD, whole 2 MiB pages inside it are
+ * discarded and populated at LOC without a copy (CUDA takes no legacy stream
+ * for that); the edges, which may share a page with a live neighbour, and
+ * everything without DISCARD are prefetched, which keeps the data. */
+static void move_dead(struct runtime *rt, uintptr_t addr, size_t size,
+                      struct cudaMemLocation loc, cudaStream_t stream, bool discard)
 {
-    return b->slab && rt->program->classes[b->class_idx].memory == MEMORY_MANAGED;
-}
-
-static void set_resident(struct runtime *rt, struct block *b, bool resident)
-{
-    struct device_state *dev = &rt->devices[b->slab->pool->device];
-    if (b->resident == resident) {
-        if (resident && evictable(rt, b)) { /* placed again: most recent now */
-            lru_remove(b->slab->pool, b);
-            lru_append(b->slab->pool, b);
-            b->tick = ++rt->tick;
-        }
+    const uintptr_t page = 2u << 20;
+    uintptr_t start = (addr + page - 1) & ~(page - 1), end = (addr + size) & ~(page - 1);
+    if (!discard || legacy_stream(stream) || end <= start ||
+        !rt->cuda->mem_discard_and_prefetch_batch_async || rt->discard_prefetch_unsupported) {
+        prefetch_one(rt, addr, size, loc, stream);
         return;
     }
-    b->resident = resident;
-    if (resident) {
-        dev->resident_bytes += b->size;
-        b->tick = ++rt->tick;
-        if (evictable(rt, b))
-            lru_append(b->slab->pool, b);
-    } else {
-        dev->resident_bytes -= b->size;
-        if (evictable(rt, b))
-            lru_remove(b->slab->pool, b);
-    }
-}
-
-static struct cudaMemLocation host_of(const struct runtime *rt, int class_idx, int device)
-{
-    struct program_place place = rt->program->classes[class_idx].place;
-    bool on_host = place.kind == LOC_HOST || place.kind == LOC_HOST_NUMA ||
-                   place.kind == LOC_HOST_NEAR;
-    return place_location(rt, on_host ? place : (struct program_place){LOC_HOST, -1}, device);
-}
-
-static void prefetch_one(struct runtime *rt, struct block *b, struct cudaMemLocation loc,
-                         cudaStream_t stream)
-{
-    cudaError_t err = rt->cuda->mem_prefetch_async((void *)b->addr, b->size, loc, 0, stream);
-    if (err != cudaSuccess)
-        LOG(LOG_DEBUG, "prefetch of %zu bytes failed: %s", b->size,
+    void *ptr = (void *)start;
+    size_t bytes = end - start, idx = 0;
+    cudaError_t err = rt->cuda->mem_discard_and_prefetch_batch_async(&ptr, &bytes, 1, &loc, &idx,
+                                                                     1, 0, stream);
+    if (err != cudaSuccess) {
+        rt->discard_prefetch_unsupported = true;
+        rt->cuda->get_last_error();
+        LOG(LOG_INFO, "discard-and-prefetch unavailable (%s); dead data is copied when moved",
             rt->cuda->get_error_string(err));
+        prefetch_one(rt, addr, size, loc, stream);
+        return;
+    }
+    prefetch_one(rt, addr, start - addr, loc, stream);
+    prefetch_one(rt, end, addr + size - end, loc, stream);
+}
+
+/* Give back the oldest free space still on DEVICE: its data is dead. It is
+ * moved on the one stream that last used it (ordered after that use), else
+ * copied out on the runtime's stream, which is safe whatever still runs. */
+static bool reclaim_idle(struct runtime *rt, int device)
+{
+    struct device_state *dev = &rt->devices[device];
+    struct pool *oldest = NULL;
+    for (size_t c = 0; c < rt->program->class_count; c++) {
+        struct pool *p = dev->pools[c];
+        if (p && p->idle_head && (!oldest || p->idle_head->tick < oldest->idle_head->tick))
+            oldest = p;
+    }
+    if (!oldest)
+        return false;
+    struct block *b = oldest->idle_head;
+    bool one = b->free_stream_count == 1;
+    move_dead(rt, b->addr, b->size, host_of(rt, b->class_idx, device),
+              one ? b->free_streams[0] : dev->stream, b->free_stream_count <= 1);
+    rt->class_stats[b->class_idx].reclaims++;
+    rt->class_stats[b->class_idx].reclaim_bytes += b->size;
+    pool_idle_left_gpu(rt, b);
+    return true;
 }
 
 /* Evict the least recently placed block of the lowest priority at or below
- * MAX_PRIORITY on DEVICE. Returns false when nothing may be evicted. */
+ * MAX_PRIORITY on DEVICE, never one placed in the current round. Returns
+ * false when nothing may be evicted. */
 static bool evict_one(struct runtime *rt, int device, uint32_t max_priority)
 {
     struct device_state *dev = &rt->devices[device];
@@ -254,7 +320,7 @@ static bool evict_one(struct runtime *rt, int device, uint32_t max_priority)
     for (size_t c = 0; c < rt->program->class_count; c++) {
         struct pool *p = dev->pools[c];
         uint32_t prio = rt->program->classes[c].priority;
-        if (!p || !p->lru_head || prio > max_priority)
+        if (!p || !p->lru_head || prio > max_priority || p->lru_head->tick > rt->round_floor)
             continue;
         if (!victim || prio < rt->program->classes[victim->class_idx].priority ||
             (prio == rt->program->classes[victim->class_idx].priority &&
@@ -264,52 +330,49 @@ static bool evict_one(struct runtime *rt, int device, uint32_t max_priority)
     if (!victim)
         return false;
     struct block *b = victim->lru_head;
-    prefetch_one(rt, b, host_of(rt, b->class_idx, device), dev->stream);
-    set_resident(rt, b, false);
-    b->on_gpu = false;
+    prefetch_one(rt, b->addr, b->size, host_of(rt, b->class_idx, device), dev->stream);
+    gpu_leave(rt, b);
     rt->class_stats[b->class_idx].evictions++;
     rt->class_stats[b->class_idx].evict_bytes += b->size;
     timeline_add(rt, TL_EVICT, b->class_idx, device, b->size);
     return true;
 }
 
-/* Make room under the budget for NEED bytes of a class of PRIORITY. */
+/* Make room under the budget for NEED bytes of a class of PRIORITY: free
+ * space first (its data is dead), then live blocks. */
 static bool make_room(struct runtime *rt, int device, size_t need, uint32_t priority)
 {
     struct device_state *dev = &rt->devices[device];
     if (dev->budget_bytes == UINT64_MAX)
         return true;
     while (dev->resident_bytes + need > dev->budget_bytes)
-        if (!evict_one(rt, device, priority))
+        if (!reclaim_idle(rt, device) && !evict_one(rt, device, priority))
             return false;
     return true;
 }
 
 enum placement { PLACE_MOVE, PLACE_THERE, PLACE_SKIPPED };
 
-/* Account for moving B to LOC, within the budget when LOC is its GPU.
- * PLACE_MOVE: the caller issues the prefetch. PLACE_THERE: the pages are
- * already there (a reused block that never left the GPU): nothing to move. */
+/* Account for moving live block B to LOC, within the budget when LOC is its
+ * GPU. PLACE_MOVE: the caller issues the move. PLACE_THERE: the pages are
+ * already there (a reused block that never left the GPU). */
 static enum placement place_block(struct runtime *rt, struct block *b, struct cudaMemLocation loc)
 {
     int device = b->slab->pool->device;
     struct class_stats *st = &rt->class_stats[b->class_idx];
     bool own_gpu = is_gpu(loc) && loc.id == device;
     if (own_gpu) {
-        if (b->resident)
+        if (b->on_gpu) {
+            gpu_touch(rt, b);
             return PLACE_THERE;
+        }
         if (!make_room(rt, device, b->size, rt->program->classes[b->class_idx].priority)) {
             st->budget_skips++;
             return PLACE_SKIPPED;
         }
-        set_resident(rt, b, true);
-        if (b->on_gpu)
-            return PLACE_THERE;
-        b->on_gpu = true;
-    } else {
-        if (b->resident)
-            set_resident(rt, b, false);
-        b->on_gpu = false;
+        gpu_take(rt, b);
+    } else if (b->on_gpu) {
+        gpu_leave(rt, b);
     }
     st->prefetches++;
     st->prefetch_bytes += b->size;
@@ -317,43 +380,58 @@ static enum placement place_block(struct runtime *rt, struct block *b, struct cu
     return PLACE_MOVE;
 }
 
-void place_on_alloc(struct runtime *rt, struct block *b, int device, cudaStream_t stream)
+/* The rule that places a block of CLS as it is allocated: a prefetch on
+ * alloc; else a prefetch on entering a phase that is open now, which covers
+ * what is allocated inside it (AdamW creates its state inside the first
+ * optimizer step, after the entry prefetch ran). */
+static const struct program_prefetch *rule_on_alloc(const struct runtime *rt,
+                                                    const struct program_class *cls)
 {
     const struct program *p = rt->program;
-    const struct program_class *cls = &p->classes[b->class_idx];
-    if (!b->slab)
-        return;
-    if (cls->memory == MEMORY_DEVICE) {
-        set_resident(rt, b, true); /* counted against the budget, never evicted */
-        return;
-    }
-    /* A prefetch on alloc; else a prefetch on entering a phase that is open
-     * now, which covers what is allocated inside it (AdamW creates its state
-     * inside the first optimizer step, after the entry prefetch ran). */
-    const struct program_prefetch *rule = NULL;
-    for (uint32_t k = 0; k < cls->prefetch_count && !rule; k++) {
+    for (uint32_t k = 0; k < cls->prefetch_count; k++) {
         const struct program_prefetch *pf = &p->prefetches[cls->prefetch_first + k];
         if (pf->trigger == TRIGGER_ALLOC)
-            rule = pf;
+            return pf;
     }
-    for (uint32_t k = 0; k < cls->prefetch_count && !rule; k++) {
+    for (uint32_t k = 0; k < cls->prefetch_count; k++) {
         const struct program_prefetch *pf = &p->prefetches[cls->prefetch_first + k];
         if (pf->trigger == TRIGGER_ENTER &&
             (atomic_load_explicit(&rt->phase_bits[pf->pattern >> 6], memory_order_relaxed) >>
              (pf->pattern & 63)) & 1)
-            rule = pf;
+            return pf;
     }
-    if (!rule)
-        return;
-    struct cudaMemLocation loc = place_location(rt, rule->dest, device);
-    if (place_block(rt, b, loc) == PLACE_MOVE)
-        prefetch_one(rt, b, loc, stream);
+    return NULL;
 }
 
+void place_on_alloc(struct runtime *rt, struct block *b, int device, cudaStream_t stream)
+{
+    const struct program_class *cls = &rt->program->classes[b->class_idx];
+    if (!b->slab || cls->memory == MEMORY_DEVICE)
+        return; /* device memory: counted with its slab, never evicted */
+    rt->round_floor = rt->tick;
+    if (b->on_gpu) /* free space that stayed on the GPU, live again */
+        gpu_take_live(rt, b);
+    const struct program_prefetch *rule = rule_on_alloc(rt, cls);
+    struct program_place dest = rule ? rule->dest : cls->place;
+    /* Under a budget, `place gpu` means placed by the runtime: pages reach the
+     * GPU no other way then. */
+    if (!rule && !(rt->devices[device].steer && cls->place.kind == LOC_GPU))
+        return;
+    struct cudaMemLocation loc = place_location(rt, dest, device);
+    if (place_block(rt, b, loc) == PLACE_MOVE) /* a new block's data is dead: no copy needed */
+        move_dead(rt, b->addr, b->size, loc, stream, true);
+}
+
+/* A freed block keeps its pages where they are: on the GPU it stays counted,
+ * on the pool's idle list (joined in pool_free) until it is used again or
+ * the budget needs the room. */
 void place_on_free(struct runtime *rt, struct block *b)
 {
-    if (b->slab && b->resident)
-        set_resident(rt, b, false);
+    if (!b->slab || !b->on_gpu)
+        return;
+    struct pool *p = b->slab->pool;
+    gpu_list_remove(&p->lru_head, &p->lru_tail, b);
+    b->tick = ++rt->tick;
 }
 
 /* Prefetch a batch on STREAM: one cudaMemPrefetchBatchAsync where the runtime
@@ -425,7 +503,7 @@ static void move_class(struct runtime *rt, size_t c, int device, struct program_
                 if (ns)
                     sizes = ns;
                 if (!np || !ns) { /* no memory for the batch: this one alone */
-                    prefetch_one(rt, b, loc, dev->stream);
+                    prefetch_one(rt, b->addr, b->size, loc, dev->stream);
                     continue;
                 }
                 cap = grown;
@@ -448,6 +526,7 @@ void place_trigger(struct runtime *rt, enum trigger_kind trigger, const uint64_t
 {
     const struct program *p = rt->program;
     uint64_t t0 = now_ns();
+    rt->round_floor = rt->tick;
     for (size_t c = 0; c < p->class_count; c++) {
         const struct program_class *cls = &p->classes[c];
         if (cls->memory != MEMORY_MANAGED)

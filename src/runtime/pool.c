@@ -136,6 +136,8 @@ static int bin_of(size_t size)
     return 63 - __builtin_clzll((unsigned long long)size);
 }
 
+/* A free block still on the GPU is also on its pool's idle list, so the
+ * budget can take back its pages: both memberships change together. */
 static void bin_insert(struct pool *p, struct block *b)
 {
     int i = bin_of(b->size);
@@ -144,6 +146,8 @@ static void bin_insert(struct pool *p, struct block *b)
     if (p->bins[i])
         p->bins[i]->link_prev = b;
     p->bins[i] = b;
+    if (b->on_gpu)
+        gpu_list_append(&p->idle_head, &p->idle_tail, b);
 }
 
 static void bin_remove(struct pool *p, struct block *b)
@@ -156,6 +160,8 @@ static void bin_remove(struct pool *p, struct block *b)
     if (b->link_next)
         b->link_next->link_prev = b->link_prev;
     b->link_prev = b->link_next = NULL;
+    if (b->on_gpu)
+        gpu_list_remove(&p->idle_head, &p->idle_tail, b);
 }
 
 /* ---- pools and slabs ---- */
@@ -188,6 +194,8 @@ static void slab_release(struct runtime *rt, struct pool *p, struct slab *s)
     for (struct block *b = s->first, *next; b; b = next) {
         next = b->next;
         bin_remove(p, b);
+        if (b->on_gpu)
+            dev->resident_bytes -= b->size;
         block_release(b);
     }
     cudaError_t err = rt->cuda->free((void *)s->base);
@@ -197,6 +205,8 @@ static void slab_release(struct runtime *rt, struct pool *p, struct slab *s)
     if (cls->memory == MEMORY_MANAGED) {
         dev->managed_bytes -= s->size;
         ranges_remove(rt, s->base);
+    } else {
+        dev->resident_bytes -= s->size;
     }
     rt->class_stats[p->class_idx].slabs--;
     rt->class_stats[p->class_idx].slab_bytes -= s->size;
@@ -292,12 +302,14 @@ static cudaError_t slab_create(struct runtime *rt, struct pool *p, size_t size, 
     *b = (struct block){.addr = s->base, .size = size, .slab = s, .free = true,
                         .class_idx = p->class_idx};
     s->first = b;
-    bin_insert(p, b);
     if (managed) {
         dev->managed_bytes += size;
         ranges_add(rt, s->base, size, p->class_idx);
         place_new_slab(rt, p, s);
+    } else {
+        dev->resident_bytes += size; /* device memory: all of it on the GPU at once */
     }
+    bin_insert(p, b);
     rt->runtime_ns += now_ns() - t0;
     st->slabs++;
     st->slab_bytes += size;
@@ -446,25 +458,38 @@ static bool union_streams(const struct block *a, const struct block *b, cudaStre
     return true;
 }
 
-/* Merge B into its free neighbour A (A directly before B) when their streams fit. */
+/* Merge B into its free neighbour A (A directly before B) when their streams
+ * fit and both are on the GPU or both are not. */
 static struct block *merge(struct pool *p, struct block *a, struct block *b)
 {
     cudaStream_t streams[RT_FREE_STREAMS];
     uint8_t count;
-    if (!a || !b || !a->free || !b->free || !union_streams(a, b, streams, &count))
+    if (!a || !b || !a->free || !b->free || a->on_gpu != b->on_gpu ||
+        !union_streams(a, b, streams, &count))
         return NULL;
     bin_remove(p, a);
     bin_remove(p, b);
     memcpy(a->free_streams, streams, sizeof streams);
     a->free_stream_count = count;
     a->size += b->size;
-    a->on_gpu = a->on_gpu && b->on_gpu;
     a->next = b->next;
     if (b->next)
         b->next->prev = a;
     block_release(b);
     bin_insert(p, a);
     return a;
+}
+
+static void coalesce(struct pool *p, struct block *b)
+{
+    struct block *m = merge(p, b, b->next);
+    if (m)
+        b = m;
+    m = merge(p, b->prev, b);
+    if (m)
+        b = m;
+    if (!b->prev)
+        b->slab->first = b;
 }
 
 void pool_free(struct block *b, cudaStream_t stream, enum alloc_mode mode)
@@ -474,14 +499,17 @@ void pool_free(struct block *b, cudaStream_t stream, enum alloc_mode mode)
     b->free_stream_count = mode == MODE_ANY ? 0 : 1;
     b->free_streams[0] = stream;
     bin_insert(p, b);
-    struct block *m = merge(p, b, b->next);
-    if (m)
-        b = m;
-    m = merge(p, b->prev, b);
-    if (m)
-        b = m;
-    if (!b->prev)
-        b->slab->first = b;
+    coalesce(p, b);
+}
+
+void pool_idle_left_gpu(struct runtime *rt, struct block *b)
+{
+    struct pool *p = b->slab->pool;
+    bin_remove(p, b);
+    b->on_gpu = false;
+    rt->devices[p->device].resident_bytes -= b->size;
+    bin_insert(p, b);
+    coalesce(p, b);
 }
 
 void pool_destroy_all(struct runtime *rt)

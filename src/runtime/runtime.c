@@ -272,7 +272,6 @@ static cudaStream_t discard_dead(struct runtime *rt, struct block *b, cudaStream
         rt->cuda->get_last_error();
         return on; /* the wait above, if any, still orders the block after `on` */
     }
-    b->on_gpu = false;
     rt->class_stats[b->class_idx].discards++;
     rt->class_stats[b->class_idx].discard_bytes += size;
     return on;

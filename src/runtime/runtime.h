@@ -37,19 +37,48 @@ struct block {
     size_t requested;  /* bytes asked for */
     struct slab *slab; /* NULL: the job's own cudaMallocManaged, tracked only */
     struct block *prev, *next;         /* address order in the slab */
-    struct block *link_prev, *link_next; /* free bin when free; LRU when resident */
+    struct block *link_prev, *link_next; /* free bin, when free */
+    /* On the GPU (on_gpu): the pool's LRU when live, its idle list when free. */
+    struct block *gpu_prev, *gpu_next;
     cudaStream_t stream; /* live: the allocating stream */
     /* Free: the streams whose work may still use it (none: safe for every
      * stream). Merged neighbours keep both sets, up to RT_FREE_STREAMS. */
     cudaStream_t free_streams[RT_FREE_STREAMS];
     uint8_t free_stream_count;
-    uint64_t tick; /* last placement, for LRU */
+    uint64_t tick; /* last placement (live) or release (free), least recent first */
     int class_idx;
     int device; /* the job's own managed memory: the device it was counted on */
     bool free;
-    bool resident; /* live, placed on the pool's GPU by the runtime: counted in the budget */
-    bool on_gpu;   /* its pages are known to be on the pool's GPU (kept through free/reuse) */   /* placed on the pool's GPU by the runtime, counted in the budget */
+    /* Managed slab memory the runtime moved to the pool's GPU and counts in the
+     * device's resident bytes until it moves it away: live or free, a block's
+     * pages stay there until then. */
+    bool on_gpu;
 };
+
+/* The on-GPU lists (gpu_prev/gpu_next): append at the tail, remove anywhere. */
+static inline void gpu_list_append(struct block **head, struct block **tail, struct block *b)
+{
+    b->gpu_next = NULL;
+    b->gpu_prev = *tail;
+    if (*tail)
+        (*tail)->gpu_next = b;
+    else
+        *head = b;
+    *tail = b;
+}
+
+static inline void gpu_list_remove(struct block **head, struct block **tail, struct block *b)
+{
+    if (b->gpu_prev)
+        b->gpu_prev->gpu_next = b->gpu_next;
+    else
+        *head = b->gpu_next;
+    if (b->gpu_next)
+        b->gpu_next->gpu_prev = b->gpu_prev;
+    else
+        *tail = b->gpu_prev;
+    b->gpu_prev = b->gpu_next = NULL;
+}
 
 /* Unified Memory traffic, from CUPTI's counters (UMPOL_PROFILE=1). */
 struct um_counters {
@@ -61,6 +90,7 @@ struct class_stats {
     uint64_t slabs, slab_bytes, prefetches, prefetch_bytes, evictions, evict_bytes;
     uint64_t cap_refusals, budget_skips, advice_errors, cross_stream_reuses;
     uint64_t discards, discard_bytes;
+    uint64_t reclaims, reclaim_bytes; /* free space moved off the GPU for the budget */
     struct um_counters um;
 };
 
@@ -68,7 +98,8 @@ struct pool {
     int class_idx, device;
     struct slab *slabs;
     struct block *bins[RT_BINS];
-    struct block *lru_head, *lru_tail; /* resident live blocks, least recent first */
+    struct block *lru_head, *lru_tail;     /* live blocks on the GPU, least recent first */
+    struct block *idle_head, *idle_tail; /* free blocks still on the GPU, oldest first */
     bool advice_warned;
 };
 
@@ -78,7 +109,12 @@ struct device_state {
     uint64_t budget_bytes;  /* UINT64_MAX: no budget */
     uint64_t cap_bytes;     /* managed bytes allowed for this device */
     uint64_t managed_bytes; /* managed bytes held for this device */
+    /* GPU memory the runtime holds on this device: its managed blocks on the
+     * GPU, live or free, and its device-memory slabs. The budget bounds it. */
     uint64_t resident_bytes;
+    /* Under a budget, managed memory prefers the host and is mapped by the GPU:
+     * pages move to the GPU only when the runtime places them there. */
+    bool steer;
     int host_numa_id;       /* -1: unknown */
     cudaStream_t stream;    /* runtime-owned stream for triggered prefetches */
     struct pool **pools;    /* one per class, created on first use */
@@ -137,6 +173,8 @@ struct runtime {
     uint64_t allocations, passthrough, frees, foreign_managed;
     uint64_t runtime_ns; /* wall time inside runtime-issued CUDA work and triggers */
     bool batch_unsupported;
+    bool discard_prefetch_unsupported;
+    uint64_t round_floor; /* blocks placed after this tick are not evicted to place more */
     bool record_timeline; /* a report was asked for */
     struct timeline_event *timeline;
     size_t timeline_count, timeline_cap, timeline_dropped;
@@ -167,6 +205,9 @@ void pool_free(struct block *b, cudaStream_t stream, enum alloc_mode mode);
 /* Room under DEVICE's managed cap for SIZE more bytes, after giving back empty
  * slabs if needed; a refusal is counted against CLASS_IDX. */
 bool cap_admits(struct runtime *rt, int class_idx, int device, size_t size);
+/* Free block B's pages have been sent off the GPU: stop counting them, and
+ * merge B with free neighbours that are off the GPU too. */
+void pool_idle_left_gpu(struct runtime *rt, struct block *b);
 /* Release every slab with no live block (all pools, or only DEVICE's when >= 0). */
 size_t pool_trim(struct runtime *rt, int device);
 void pool_destroy_all(struct runtime *rt);

@@ -51,6 +51,21 @@ EXPORT const struct fake_counters *fake_counters(void)
     return &counters;
 }
 
+static void residency(const void *ptr, size_t size, int on_gpu)
+{
+    pthread_mutex_lock(&lock);
+    fake_residency_set((uintptr_t)ptr, (uintptr_t)ptr + size, on_gpu);
+    pthread_mutex_unlock(&lock);
+}
+
+EXPORT uint64_t fake_resident_bytes(void)
+{
+    pthread_mutex_lock(&lock);
+    uint64_t r = fake_gpu_resident();
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
 static cudaError_t host_alloc(void **ptr, size_t size)
 {
     if (!ptr)
@@ -84,6 +99,7 @@ static cudaError_t host_free(void *ptr)
     pthread_mutex_unlock(&lock);
     if (!known)
         return last_error = cudaErrorInvalidValue;
+    residency(ptr, size, 0);
     __atomic_sub_fetch(&counters.bytes_held, size, __ATOMIC_RELAXED);
     free(ptr);
     return cudaSuccess;
@@ -92,7 +108,10 @@ static cudaError_t host_free(void *ptr)
 EXPORT cudaError_t cudaMalloc(void **ptr, size_t size)
 {
     COUNT(malloc);
-    return host_alloc(ptr, size);
+    cudaError_t err = host_alloc(ptr, size);
+    if (err == cudaSuccess)
+        residency(*ptr, size, 1);
+    return err;
 }
 
 EXPORT cudaError_t cudaMallocAsync(void **ptr, size_t size, cudaStream_t stream)
@@ -127,12 +146,13 @@ EXPORT cudaError_t cudaMemAdvise(const void *ptr, size_t count, enum cudaMemoryA
 {
     (void)ptr;
     (void)count;
-    (void)location;
     COUNT(advise);
     if (advice == cudaMemAdviseSetReadMostly)
         COUNT(advise_read_mostly);
-    else if (advice == cudaMemAdviseSetPreferredLocation)
+    else if (advice == cudaMemAdviseSetPreferredLocation && location.type == cudaMemLocationTypeDevice)
         COUNT(advise_preferred);
+    else if (advice == cudaMemAdviseSetPreferredLocation)
+        COUNT(advise_preferred), COUNT(advise_preferred_host);
     else if (advice == cudaMemAdviseSetAccessedBy)
         COUNT(advise_accessed_by);
     return cudaSuccess;
@@ -142,10 +162,10 @@ EXPORT cudaError_t cudaMemPrefetchAsync(const void *ptr, size_t count,
                                         struct cudaMemLocation location, unsigned flags,
                                         cudaStream_t stream)
 {
-    (void)ptr;
     (void)flags;
     (void)stream;
     COUNT(prefetch);
+    residency(ptr, count, location.type == cudaMemLocationTypeDevice);
     if (location.type == cudaMemLocationTypeDevice)
         __atomic_fetch_add(&counters.prefetch_bytes_to_gpu, count, __ATOMIC_RELAXED);
     else
@@ -158,7 +178,6 @@ EXPORT cudaError_t cudaMemPrefetchBatchAsync(void **ptrs, size_t *sizes, size_t 
                                              size_t num_locs, unsigned long long flags,
                                              cudaStream_t stream)
 {
-    (void)ptrs;
     (void)loc_idxs;
     (void)num_locs;
     (void)flags;
@@ -166,6 +185,7 @@ EXPORT cudaError_t cudaMemPrefetchBatchAsync(void **ptrs, size_t *sizes, size_t 
         return last_error = cudaErrorInvalidValue; /* like CUDA: no legacy stream */
     COUNT(prefetch_batch);
     for (size_t i = 0; i < count; i++) {
+        residency(ptrs[i], sizes[i], locs[0].type == cudaMemLocationTypeDevice);
         if (locs[0].type == cudaMemLocationTypeDevice)
             __atomic_fetch_add(&counters.prefetch_bytes_to_gpu, sizes[i], __ATOMIC_RELAXED);
         else
@@ -184,6 +204,25 @@ EXPORT cudaError_t cudaMemDiscardBatchAsync(void **ptrs, size_t *sizes, size_t c
     COUNT(discard);
     for (size_t i = 0; i < count; i++)
         __atomic_fetch_add(&counters.discard_bytes, sizes[i], __ATOMIC_RELAXED);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaMemDiscardAndPrefetchBatchAsync(void **ptrs, size_t *sizes, size_t count,
+                                                       struct cudaMemLocation *locs,
+                                                       size_t *loc_idxs, size_t num_locs,
+                                                       unsigned long long flags,
+                                                       cudaStream_t stream)
+{
+    (void)loc_idxs;
+    (void)num_locs;
+    (void)flags;
+    if (!stream || stream == cudaStreamLegacy || stream == cudaStreamPerThread)
+        return last_error = cudaErrorInvalidValue;
+    COUNT(discard_prefetch);
+    for (size_t i = 0; i < count; i++) {
+        residency(ptrs[i], sizes[i], locs[0].type == cudaMemLocationTypeDevice);
+        __atomic_fetch_add(&counters.discard_prefetch_bytes, sizes[i], __ATOMIC_RELAXED);
+    }
     return cudaSuccess;
 }
 

@@ -7,9 +7,10 @@
 
 struct fake_counters {
     uint64_t malloc, malloc_async, malloc_managed, free, free_async;
-    uint64_t advise, advise_read_mostly, advise_preferred, advise_accessed_by;
+    uint64_t advise, advise_read_mostly, advise_preferred, advise_preferred_host, advise_accessed_by;
     uint64_t prefetch, prefetch_batch, prefetch_bytes_to_gpu, prefetch_bytes_to_host;
     uint64_t device_sync, stream_wait, event_create, event_record, discard, discard_bytes;
+    uint64_t discard_prefetch, discard_prefetch_bytes;
     uint64_t bytes_held;
 };
 
@@ -23,5 +24,11 @@ uint64_t fake_gpu_bytes(void);
 /* Size table of live fake allocations (caller holds the fake's lock). */
 void fake_track(void *ptr, size_t size);
 int fake_untrack(void *ptr, size_t *size);
+/* Bytes on the fake GPU: device memory and managed memory moved there by
+ * prefetches (exact bytes, no pages); set for [LO, HI) (caller holds the lock). */
+void fake_residency_set(uintptr_t lo, uintptr_t hi, int on_gpu);
+uint64_t fake_gpu_resident(void);
+/* fake_gpu_resident under the fake's lock, for tests. */
+uint64_t fake_resident_bytes(void);
 
 #endif
