@@ -3,6 +3,7 @@
 #   - data integrity under forced evictions and prefetches
 #   - every advice really applied
 #   - the managed-memory cap refusing with an out-of-memory error, in C and in PyTorch
+#   - the GPU memory really in use held to the budget while kernels touch evicted blocks
 #   - examples/pytorch/train.py under `umpol run` with the full-fine-tune policy
 #     giving the same losses as without umpol
 # Every check keeps a managed-memory cap far below the card's memory.
@@ -24,7 +25,7 @@ if ! "$nvcc" -O2 -cudart shared -I"$top_srcdir/src" -o "$tmp/gpu_checks" \
     finish
     exit 1
 fi
-for check in integrity advice cap; do
+for check in integrity advice cap residency; do
     expect_status 0 "gpu $check" env LD_PRELOAD="$lib" \
         UMPOL_POLICY="$top_srcdir/tests/gpu/$check.umpol" "$tmp/gpu_checks" "$check"
     cat "$tmp/out"

@@ -155,6 +155,9 @@ def main():
                    help="keep saved activations in pinned host memory (torch.autograd.graph.save_on_cpu)")
     p.add_argument("--track-memory", action="store_true",
                    help="sample the GPU memory in use (cudaMemGetInfo) and report its peak above the start")
+    p.add_argument("--gpu-limit", type=int, metavar="BYTES",
+                   help="hold PyTorch's allocator to this many bytes of the GPU "
+                        "(torch.cuda.set_per_process_memory_fraction); past it the step fails with out-of-memory")
     args = p.parse_args()
     if args.cpu_offload and not args.fsdp:
         p.error("--cpu-offload needs --fsdp")
@@ -172,6 +175,9 @@ def main():
     device = torch.device("cuda", torch.cuda.current_device())
     nvtx = torch.cuda.nvtx
     tracker = MemoryTracker(device) if args.track_memory else None
+    if args.gpu_limit:
+        total = torch.cuda.get_device_properties(device).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, args.gpu_limit / total), device)
 
     nvtx.range_push("model.init")
     model = Decoder(args.vocab, args.dim, args.layers, args.heads, ffn).to(device)

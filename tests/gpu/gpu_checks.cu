@@ -3,6 +3,8 @@
 //   integrity  checksums of every block survive forced evictions and prefetches
 //   advice     every directive is really applied (cudaMemRangeGetAttribute)
 //   cap        the managed-memory cap refuses with cudaErrorMemoryAllocation
+//   residency  the GPU memory really in use stays within the budget while
+//              kernels touch evicted blocks and freed space is reused
 // Built with `nvcc -cudart shared` so the runtime API calls can be intercepted.
 #include <cstdint>
 #include <cstdio>
@@ -108,6 +110,84 @@ static int check_integrity()
     return failures;
 }
 
+static size_t gpu_used()
+{
+    size_t free_b, total_b;
+    CHECK(cudaMemGetInfo(&free_b, &total_b));
+    return total_b - free_b;
+}
+
+__global__ void bump(uint32_t *p, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        p[i] += 1;
+}
+
+// 768 MiB of blocks under a 256 MiB budget (residency.umpol), every block
+// read and written by kernels each round, half of them freed and allocated
+// again: the GPU memory in use (cudaMemGetInfo) must stay within the budget
+// plus a little for the driver, and the data must stay right.
+static int check_residency()
+{
+    enum { BLOCKS = 48, ROUNDS = 4 };
+    const size_t bytes = 16u << 20, n = bytes / 4, budget = 256u << 20, slack = 64u << 20;
+    cudaStream_t stream;
+    CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    unsigned long long *bad;
+    CHECK(cudaMalloc((void **)&bad, sizeof *bad));
+    CHECK(cudaDeviceSynchronize());
+    const size_t base = gpu_used();
+    size_t peak = 0;
+    uint32_t *blocks[BLOCKS];
+    uint32_t bumps[BLOCKS] = {0};
+    umpol_tag_push("data");
+    for (int b = 0; b < BLOCKS; b++) {
+        CHECK(cudaMallocAsync((void **)&blocks[b], bytes, stream));
+        fill<<<264, 256, 0, stream>>>(blocks[b], n, b, 0);
+        CHECK(cudaGetLastError());
+    }
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int b = 0; b < BLOCKS; b++) {
+            bump<<<264, 256, 0, stream>>>(blocks[b], n);
+            bumps[b]++;
+            if (b % 8 == 7) {
+                CHECK(cudaStreamSynchronize(stream));
+                size_t used = gpu_used() - base;
+                peak = used > peak ? used : peak;
+            }
+        }
+        for (int b = round % 2; b < BLOCKS; b += 2) { // free half, allocate again
+            CHECK(cudaFreeAsync(blocks[b], stream));
+            CHECK(cudaMallocAsync((void **)&blocks[b], bytes, stream));
+            fill<<<264, 256, 0, stream>>>(blocks[b], n, b, 0);
+            bumps[b] = 0;
+        }
+        CHECK(cudaStreamSynchronize(stream));
+        size_t used = gpu_used() - base;
+        peak = used > peak ? used : peak;
+    }
+    umpol_tag_pop();
+    unsigned long long host_bad = 0;
+    for (int b = 0; b < BLOCKS; b++)
+        for (size_t i = 0; i < n; i += 101)
+            host_bad += blocks[b][i] != pattern(b, i, 0) + bumps[b];
+    EXPECT(host_bad == 0, "%llu words wrong", host_bad);
+    EXPECT(peak <= budget + slack, "%zu MiB of GPU memory in use against a %zu MiB budget",
+           peak >> 20, budget >> 20);
+    struct umpol_stats st;
+    EXPECT(umpol_stats(&st) == 0, "runtime not active");
+    EXPECT(st.evictions > 0, "no eviction happened (%llu)", st.evictions);
+    printf("residency: %d blocks x %zu MiB touched by kernels %d times, budget %zu MiB: "
+           "peak GPU memory in use %zu MiB above the start; %llu evictions\n", BLOCKS,
+           bytes >> 20, ROUNDS, budget >> 20, peak >> 20, st.evictions);
+    for (int b = 0; b < BLOCKS; b++)
+        CHECK(cudaFreeAsync(blocks[b], stream));
+    CHECK(cudaStreamSynchronize(stream));
+    CHECK(cudaFree(bad));
+    return failures;
+}
+
 static int range_attr(void *p, size_t bytes, cudaMemRangeAttribute attr)
 {
     int v = -100;
@@ -202,7 +282,7 @@ static int check_cap()
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: gpu_checks integrity|advice|cap\n");
+        fprintf(stderr, "usage: gpu_checks integrity|advice|cap|residency\n");
         return 2;
     }
     struct umpol_stats st;
@@ -213,6 +293,7 @@ int main(int argc, char **argv)
     int rc = strcmp(argv[1], "integrity") == 0 ? check_integrity()
              : strcmp(argv[1], "advice") == 0  ? check_advice()
              : strcmp(argv[1], "cap") == 0     ? check_cap()
+             : strcmp(argv[1], "residency") == 0 ? check_residency()
                                                : -1;
     if (rc < 0) {
         fprintf(stderr, "gpu_checks: unknown check %s\n", argv[1]);
