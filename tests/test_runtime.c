@@ -308,6 +308,9 @@ static void test_runtime_budget_reclaims_free_space_without_copies(void **state)
     void *a = alloc(f, 6u << 20, API_CUDA_MALLOC_ASYNC, S1);
     tag_pop();
     assert_int_equal(DELTA(f, discard_prefetch), 1); /* whole pages inside: no copy */
+    /* Nothing may touch a range while it is discarded: the runtime's own
+     * stream (evictions, triggers) now follows S1. */
+    assert_int_equal(DELTA(f, stream_wait), 1);
     assert_int_equal(DELTA(f, prefetch_bytes_to_gpu) + DELTA(f, discard_prefetch_bytes), 6u << 20);
     release(f, a, S1, MODE_STREAM);
     assert_int_equal(f->rt.devices[0].resident_bytes, 6u << 20); /* still there, idle */
@@ -489,20 +492,20 @@ static void test_runtime_discard_only_whole_pages_of_dead_blocks(void **state)
     void *small = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1);   /* no whole 2 MiB page */
     void *big = alloc(f, 6u << 20, API_CUDA_MALLOC_ASYNC, S1);     /* offset 1 MiB: pages 2..6 */
     release(f, small, S1, MODE_STREAM);
-    assert_int_equal(DELTA(f, discard), 0);
+    assert_int_equal(DELTA(f, discard_prefetch), 0);
     release(f, big, S1, MODE_STREAM);
-    assert_int_equal(DELTA(f, discard), 1);
-    assert_int_equal(DELTA(f, discard_bytes), 4u << 20); /* [2 MiB, 6 MiB) of the slab */
+    assert_int_equal(DELTA(f, discard_prefetch), 1);
+    assert_int_equal(DELTA(f, discard_prefetch_bytes), 4u << 20); /* [2 MiB, 6 MiB) of the slab */
     void *c = alloc(f, 6u << 20, API_CUDA_MALLOC, 0);
     release(f, c, 0, MODE_ANY); /* cudaFree: synchronous, nothing to order a discard on */
-    assert_int_equal(DELTA(f, discard), 1);
+    assert_int_equal(DELTA(f, discard_prefetch), 1);
     assert_int_equal(f->rt.class_stats[0].discard_bytes, 4u << 20);
     /* Freed on the legacy stream: discarded on the runtime's stream after a wait,
      * and the block's next user follows that stream. */
     void *d = alloc(f, 6u << 20, API_CUDA_MALLOC_ASYNC, 0);
     uint64_t waits = DELTA(f, stream_wait);
     release(f, d, 0, MODE_STREAM);
-    assert_int_equal(DELTA(f, discard), 2);
+    assert_int_equal(DELTA(f, discard_prefetch), 2);
     assert_int_equal(DELTA(f, stream_wait), waits + 1);
     struct block *freed = NULL;
     for (struct slab *s = f->rt.devices[0].pools[0]->slabs; s && !freed; s = s->next)

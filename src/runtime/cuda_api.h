@@ -21,9 +21,6 @@ struct cuda_api {
                                             struct cudaMemLocation *locs, size_t *loc_idxs,
                                             size_t num_locs, unsigned long long flags,
                                             cudaStream_t stream);
-    /* May be NULL: CUDA 13's discard of dead managed data (UMPOL_DISCARD=1). */
-    cudaError_t (*mem_discard_batch_async)(void **ptrs, size_t *sizes, size_t count,
-                                           unsigned long long flags, cudaStream_t stream);
     /* May be NULL: moving memory whose data is dead without copying it. */
     cudaError_t (*mem_discard_and_prefetch_batch_async)(void **ptrs, size_t *sizes, size_t count,
                                                         struct cudaMemLocation *locs,

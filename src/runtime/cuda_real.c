@@ -33,7 +33,6 @@ int cuda_api_resolve_real(struct cuda_api *api, const char **missing)
         SLOT(mem_advise, "cudaMemAdvise", 1),
         SLOT(mem_prefetch_async, "cudaMemPrefetchAsync", 1),
         SLOT(mem_prefetch_batch_async, "cudaMemPrefetchBatchAsync", 0),
-        SLOT(mem_discard_batch_async, "cudaMemDiscardBatchAsync", 0),
         SLOT(mem_discard_and_prefetch_batch_async, "cudaMemDiscardAndPrefetchBatchAsync", 0),
         SLOT(mem_get_info, "cudaMemGetInfo", 1),
         SLOT(get_device, "cudaGetDevice", 1),

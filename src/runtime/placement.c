@@ -255,12 +255,28 @@ static bool legacy_stream(cudaStream_t s)
     return !s || s == cudaStreamLegacy || s == cudaStreamPerThread;
 }
 
-/* Move [ADDR, ADDR+SIZE), whose data is dead once STREAM's work so far is
- * done, to LOC on STREAM. With DISCARD, whole 2 MiB pages inside it are
- * discarded and populated at LOC without a copy (CUDA takes no legacy stream
- * for that); the edges, which may share a page with a live neighbour, and
- * everything without DISCARD are prefetched, which keeps the data. */
-static void move_dead(struct runtime *rt, uintptr_t addr, size_t size,
+/* Order the runtime's stream on DEVICE after STREAM's work so far: an event
+ * recorded there now, waited on. No host synchronisation. */
+static void fence_runtime_stream(struct runtime *rt, int device, cudaStream_t stream)
+{
+    cudaStream_t own = rt->devices[device].stream;
+    cudaEvent_t ev;
+    if (!own || stream == own ||
+        rt->cuda->event_create_with_flags(&ev, cudaEventDisableTiming) != cudaSuccess)
+        return;
+    if (rt->cuda->event_record(ev, stream) == cudaSuccess)
+        rt->cuda->stream_wait_event(own, ev, 0);
+    rt->cuda->event_destroy(ev);
+}
+
+/* Move [ADDR, ADDR+SIZE) of DEVICE, whose data is dead once STREAM's work so
+ * far is done, to LOC on STREAM. With DISCARD, whole 2 MiB pages inside it
+ * are discarded and populated at LOC in one operation, without a copy; the
+ * edges, which may share a page with a live neighbour, and everything
+ * without DISCARD are prefetched, which keeps the data. A discard must not
+ * overlap any other operation on the range, so the runtime's own stream is
+ * ordered after it. Returns true when a discard was issued. */
+static bool move_dead(struct runtime *rt, int device, uintptr_t addr, size_t size,
                       struct cudaMemLocation loc, cudaStream_t stream, bool discard)
 {
     const uintptr_t page = 2u << 20;
@@ -268,7 +284,7 @@ static void move_dead(struct runtime *rt, uintptr_t addr, size_t size,
     if (!discard || legacy_stream(stream) || end <= start ||
         !rt->cuda->mem_discard_and_prefetch_batch_async || rt->discard_prefetch_unsupported) {
         prefetch_one(rt, addr, size, loc, stream);
-        return;
+        return false;
     }
     void *ptr = (void *)start;
     size_t bytes = end - start, idx = 0;
@@ -280,10 +296,51 @@ static void move_dead(struct runtime *rt, uintptr_t addr, size_t size,
         LOG(LOG_INFO, "discard-and-prefetch unavailable (%s); dead data is copied when moved",
             rt->cuda->get_error_string(err));
         prefetch_one(rt, addr, size, loc, stream);
-        return;
+        return false;
     }
     prefetch_one(rt, addr, start - addr, loc, stream);
     prefetch_one(rt, end, addr + size - end, loc, stream);
+    fence_runtime_stream(rt, device, stream);
+    return true;
+}
+
+cudaStream_t place_discard_freed(struct runtime *rt, struct block *b, cudaStream_t stream)
+{
+    int device = b->slab->pool->device;
+    cudaStream_t on = stream;
+    if (legacy_stream(stream)) { /* CUDA takes no legacy stream: the runtime's, after it */
+        on = rt->devices[device].stream;
+        if (!on)
+            return stream;
+        cudaEvent_t ev;
+        if (rt->cuda->event_create_with_flags(&ev, cudaEventDisableTiming) != cudaSuccess)
+            return stream;
+        bool ok = rt->cuda->event_record(ev, stream) == cudaSuccess &&
+                  rt->cuda->stream_wait_event(on, ev, 0) == cudaSuccess;
+        rt->cuda->event_destroy(ev);
+        if (!ok)
+            return stream;
+    }
+    /* Discarded and prefetched back where it is counted: the pages stay put,
+     * their data is never copied again, and no page is left discarded. */
+    struct cudaMemLocation loc = b->on_gpu ? (struct cudaMemLocation){cudaMemLocationTypeDevice, device}
+                                           : host_of(rt, b->class_idx, device);
+    const uintptr_t page = 2u << 20;
+    uintptr_t start = (b->addr + page - 1) & ~(page - 1), end = (b->addr + b->size) & ~(page - 1);
+    if (end > start && rt->cuda->mem_discard_and_prefetch_batch_async &&
+        !rt->discard_prefetch_unsupported) {
+        void *ptr = (void *)start;
+        size_t bytes = end - start, idx = 0;
+        if (rt->cuda->mem_discard_and_prefetch_batch_async(&ptr, &bytes, 1, &loc, &idx, 1, 0, on) ==
+            cudaSuccess) {
+            fence_runtime_stream(rt, device, on);
+            rt->class_stats[b->class_idx].discards++;
+            rt->class_stats[b->class_idx].discard_bytes += bytes;
+        } else {
+            rt->cuda->get_last_error();
+        }
+    }
+    return on;
 }
 
 /* Give back the oldest free space still on DEVICE: its data is dead. It is
@@ -301,9 +358,12 @@ static bool reclaim_idle(struct runtime *rt, int device)
     if (!oldest)
         return false;
     struct block *b = oldest->idle_head;
-    bool one = b->free_stream_count == 1;
-    move_dead(rt, b->addr, b->size, host_of(rt, b->class_idx, device),
-              one ? b->free_streams[0] : dev->stream, b->free_stream_count <= 1);
+    cudaStream_t on = b->free_stream_count == 1 ? b->free_streams[0] : dev->stream;
+    if (move_dead(rt, device, b->addr, b->size, host_of(rt, b->class_idx, device), on,
+                  b->free_stream_count <= 1)) {
+        b->free_streams[0] = on; /* its next user follows the discard */
+        b->free_stream_count = 1;
+    }
     rt->class_stats[b->class_idx].reclaims++;
     rt->class_stats[b->class_idx].reclaim_bytes += b->size;
     pool_idle_left_gpu(rt, b);
@@ -419,7 +479,7 @@ void place_on_alloc(struct runtime *rt, struct block *b, int device, cudaStream_
         return;
     struct cudaMemLocation loc = place_location(rt, dest, device);
     if (place_block(rt, b, loc) == PLACE_MOVE) /* a new block's data is dead: no copy needed */
-        move_dead(rt, b->addr, b->size, loc, stream, true);
+        move_dead(rt, device, b->addr, b->size, loc, stream, true);
 }
 
 /* A freed block keeps its pages where they are: on the GPU it stays counted,

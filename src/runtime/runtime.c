@@ -239,44 +239,6 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
     return err;
 }
 
-/* Tell the driver a freed managed block's data is dead, so it is never
- * migrated. Only whole 2 MiB pages inside the block are discarded: a page
- * shared with a live neighbour keeps its data. Stream-ordered after the
- * block's last use; returns the stream its next user must follow. CUDA
- * refuses the legacy default stream here, so a block freed there is discarded
- * on the runtime's stream after a wait, and its next user waits on that. */
-static cudaStream_t discard_dead(struct runtime *rt, struct block *b, cudaStream_t stream)
-{
-    const uintptr_t page = 2u << 20;
-    if (!rt->cuda->mem_discard_batch_async ||
-        rt->program->classes[b->class_idx].memory != MEMORY_MANAGED)
-        return stream;
-    uintptr_t start = (b->addr + page - 1) & ~(page - 1), end = (b->addr + b->size) & ~(page - 1);
-    if (end <= start)
-        return stream;
-    cudaStream_t on = stream;
-    if (!stream || stream == cudaStreamLegacy) {
-        on = rt->devices[b->slab->pool->device].stream;
-        cudaEvent_t ev;
-        if (!on || rt->cuda->event_create_with_flags(&ev, cudaEventDisableTiming) != cudaSuccess)
-            return stream;
-        bool ok = rt->cuda->event_record(ev, stream) == cudaSuccess &&
-                  rt->cuda->stream_wait_event(on, ev, 0) == cudaSuccess;
-        rt->cuda->event_destroy(ev);
-        if (!ok)
-            return stream;
-    }
-    void *ptr = (void *)start;
-    size_t size = end - start;
-    if (rt->cuda->mem_discard_batch_async(&ptr, &size, 1, 0, on) != cudaSuccess) {
-        rt->cuda->get_last_error();
-        return on; /* the wait above, if any, still orders the block after `on` */
-    }
-    rt->class_stats[b->class_idx].discards++;
-    rt->class_stats[b->class_idx].discard_bytes += size;
-    return on;
-}
-
 bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode mode,
              cudaError_t *err)
 {
@@ -301,8 +263,9 @@ bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode
     } else {
         st->live_bytes -= b->size;
         place_on_free(rt, b);
-        if (rt->discard && mode == MODE_STREAM)
-            stream = discard_dead(rt, b, stream);
+        if (rt->discard && mode == MODE_STREAM &&
+            rt->program->classes[b->class_idx].memory == MEMORY_MANAGED)
+            stream = place_discard_freed(rt, b, stream);
         pool_free(b, stream, mode);
     }
     pthread_mutex_unlock(&rt->lock);

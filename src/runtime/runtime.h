@@ -229,6 +229,10 @@ void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s);
 void place_advise_range(struct runtime *rt, int class_idx, int device, void *ptr, size_t size);
 void place_on_alloc(struct runtime *rt, struct block *b, int device, cudaStream_t stream);
 void place_on_free(struct runtime *rt, struct block *b);
+/* UMPOL_DISCARD=1: the freed block's data is dead; its whole 2 MiB pages are
+ * discarded and prefetched back where they are, so they are never copied.
+ * Ordered after STREAM's use; returns the stream its next user must follow. */
+cudaStream_t place_discard_freed(struct runtime *rt, struct block *b, cudaStream_t stream);
 void place_trigger(struct runtime *rt, enum trigger_kind trigger, const uint64_t *glob_bits,
                    int mark);
 

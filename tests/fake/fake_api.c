@@ -9,7 +9,6 @@ const struct cuda_api fake_api = {
     .mem_advise = cudaMemAdvise,
     .mem_prefetch_async = cudaMemPrefetchAsync,
     .mem_prefetch_batch_async = cudaMemPrefetchBatchAsync,
-    .mem_discard_batch_async = cudaMemDiscardBatchAsync,
     .mem_discard_and_prefetch_batch_async = cudaMemDiscardAndPrefetchBatchAsync,
     .mem_get_info = cudaMemGetInfo,
     .get_device = cudaGetDevice,
