@@ -43,6 +43,12 @@ for policy in llm-finetune optimizer-offload; do
         "$out/constrained-umpol-$policy.json" "$out/constrained-umpol-$policy.png" \
         "umpol ($policy), 0.95B parameters on one GPU, budget = FSDP2 offload's peak" || echo "no plot"
 done
+# Once more with CUPTI's counters, to see where the time goes (not timed).
+UMPOL_PROFILE=1 run umpol-optimizer-offload-profiled "$umpol" run -p "$out/constrained-optimizer-offload.umpol" \
+    -r "$out/constrained-umpol-optimizer-offload-profiled-report.json" -- \
+    python3 examples/pytorch/train.py $big --json "$out/constrained-umpol-optimizer-offload-profiled.json"
+"$umpol" report "$out/constrained-umpol-optimizer-offload-profiled-report.json" \
+    >"$out/constrained-umpol-optimizer-offload-profiled-report.txt" 2>&1
 python3 - "$out" "$peak" <<'PY' | tee "$out/summary.md"
 import json, os, sys
 out, held = sys.argv[1], int(sys.argv[2])

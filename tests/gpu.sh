@@ -3,7 +3,7 @@
 #   - data integrity under forced evictions and prefetches
 #   - every advice really applied
 #   - the managed-memory cap refusing with an out-of-memory error, in C and in PyTorch
-#   - the GPU memory really in use held to the budget while kernels touch evicted blocks
+#   - under a budget, nothing reaching the GPU but what the runtime placed (CUPTI)
 #   - examples/pytorch/train.py under `umpol run` with the full-fine-tune policy
 #     giving the same losses as without umpol
 # Every check keeps a managed-memory cap far below the card's memory.
@@ -26,10 +26,28 @@ if ! "$nvcc" -O2 -cudart shared -I"$top_srcdir/src" -o "$tmp/gpu_checks" \
     exit 1
 fi
 for check in integrity advice cap residency; do
-    expect_status 0 "gpu $check" env LD_PRELOAD="$lib" \
+    expect_status 0 "gpu $check" env LD_PRELOAD="$lib" UMPOL_PROFILE=1 \
+        UMPOL_REPORT="$tmp/$check-report.json" \
         UMPOL_POLICY="$top_srcdir/tests/gpu/$check.umpol" "$tmp/gpu_checks" "$check"
     cat "$tmp/out"
 done
+# Under the budget the runtime alone moves pages to the GPU: kernels touching
+# evicted blocks read them over the link, so the blocks see no GPU page fault
+# and no more bytes reach the GPU than the runtime prefetched.
+if command -v python3 >/dev/null 2>&1; then
+    python3 - "$tmp/residency-report.json" <<'PY' || fail "gpu residency: pages reached the GPU unplaced"
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = next(c for c in r["classes"] if c["name"] == "data")
+um = c.get("um")
+if um is None:
+    print("no CUPTI counters (profiling unavailable): not checked")
+    sys.exit(0)
+print(f"residency: class data: {um['gpu_faults']} GPU faults, {um['htod_bytes'] >> 20} MiB to the GPU "
+      f"by the driver, {c['prefetch_bytes'] >> 20} MiB placed by the runtime, {c['evictions']} evictions")
+assert um["gpu_faults"] == 0 and um["htod_bytes"] <= c["prefetch_bytes"]
+PY
+fi
 
 if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
     # OutOfMemoryError from PyTorch when the cap refuses.

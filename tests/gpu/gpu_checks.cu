@@ -3,8 +3,9 @@
 //   integrity  checksums of every block survive forced evictions and prefetches
 //   advice     every directive is really applied (cudaMemRangeGetAttribute)
 //   cap        the managed-memory cap refuses with cudaErrorMemoryAllocation
-//   residency  the GPU memory really in use stays within the budget while
-//              kernels touch evicted blocks and freed space is reused
+//   residency  kernels touching evicted blocks read them where they are:
+//              nothing reaches the GPU but what the runtime placed there
+//              (tests/gpu.sh checks the CUPTI counters of its report)
 // Built with `nvcc -cudart shared` so the runtime API calls can be intercepted.
 #include <cstdint>
 #include <cstdio>
@@ -126,12 +127,14 @@ __global__ void bump(uint32_t *p, size_t n)
 
 // 768 MiB of blocks under a 256 MiB budget (residency.umpol), every block
 // read and written by kernels each round, half of them freed and allocated
-// again: the GPU memory in use (cudaMemGetInfo) must stay within the budget
-// plus a little for the driver, and the data must stay right.
+// again: the data must stay right, and (checked by tests/gpu.sh from the
+// report's CUPTI counters) no GPU page fault may bring a block in. The GPU
+// memory in use is printed for information only: the driver keeps the GPU
+// memory of pages that left the GPU until cudaFree (bench/um_residency.cu).
 static int check_residency()
 {
     enum { BLOCKS = 48, ROUNDS = 4 };
-    const size_t bytes = 16u << 20, n = bytes / 4, budget = 256u << 20, slack = 64u << 20;
+    const size_t bytes = 16u << 20, n = bytes / 4, budget = 256u << 20;
     cudaStream_t stream;
     CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     unsigned long long *bad;
@@ -173,13 +176,11 @@ static int check_residency()
         for (size_t i = 0; i < n; i += 101)
             host_bad += blocks[b][i] != pattern(b, i, 0) + bumps[b];
     EXPECT(host_bad == 0, "%llu words wrong", host_bad);
-    EXPECT(peak <= budget + slack, "%zu MiB of GPU memory in use against a %zu MiB budget",
-           peak >> 20, budget >> 20);
     struct umpol_stats st;
     EXPECT(umpol_stats(&st) == 0, "runtime not active");
     EXPECT(st.evictions > 0, "no eviction happened (%llu)", st.evictions);
     printf("residency: %d blocks x %zu MiB touched by kernels %d times, budget %zu MiB: "
-           "peak GPU memory in use %zu MiB above the start; %llu evictions\n", BLOCKS,
+           "GPU memory in use (driver's view) %zu MiB above the start; %llu evictions\n", BLOCKS,
            bytes >> 20, ROUNDS, budget >> 20, peak >> 20, st.evictions);
     for (int b = 0; b < BLOCKS; b++)
         CHECK(cudaFreeAsync(blocks[b], stream));
