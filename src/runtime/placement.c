@@ -255,41 +255,44 @@ static bool legacy_stream(cudaStream_t s)
     return !s || s == cudaStreamLegacy || s == cudaStreamPerThread;
 }
 
-/* Order the runtime's stream on DEVICE after STREAM's work so far: an event
- * recorded there now, waited on. No host synchronisation. */
-static void fence_runtime_stream(struct runtime *rt, int device, cudaStream_t stream)
+bool stream_follow(struct runtime *rt, cudaStream_t waiter, cudaStream_t signaler)
 {
-    cudaStream_t own = rt->devices[device].stream;
     cudaEvent_t ev;
-    if (!own || stream == own ||
-        rt->cuda->event_create_with_flags(&ev, cudaEventDisableTiming) != cudaSuccess)
-        return;
-    if (rt->cuda->event_record(ev, stream) == cudaSuccess)
-        rt->cuda->stream_wait_event(own, ev, 0);
-    rt->cuda->event_destroy(ev);
+    if (waiter == signaler)
+        return true;
+    if (rt->cuda->event_create_with_flags(&ev, cudaEventDisableTiming) != cudaSuccess)
+        return false;
+    bool ok = rt->cuda->event_record(ev, signaler) == cudaSuccess &&
+              rt->cuda->stream_wait_event(waiter, ev, 0) == cudaSuccess;
+    rt->cuda->event_destroy(ev); /* released once complete; the wait holds it */
+    return ok;
 }
 
 /* Move [ADDR, ADDR+SIZE) of DEVICE, whose data is dead once STREAM's work so
- * far is done, to LOC on STREAM. With DISCARD, whole 2 MiB pages inside it
- * are discarded and populated at LOC in one operation, without a copy; the
- * edges, which may share a page with a live neighbour, and everything
- * without DISCARD are prefetched, which keeps the data. A discard must not
- * overlap any other operation on the range, so the runtime's own stream is
- * ordered after it. Returns true when a discard was issued. */
+ * far is done, to LOC, ordered on STREAM. With DISCARD, whole 2 MiB pages
+ * inside it are discarded and populated at LOC in one operation, without a
+ * copy; the edges, which may share a page with a live neighbour, and
+ * everything without DISCARD are prefetched, which keeps the data. CUDA takes
+ * no legacy stream for a discard: it runs on the runtime's stream between
+ * waits both ways. Nothing may overlap a discard, so the runtime's stream,
+ * where evictions and triggers run, follows it either way. Returns true when
+ * a discard was issued. */
 static bool move_dead(struct runtime *rt, int device, uintptr_t addr, size_t size,
                       struct cudaMemLocation loc, cudaStream_t stream, bool discard)
 {
     const uintptr_t page = 2u << 20;
+    cudaStream_t own = rt->devices[device].stream;
     uintptr_t start = (addr + page - 1) & ~(page - 1), end = (addr + size) & ~(page - 1);
-    if (!discard || legacy_stream(stream) || end <= start ||
-        !rt->cuda->mem_discard_and_prefetch_batch_async || rt->discard_prefetch_unsupported) {
+    cudaStream_t on = legacy_stream(stream) ? own : stream;
+    if (!discard || !on || end <= start || !rt->cuda->mem_discard_and_prefetch_batch_async ||
+        rt->discard_prefetch_unsupported || !stream_follow(rt, on, stream)) {
         prefetch_one(rt, addr, size, loc, stream);
         return false;
     }
     void *ptr = (void *)start;
     size_t bytes = end - start, idx = 0;
-    cudaError_t err = rt->cuda->mem_discard_and_prefetch_batch_async(&ptr, &bytes, 1, &loc, &idx,
-                                                                     1, 0, stream);
+    cudaError_t err =
+        rt->cuda->mem_discard_and_prefetch_batch_async(&ptr, &bytes, 1, &loc, &idx, 1, 0, on);
     if (err != cudaSuccess) {
         rt->discard_prefetch_unsupported = true;
         rt->cuda->get_last_error();
@@ -298,49 +301,28 @@ static bool move_dead(struct runtime *rt, int device, uintptr_t addr, size_t siz
         prefetch_one(rt, addr, size, loc, stream);
         return false;
     }
-    prefetch_one(rt, addr, start - addr, loc, stream);
-    prefetch_one(rt, end, addr + size - end, loc, stream);
-    fence_runtime_stream(rt, device, stream);
+    prefetch_one(rt, addr, start - addr, loc, on);
+    prefetch_one(rt, end, addr + size - end, loc, on);
+    stream_follow(rt, stream, on); /* the job's next work on STREAM sees the pages placed */
+    if (own)
+        stream_follow(rt, own, on);
     return true;
 }
 
 cudaStream_t place_discard_freed(struct runtime *rt, struct block *b, cudaStream_t stream)
 {
-    int device = b->slab->pool->device;
-    cudaStream_t on = stream;
-    if (legacy_stream(stream)) { /* CUDA takes no legacy stream: the runtime's, after it */
-        on = rt->devices[device].stream;
-        if (!on)
-            return stream;
-        cudaEvent_t ev;
-        if (rt->cuda->event_create_with_flags(&ev, cudaEventDisableTiming) != cudaSuccess)
-            return stream;
-        bool ok = rt->cuda->event_record(ev, stream) == cudaSuccess &&
-                  rt->cuda->stream_wait_event(on, ev, 0) == cudaSuccess;
-        rt->cuda->event_destroy(ev);
-        if (!ok)
-            return stream;
-    }
     /* Discarded and prefetched back where it is counted: the pages stay put,
      * their data is never copied again, and no page is left discarded. */
+    int device = b->slab->pool->device;
     struct cudaMemLocation loc = b->on_gpu ? (struct cudaMemLocation){cudaMemLocationTypeDevice, device}
                                            : host_of(rt, b->class_idx, device);
     const uintptr_t page = 2u << 20;
     uintptr_t start = (b->addr + page - 1) & ~(page - 1), end = (b->addr + b->size) & ~(page - 1);
-    if (end > start && rt->cuda->mem_discard_and_prefetch_batch_async &&
-        !rt->discard_prefetch_unsupported) {
-        void *ptr = (void *)start;
-        size_t bytes = end - start, idx = 0;
-        if (rt->cuda->mem_discard_and_prefetch_batch_async(&ptr, &bytes, 1, &loc, &idx, 1, 0, on) ==
-            cudaSuccess) {
-            fence_runtime_stream(rt, device, on);
-            rt->class_stats[b->class_idx].discards++;
-            rt->class_stats[b->class_idx].discard_bytes += bytes;
-        } else {
-            rt->cuda->get_last_error();
-        }
-    }
-    return on;
+    if (end <= start || !move_dead(rt, device, start, end - start, loc, stream, true))
+        return stream;
+    rt->class_stats[b->class_idx].discards++;
+    rt->class_stats[b->class_idx].discard_bytes += end - start;
+    return stream;
 }
 
 /* Give back the oldest free space still on DEVICE: its data is dead. It is
@@ -529,16 +511,6 @@ static bool trigger_fires(const struct program_prefetch *pf, enum trigger_kind t
     return (glob_bits[pf->pattern >> 6] >> (pf->pattern & 63)) & 1;
 }
 
-static void order_legacy_after(struct runtime *rt, cudaStream_t stream)
-{
-    cudaEvent_t ev;
-    if (rt->cuda->event_create_with_flags(&ev, cudaEventDisableTiming) != cudaSuccess)
-        return;
-    if (rt->cuda->event_record(ev, stream) == cudaSuccess)
-        rt->cuda->stream_wait_event(cudaStreamLegacy, ev, 0);
-    rt->cuda->event_destroy(ev);
-}
-
 /* Move every live block of class C on DEVICE to the rule's destination. */
 static void move_class(struct runtime *rt, size_t c, int device, struct program_place dest)
 {
@@ -578,7 +550,7 @@ static void move_class(struct runtime *rt, size_t c, int device, struct program_
     /* Data brought to the GPU must be there before the job's next kernels: order
      * the legacy default stream (and so every blocking stream) after the batch. */
     if (n && is_gpu(loc) && dev->stream)
-        order_legacy_after(rt, dev->stream);
+        stream_follow(rt, cudaStreamLegacy, dev->stream);
 }
 
 void place_trigger(struct runtime *rt, enum trigger_kind trigger, const uint64_t *glob_bits,

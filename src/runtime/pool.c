@@ -362,18 +362,9 @@ static struct block *find_free(struct runtime *rt, struct pool *p, size_t size,
  * now, waited on here. No host synchronisation. */
 static bool order_after(struct runtime *rt, struct block *b, cudaStream_t stream)
 {
-    for (int i = 0; i < b->free_stream_count; i++) {
-        if (b->free_streams[i] == stream)
-            continue;
-        cudaEvent_t ev;
-        if (rt->cuda->event_create_with_flags(&ev, cudaEventDisableTiming) != cudaSuccess)
+    for (int i = 0; i < b->free_stream_count; i++)
+        if (!stream_follow(rt, stream, b->free_streams[i]))
             return false;
-        bool ok = rt->cuda->event_record(ev, b->free_streams[i]) == cudaSuccess &&
-                  rt->cuda->stream_wait_event(stream, ev, 0) == cudaSuccess;
-        rt->cuda->event_destroy(ev); /* released once complete; the wait holds it */
-        if (!ok)
-            return false;
-    }
     return true;
 }
 

@@ -231,10 +231,14 @@ void place_on_alloc(struct runtime *rt, struct block *b, int device, cudaStream_
 void place_on_free(struct runtime *rt, struct block *b);
 /* UMPOL_DISCARD=1: the freed block's data is dead; its whole 2 MiB pages are
  * discarded and prefetched back where they are, so they are never copied.
- * Ordered after STREAM's use; returns the stream its next user must follow. */
+ * Ordered on STREAM after its use; returns the stream its next user must follow. */
 cudaStream_t place_discard_freed(struct runtime *rt, struct block *b, cudaStream_t stream);
 void place_trigger(struct runtime *rt, enum trigger_kind trigger, const uint64_t *glob_bits,
                    int mark);
+
+/* Order WAITER after SIGNALER's work so far: an event recorded on SIGNALER
+ * now, waited on by WAITER. No host synchronisation. */
+bool stream_follow(struct runtime *rt, cudaStream_t waiter, cudaStream_t signaler);
 
 /* Devices: learned on first use (total memory, budget, cap, runtime stream). */
 struct device_state *device_get(struct runtime *rt, int device);
