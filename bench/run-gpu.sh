@@ -19,7 +19,8 @@ umpol="$top/umpol"
 [ -x "$umpol" ] && [ -f "$lib" ] || { echo "build umpol first (./configure && make)"; exit 2; }
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 device=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)
-commit=$(git rev-parse --short HEAD 2>/dev/null || cat "$top/.commit" 2>/dev/null || echo unknown)
+commit=${UMPOL_COMMIT:-}
+[ -n "$commit" ] || commit=$(git rev-parse --short HEAD 2>/dev/null || cat "$top/.commit" 2>/dev/null || echo unknown)
 echo "device: $device; commit $commit; $(date -u +%Y-%m-%dT%H:%MZ)" | tee "$out/summary.md"
 
 echo "== GPU tests"
