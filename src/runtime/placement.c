@@ -36,6 +36,11 @@ struct device_state *device_get(struct runtime *rt, int device)
                                                 : p->budget_gpu.value;
     /* Without a cap, 90% of the GPU: an oversubscribed card can hang. */
     dev->steer = p->budget_gpu.given;
+    for (size_t c = 0; c < p->class_count && dev->steer; c++)
+        if (p->classes[c].read_mostly && p->classes[c].memory == MEMORY_MANAGED)
+            LOG(LOG_WARN, "GPU %d: class '%s': advise read_mostly is not applied under a budget "
+                          "(a read-only GPU copy would outlive an eviction)", device,
+                p->classes[c].name);
     dev->cap_bytes = !p->cap_managed.given  ? total_b / 100 * 90
                      : p->cap_managed.percent ? total_b / 100 * p->cap_managed.value
                                               : p->cap_managed.value;
