@@ -86,6 +86,7 @@ static _Thread_local int *tag_stack;
 static _Thread_local size_t tag_depth, tag_cap;
 static _Thread_local uint32_t *tag_counts;
 static _Thread_local uint64_t *tag_bits;
+static _Thread_local size_t tag_slots; /* tags tag_counts and tag_bits have room for */
 static _Thread_local bool tag_any;
 
 /* Per-thread state is freed when its thread exits (a key destructor runs
@@ -106,6 +107,7 @@ static void thread_state_free(void *unused)
     tag_stack = NULL;
     tag_counts = NULL;
     tag_bits = NULL;
+    tag_slots = 0;
     phase_depth = phase_cap = tag_depth = tag_cap = 0;
     tag_any = false;
 }
@@ -226,14 +228,22 @@ void tag_push(struct runtime *rt, const char *name)
 {
     const struct program *p = rt->program;
     track_thread();
-    if (!tag_counts && p->tag_count) {
-        tag_counts = calloc(p->tag_count, sizeof *tag_counts);
-        tag_bits = calloc(program_bitset_words(p->tag_count), sizeof *tag_bits);
-        if (!tag_counts || !tag_bits) {
+    if (tag_slots < p->tag_count) { /* first push, or a program with more tags (tests) */
+        uint32_t *counts = calloc(p->tag_count, sizeof *counts);
+        uint64_t *bits = calloc(program_bitset_words(p->tag_count), sizeof *bits);
+        if (counts && bits) {
+            if (tag_slots) {
+                memcpy(counts, tag_counts, tag_slots * sizeof *counts);
+                memcpy(bits, tag_bits, program_bitset_words(tag_slots) * sizeof *bits);
+            }
             free(tag_counts);
             free(tag_bits);
-            tag_counts = NULL;
-            tag_bits = NULL;
+            tag_counts = counts;
+            tag_bits = bits;
+            tag_slots = p->tag_count;
+        } else {
+            free(counts);
+            free(bits);
         }
     }
     if (tag_depth == tag_cap) {
@@ -244,7 +254,7 @@ void tag_push(struct runtime *rt, const char *name)
         tag_stack = grown;
         tag_cap = cap;
     }
-    int t = name && tag_counts ? program_tag_index(p, name) : -1;
+    int t = name && tag_slots >= p->tag_count ? program_tag_index(p, name) : -1;
     tag_stack[tag_depth++] = t; /* unknown tags are pushed too, to keep pops balanced */
     if (t >= 0 && tag_counts[t]++ == 0) {
         tag_bits[t / 64] |= 1ull << (t % 64);
