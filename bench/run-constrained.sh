@@ -6,7 +6,8 @@
 # limit, umpol through its budget (llm-finetune, which brings the optimizer
 # state in for each step, and optimizer-offload, which leaves it on the host).
 # Tokens/s and the peak GPU memory in use are measured alike for all
-# (cudaMemGetInfo sampled every 5 ms); save_on_cpu also runs unheld, for scale.
+# (cudaMemGetInfo sampled every 5 ms); save_on_cpu and plain PyTorch also run
+# unheld, for scale.
 # Writes to OUT: constrained-*.json/log, summary.md, latest-constrained.json and
 # a plot of umpol's run.
 set -u
@@ -32,6 +33,7 @@ run save-on-cpu python3 examples/pytorch/train.py $big --save-on-cpu --gpu-limit
     --json "$out/constrained-save-on-cpu.json"
 run save-on-cpu-unheld python3 examples/pytorch/train.py $big --save-on-cpu \
     --json "$out/constrained-save-on-cpu-unheld.json"
+run native-unheld python3 examples/pytorch/train.py $big --json "$out/constrained-native-unheld.json"
 # The stock policies, with the budget at that peak.
 for policy in llm-finetune optimizer-offload; do
     sed "s/^budget gpu 80%;.*/budget gpu ${peak}B;/" "policies/$policy.umpol" >"$out/constrained-$policy.umpol"
@@ -53,13 +55,13 @@ python3 - "$out" "$peak" <<'PY' | tee "$out/summary.md"
 import json, os, sys
 out, held = sys.argv[1], int(sys.argv[2])
 labels = ("fsdp-cpu-offload", "save-on-cpu", "umpol-llm-finetune", "umpol-optimizer-offload",
-          "save-on-cpu-unheld")  # the profiled run is left out: CUPTI slows it
+          "save-on-cpu-unheld", "native-unheld")  # the profiled run is left out: CUPTI slows it
 rows, latest = {}, {"constrained.held_peak_bytes": held}
 for label in labels:
     p = os.path.join(out, f"constrained-{label}.json")
     rows[label] = json.load(open(p)) if os.path.exists(p) else None
 print(f"Every contender held to {held / 2**30:.2f} GiB (FSDP2 offload's peak; \"within\" allows 2% for sampling), "
-      "except save-on-cpu-unheld (for scale).\n")
+      "except the -unheld runs (for scale: native is the whole model on the GPU).\n")
 def umpol_resident(label):
     """The most umpol held on the GPU at once, from its report's timeline: the
     figure its budget bounds. cudaMemGetInfo cannot show it for managed
@@ -91,7 +93,7 @@ for label in labels:
     if held_by_umpol is not None:
         latest[f"constrained.{key}_peak_resident_bytes"] = held_by_umpol
 umpols = [l for l in labels if l.startswith("umpol") and fits.get(l)]
-others = [l for l in labels if not l.startswith("umpol") and l != "save-on-cpu-unheld" and fits.get(l)]
+others = [l for l in labels if not l.startswith("umpol") and not l.endswith("-unheld") and fits.get(l)]
 if umpols and others:
     best_u = max(umpols, key=lambda l: rows[l]["tokens_per_s"])
     best_o = max(others, key=lambda l: rows[l]["tokens_per_s"])

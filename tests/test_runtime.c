@@ -328,6 +328,36 @@ static void test_runtime_budget_reclaims_free_space_without_copies(void **state)
     teardown(f);
 }
 
+/* Free space already on the GPU is reused before free space that is not:
+ * reusing it moves nothing. */
+static void test_runtime_reuse_prefers_free_space_on_the_gpu(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nbudget gpu 8MiB;\nslab 32MiB;\n"
+                              "class g { match tag \"g\"; place gpu; prefetch gpu on alloc; }\n"
+                              "class h { match any; place gpu; prefetch gpu on alloc; }\n");
+    tag_push(&f->rt, "g");
+    void *a = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    void *sep = alloc(f, 512, API_CUDA_MALLOC_ASYNC, S1); /* keeps a and b apart */
+    void *b = alloc(f, 4u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    tag_pop();
+    release(f, a, S1, MODE_STREAM);
+    release(f, b, S1, MODE_STREAM); /* both free, both still on the GPU */
+    void *h = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, S1); /* takes a's space back */
+    assert_int_equal(f->rt.class_stats[0].reclaims, 1);
+    uint64_t moves = DELTA(f, prefetch) + DELTA(f, discard_prefetch);
+    tag_push(&f->rt, "g");
+    void *c = alloc(f, 3u << 19, API_CUDA_MALLOC_ASYNC, S1); /* a's space fits, b's is on the GPU */
+    tag_pop();
+    assert_ptr_equal(c, b);
+    assert_int_equal(DELTA(f, prefetch) + DELTA(f, discard_prefetch), moves);
+    assert_residency_exact(f);
+    release(f, c, S1, MODE_STREAM);
+    release(f, sep, S1, MODE_STREAM);
+    release(f, h, S1, MODE_STREAM);
+    teardown(f);
+}
+
 /* A trigger that moves more than the budget holds places what fits and
  * never evicts what it placed itself. */
 static void test_runtime_trigger_never_evicts_its_own_batch(void **state)
@@ -770,6 +800,7 @@ int main(void)
         cmocka_unit_test(test_runtime_budget_evicts_low_priority_first),
         cmocka_unit_test(test_runtime_budget_steers_slabs_to_host),
         cmocka_unit_test(test_runtime_budget_reclaims_free_space_without_copies),
+        cmocka_unit_test(test_runtime_reuse_prefers_free_space_on_the_gpu),
         cmocka_unit_test(test_runtime_trigger_never_evicts_its_own_batch),
         cmocka_unit_test(test_runtime_budget_bounds_what_the_gpu_holds),
         cmocka_unit_test(test_runtime_phase_triggers_batch_prefetch),

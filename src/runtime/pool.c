@@ -334,28 +334,38 @@ static bool usable(const struct runtime *rt, const struct block *b, cudaStream_t
     return true;
 }
 
+/* The best free block for SIZE on STREAM: one that needs no wait and whose
+ * pages are already on the GPU first (reusing it moves nothing and keeps
+ * the budget from taking back space only to place it again), then one that
+ * needs no wait, then one on the GPU after a wait, then any. Scans at most
+ * 64 blocks a bin, and larger bins only while the pool has free space on the
+ * GPU that the best so far is not. */
 static struct block *find_free(struct runtime *rt, struct pool *p, size_t size,
                                cudaStream_t stream, enum alloc_mode mode, bool *wait)
 {
-    struct block *fallback = NULL;
+    struct block *best = NULL;
+    int best_rank = 4;
+    bool best_wait = false;
     for (int i = bin_of(size); i < RT_BINS; i++) {
+        if (best && (best->on_gpu || !p->idle_head))
+            break;
         int scanned = 0;
         for (struct block *b = p->bins[i]; b && scanned < 64; b = b->link_next, scanned++) {
-            if (b->size < size)
-                continue;
             bool w;
-            if (!usable(rt, b, stream, mode, &w))
+            if (b->size < size || !usable(rt, b, stream, mode, &w))
                 continue;
-            if (!w)
-                return b; /* same stream or idle: best */
-            if (!fallback)
-                fallback = b;
+            int rank = (w ? 2 : 0) + (b->on_gpu ? 0 : 1);
+            if (rank < best_rank) {
+                best = b;
+                best_rank = rank;
+                best_wait = w;
+                if (rank == 0)
+                    break;
+            }
         }
-        if (fallback)
-            break;
     }
-    *wait = fallback != NULL;
-    return fallback;
+    *wait = best_wait;
+    return best;
 }
 
 /* Order STREAM after every other stream that used B: an event recorded there
