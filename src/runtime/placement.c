@@ -48,6 +48,10 @@ struct device_state *device_get(struct runtime *rt, int device)
     if (rt->cuda->device_get_attribute(&numa, cudaDevAttrHostNumaId, device) != cudaSuccess)
         numa = -1;
     dev->host_numa_id = numa;
+    /* Evictions get a stream of their own: a slow move to the host must not
+     * hold up placements, which the job's stream waits for. */
+    if (rt->cuda->stream_create_with_flags(&dev->evict_stream, cudaStreamNonBlocking) != cudaSuccess)
+        dev->evict_stream = NULL;
     if (rt->cuda->stream_create_with_flags(&dev->stream, cudaStreamNonBlocking) != cudaSuccess) {
         LOG(LOG_WARN, "cannot create a prefetch stream on GPU %d; triggered prefetches use "
                       "one prefetch per block on the default stream", device);
@@ -279,8 +283,8 @@ bool stream_follow(struct runtime *rt, cudaStream_t waiter, cudaStream_t signale
  * copy; the edges, which may share a page with a live neighbour, and
  * everything without DISCARD are prefetched, which keeps the data. CUDA takes
  * no legacy stream for a discard: it runs on the runtime's stream between
- * waits both ways. Nothing may overlap a discard, so the runtime's stream,
- * where evictions and triggers run, follows it either way. Returns true when
+ * waits both ways. Nothing may overlap a discard, so the runtime's streams,
+ * where triggers and evictions run, follow it either way. Returns true when
  * a discard was issued. */
 static bool move_dead(struct runtime *rt, int device, uintptr_t addr, size_t size,
                       struct cudaMemLocation loc, cudaStream_t stream, bool discard)
@@ -309,8 +313,11 @@ static bool move_dead(struct runtime *rt, int device, uintptr_t addr, size_t siz
     prefetch_one(rt, addr, start - addr, loc, on);
     prefetch_one(rt, end, addr + size - end, loc, on);
     stream_follow(rt, stream, on); /* the job's next work on STREAM sees the pages placed */
+    cudaStream_t evict = rt->devices[device].evict_stream;
     if (own)
         stream_follow(rt, own, on);
+    if (evict)
+        stream_follow(rt, evict, on);
     return true;
 }
 
@@ -377,7 +384,8 @@ static bool evict_one(struct runtime *rt, int device, uint32_t max_priority)
     if (!victim)
         return false;
     struct block *b = victim->lru_head;
-    prefetch_one(rt, b->addr, b->size, host_of(rt, b->class_idx, device), dev->stream);
+    prefetch_one(rt, b->addr, b->size, host_of(rt, b->class_idx, device),
+                 dev->evict_stream ? dev->evict_stream : dev->stream);
     gpu_leave(rt, b);
     rt->class_stats[b->class_idx].evictions++;
     rt->class_stats[b->class_idx].evict_bytes += b->size;

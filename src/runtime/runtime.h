@@ -116,7 +116,8 @@ struct device_state {
      * pages move to the GPU only when the runtime places them there. */
     bool steer;
     int host_numa_id;       /* -1: unknown */
-    cudaStream_t stream;    /* runtime-owned stream for triggered prefetches */
+    cudaStream_t stream;       /* runtime-owned stream for placements and triggers */
+    cudaStream_t evict_stream; /* runtime-owned stream for evictions (NULL: stream) */
     struct pool **pools;    /* one per class, created on first use */
 };
 
