@@ -17,7 +17,8 @@ mkdir -p "$out"
 cd "$top" || exit 2
 umpol="$top/umpol"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-big="--layers 16 --dim 2048 --heads 16 --seq 1024 --batch 2 --steps 8 --seed 3 --track-memory"
+steps=${STEPS:-16}
+big="--layers 16 --dim 2048 --heads 16 --seq 1024 --batch 2 --steps $steps --seed 3 --track-memory"
 run() { # label, command...
     label=$1
     shift
@@ -72,7 +73,7 @@ def umpol_resident(label):
     tl = json.load(open(p)).get("timeline") or {}
     events = tl.get("events", []) if isinstance(tl, dict) else tl
     return max((e.get("resident_bytes", 0) for e in events), default=0)
-print("| contender (0.95B params, 2 x 1024 tokens, 8 steps) | tokens/s | peak GPU memory in use above start, cudaMemGetInfo (GiB) | peak held by umpol, its count (GiB) | within the held peak | loss first -> last |")
+print(f"| contender (0.95B params, 2 x 1024 tokens, {len(next(r for r in rows.values() if r)['losses'])} steps) | tokens/s | peak GPU memory in use above start, cudaMemGetInfo (GiB) | peak held by umpol, its count (GiB) | within the held peak | loss first -> last |")
 print("|---|---|---|---|---|---|")
 fits = {}
 for label in labels:
