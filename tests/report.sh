@@ -18,6 +18,8 @@ sed -n '/^Classes/,/^$/p' "$tmp/out" | awk 'NR > 2 { print $1 }' | tr "\n" " " |
 expect_status 0 "report of two ranks" "$UMPOL_BIN" report "$r0" "$r1"
 grep -q "umpol report: 2 reports (ranks 0, 1): 900 allocations" "$tmp/out" || fail "report: ranks not summed"
 grep -q "^Per rank" "$tmp/out" || fail "report: no side-by-side table"
+grep -q "7.5 ms in runtime-issued CUDA work (placing on allocation 1.0 ms, taking back freed space 0.5 ms, evicting 0.2 ms)" "$tmp/out" ||
+    fail "report: runtime time not split"
 grep -q "allocations refused at the managed-memory cap" "$tmp/out" || fail "report: no cap hint"
 
 if command -v python3 >/dev/null 2>&1; then

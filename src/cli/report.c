@@ -258,15 +258,22 @@ static void print_text(const struct summary *s)
         }
         printf(")");
     }
-    double allocs = 0, pass = 0, rt_ns = 0;
+    double allocs = 0, pass = 0, rt_ns = 0, place_ns = 0, reclaim_ns = 0, evict_ns = 0;
     for (size_t i = 0; i < s->n; i++) {
         const struct jv *t = jv_get(s->docs[i], "totals");
         allocs += jv_num(t, "allocations", 0);
         pass += jv_num(t, "passthrough", 0);
         rt_ns += jv_num(t, "runtime_ns", 0);
+        place_ns += jv_num(t, "place_ns", 0);
+        reclaim_ns += jv_num(t, "reclaim_ns", 0);
+        evict_ns += jv_num(t, "evict_ns", 0);
     }
-    printf(": %.0f allocations placed, %.0f passed through, %.1f ms in runtime-issued CUDA work\n\n",
+    printf(": %.0f allocations placed, %.0f passed through, %.1f ms in runtime-issued CUDA work",
            allocs, pass, rt_ns / 1e6);
+    if (place_ns + reclaim_ns + evict_ns > 0)
+        printf(" (placing on allocation %.1f ms, taking back freed space %.1f ms, evicting %.1f ms)",
+               place_ns / 1e6, reclaim_ns / 1e6, evict_ns / 1e6);
+    printf("\n\n");
     print_hints(s);
     struct row *classes = malloc(s->nclasses * sizeof *classes);
     if (classes && s->nclasses) {

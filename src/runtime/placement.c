@@ -351,6 +351,7 @@ static bool reclaim_idle(struct runtime *rt, int device)
     }
     if (!oldest)
         return false;
+    uint64_t t0 = now_ns();
     struct block *b = oldest->idle_head;
     cudaStream_t on = b->free_stream_count == 1 ? b->free_streams[0] : dev->stream;
     if (move_dead(rt, device, b->addr, b->size, host_of(rt, b->class_idx, device), on,
@@ -361,6 +362,7 @@ static bool reclaim_idle(struct runtime *rt, int device)
     rt->class_stats[b->class_idx].reclaims++;
     rt->class_stats[b->class_idx].reclaim_bytes += b->size;
     pool_idle_left_gpu(rt, b);
+    rt->reclaim_ns += now_ns() - t0;
     return true;
 }
 
@@ -384,8 +386,10 @@ static bool evict_one(struct runtime *rt, int device, uint32_t max_priority)
     if (!victim)
         return false;
     struct block *b = victim->lru_head;
+    uint64_t t0 = now_ns();
     prefetch_one(rt, b->addr, b->size, host_of(rt, b->class_idx, device),
                  dev->evict_stream ? dev->evict_stream : dev->stream);
+    rt->evict_ns += now_ns() - t0;
     gpu_leave(rt, b);
     rt->class_stats[b->class_idx].evictions++;
     rt->class_stats[b->class_idx].evict_bytes += b->size;
@@ -473,8 +477,11 @@ void place_on_alloc(struct runtime *rt, struct block *b, int device, cudaStream_
     if (!rule && !(rt->devices[device].steer && cls->place.kind == LOC_GPU))
         return;
     struct cudaMemLocation loc = place_location(rt, dest, device);
-    if (place_block(rt, b, loc) == PLACE_MOVE) /* a new block's data is dead: no copy needed */
+    if (place_block(rt, b, loc) == PLACE_MOVE) { /* a new block's data is dead: no copy needed */
+        uint64_t t0 = now_ns();
         move_dead(rt, device, b->addr, b->size, loc, stream, true);
+        rt->place_ns += now_ns() - t0;
+    }
 }
 
 /* A freed block keeps its pages where they are: on the GPU it stays counted,

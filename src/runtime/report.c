@@ -151,8 +151,10 @@ int report_write(const struct runtime *rt, const char *path)
     fprintf(f,
             "  \"totals\": {\"allocations\": %" PRIu64 ", \"frees\": %" PRIu64
             ", \"passthrough\": %" PRIu64 ", \"jobs_managed_allocations\": %" PRIu64
-            ", \"runtime_ns\": %" PRIu64 "},\n",
-            rt->allocations, rt->frees, rt->passthrough, rt->foreign_managed, rt->runtime_ns);
+            ", \"runtime_ns\": %" PRIu64 ", \"place_ns\": %" PRIu64 ", \"reclaim_ns\": %" PRIu64
+            ", \"evict_ns\": %" PRIu64 "},\n",
+            rt->allocations, rt->frees, rt->passthrough, rt->foreign_managed, rt->runtime_ns,
+            rt->place_ns, rt->reclaim_ns, rt->evict_ns);
     fputs("  \"devices\": [", f);
     bool first = true;
     for (int d = 0; d < RT_MAX_DEVICES; d++) {

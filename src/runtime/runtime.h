@@ -173,6 +173,9 @@ struct runtime {
     uint64_t tick, seq;
     uint64_t allocations, passthrough, frees, foreign_managed;
     uint64_t runtime_ns; /* wall time inside runtime-issued CUDA work and triggers */
+    /* Of it: moving blocks to the GPU as they are allocated, taking freed space
+     * back for the budget, and evicting live blocks. */
+    uint64_t place_ns, reclaim_ns, evict_ns;
     bool batch_unsupported;
     bool discard_prefetch_unsupported;
     uint64_t round_floor; /* blocks placed after this tick are not evicted to place more */
