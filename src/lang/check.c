@@ -97,7 +97,9 @@ static bool same_trigger(const struct prefetch *a, const struct prefetch *b)
     return a->trigger == TRIGGER_ALLOC || strcmp(a->pattern, b->pattern) == 0;
 }
 
-static void check_class(const struct class_decl *c, struct diag_list *diags)
+/* BUDGET: the policy's 'budget gpu', or NULL. */
+static void check_class(const struct class_decl *c, const struct global_decl *budget,
+                        struct diag_list *diags)
 {
     const struct directive *first[DIR_PRIORITY + 1] = {0};
     const struct directive *memory_device = NULL, *prefetch_gpu = NULL;
@@ -196,6 +198,14 @@ static void check_class(const struct class_decl *c, struct diag_list *diags)
             c->name);
         diag_note(dg, prefetch_gpu->loc, "prefetched to the GPU here");
     }
+    if (budget && first[DIR_ADVISE] && !memory_device) {
+        struct diag *dg = diag_add(
+            diags, DIAG_WARNING, W_READ_MOSTLY_BUDGET, first[DIR_ADVISE]->loc,
+            "'advise read_mostly' in class '%s' is not applied under a budget: a read-only "
+            "GPU copy would stay behind when the block is evicted",
+            c->name);
+        diag_note(dg, budget->loc, "budget given here");
+    }
 }
 
 static const struct global_decl *check_globals(const struct policy_ast *ast,
@@ -245,6 +255,10 @@ static const struct global_decl *check_globals(const struct policy_ast *ast,
 size_t policy_check(const struct policy_ast *ast, struct diag_list *diags)
 {
     size_t errors_before = diags->errors;
+    const struct global_decl *budget = NULL;
+    for (const struct global_decl *g = ast->globals; g && !budget; g = g->next)
+        if (g->kind == GLOBAL_BUDGET)
+            budget = g;
     if (!check_globals(ast, diags))
         diag_add(diags, DIAG_ERROR, E_NO_HEADER, whole_file(),
                  "missing version header: a policy starts with 'umpol 1;'");
@@ -273,7 +287,7 @@ size_t policy_check(const struct policy_ast *ast, struct diag_list *diags)
         } else if (idx >= 0) {
             by_index[idx] = c;
         }
-        check_class(c, diags);
+        check_class(c, budget, diags);
         if (catch_all) {
             struct diag *d = diag_add(diags, DIAG_WARNING, W_UNREACHABLE, c->name_loc,
                                       "class '%s' can never match: an earlier class takes "

@@ -40,8 +40,9 @@ enum diag_code {
     E_IO = 27,              /* file cannot be read */
     W_UNREACHABLE = 101,    /* class shadowed by an earlier catch-all */
     W_NO_CATCH_ALL = 102,   /* no class matches everything */
-    W_HOST_NO_ACCESS = 103,
-    W_TOPOLOGY = 104,       /* names a GPU or NUMA node this machine lacks (check --topology) */ /* placed on host, prefetched to gpu, no access gpu */
+    W_HOST_NO_ACCESS = 103, /* placed on host, prefetched to gpu, no access gpu */
+    W_TOPOLOGY = 104,       /* names a GPU or NUMA node this machine lacks (check --topology) */
+    W_READ_MOSTLY_BUDGET = 105, /* read_mostly under a budget: not applied */
 };
 
 struct diag {
