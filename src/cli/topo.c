@@ -13,6 +13,7 @@
 
 #include "config.h"
 #include "cli.h"
+#include "util/dlsyms.h"
 
 #ifdef HAVE_NUMA
 #include <numa.h>
@@ -43,26 +44,20 @@ static bool load_cudart(struct cudart *c)
         h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (!h)
         return false;
-    struct {
-        void **slot;
-        const char *name;
-    } table[] = {
-        {(void **)&c->get_device_count, "cudaGetDeviceCount"},
-        {(void **)&c->get_device_properties, "cudaGetDeviceProperties"},
-        {(void **)&c->device_get_attribute, "cudaDeviceGetAttribute"},
-        {(void **)&c->set_device, "cudaSetDevice"},
-        {(void **)&c->mem_get_info, "cudaMemGetInfo"},
-        {(void **)&c->malloc, "cudaMalloc"},
-        {(void **)&c->malloc_host, "cudaMallocHost"},
-        {(void **)&c->free, "cudaFree"},
-        {(void **)&c->free_host, "cudaFreeHost"},
-        {(void **)&c->memcpy, "cudaMemcpy"},
-        {(void **)&c->error_string, "cudaGetErrorString"},
+    const struct dl_symbol table[] = {
+        {(void **)&c->get_device_count, "cudaGetDeviceCount", true},
+        {(void **)&c->get_device_properties, "cudaGetDeviceProperties", true},
+        {(void **)&c->device_get_attribute, "cudaDeviceGetAttribute", true},
+        {(void **)&c->set_device, "cudaSetDevice", true},
+        {(void **)&c->mem_get_info, "cudaMemGetInfo", true},
+        {(void **)&c->malloc, "cudaMalloc", true},
+        {(void **)&c->malloc_host, "cudaMallocHost", true},
+        {(void **)&c->free, "cudaFree", true},
+        {(void **)&c->free_host, "cudaFreeHost", true},
+        {(void **)&c->memcpy, "cudaMemcpy", true},
+        {(void **)&c->error_string, "cudaGetErrorString", true},
     };
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (!(*table[i].slot = dlsym(h, table[i].name)))
-            return false;
-    return true;
+    return dl_fill(table, sizeof table / sizeof table[0], h, NULL) == NULL;
 }
 
 static struct cudart cudart;

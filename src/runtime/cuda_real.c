@@ -3,6 +3,7 @@
 #include <stddef.h>
 
 #include "cuda_api.h"
+#include "util/dlsyms.h"
 
 static void *find(void *cudart, const char *name)
 {
@@ -19,11 +20,7 @@ int cuda_api_resolve_real(struct cuda_api *api, const char **missing)
     void *cudart = NULL;
     for (size_t i = 0; i < sizeof sonames / sizeof sonames[0] && !cudart; i++)
         cudart = dlopen(sonames[i], RTLD_LAZY | RTLD_NOLOAD);
-    struct {
-        void **slot;
-        const char *name;
-        int required;
-    } table[] = {
+    const struct dl_symbol table[] = {
 #define SLOT(field, sym, req) {(void **)&api->field, sym, req}
         SLOT(malloc, "cudaMalloc", 1),
         SLOT(free, "cudaFree", 1),
@@ -50,14 +47,8 @@ int cuda_api_resolve_real(struct cuda_api *api, const char **missing)
         SLOT(get_error_string, "cudaGetErrorString", 1),
 #undef SLOT
     };
-    int rc = 0;
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
-        *table[i].slot = find(cudart, table[i].name);
-        if (!*table[i].slot && table[i].required && rc == 0) {
-            *missing = table[i].name;
-            rc = -1;
-        }
-    }
+    *missing = dl_fill(table, sizeof table / sizeof table[0], cudart, find);
+    int rc = *missing ? -1 : 0;
     if (cudart)
         dlclose(cudart); /* NOLOAD took a reference; the library stays loaded */
     return rc;

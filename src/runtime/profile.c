@@ -24,6 +24,7 @@
 #include "lang/json.h"
 #include "runtime/log.h"
 #include "runtime/profile.h"
+#include "util/dlsyms.h"
 
 static struct runtime *the_rt; /* CUPTI's callbacks carry no context */
 
@@ -45,22 +46,16 @@ static void *load_cupti(void)
 
 static int resolve(struct cupti_api *api, void *h)
 {
-    struct {
-        void **slot;
-        const char *name;
-    } table[] = {
-        {(void **)&api->configure, "cuptiActivityConfigureUnifiedMemoryCounter"},
-        {(void **)&api->register_callbacks, "cuptiActivityRegisterCallbacks"},
-        {(void **)&api->enable, "cuptiActivityEnable"},
-        {(void **)&api->disable, "cuptiActivityDisable"},
-        {(void **)&api->next_record, "cuptiActivityGetNextRecord"},
-        {(void **)&api->flush_all, "cuptiActivityFlushAll"},
-        {(void **)&api->timestamp, "cuptiGetTimestamp"},
+    const struct dl_symbol table[] = {
+        {(void **)&api->configure, "cuptiActivityConfigureUnifiedMemoryCounter", true},
+        {(void **)&api->register_callbacks, "cuptiActivityRegisterCallbacks", true},
+        {(void **)&api->enable, "cuptiActivityEnable", true},
+        {(void **)&api->disable, "cuptiActivityDisable", true},
+        {(void **)&api->next_record, "cuptiActivityGetNextRecord", true},
+        {(void **)&api->flush_all, "cuptiActivityFlushAll", true},
+        {(void **)&api->timestamp, "cuptiGetTimestamp", true},
     };
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (!(*table[i].slot = dlsym(h, table[i].name)))
-            return -1;
-    return 0;
+    return dl_fill(table, sizeof table / sizeof table[0], h, NULL) ? -1 : 0;
 }
 
 enum { BUFFER_BYTES = 8u << 20, BUFFER_ALIGN = 8 };
