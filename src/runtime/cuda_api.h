@@ -11,6 +11,10 @@ struct cuda_api {
     cudaError_t (*malloc_async)(void **ptr, size_t size, cudaStream_t stream);
     cudaError_t (*free_async)(void *ptr, cudaStream_t stream);
     cudaError_t (*malloc_managed)(void **ptr, size_t size, unsigned flags);
+    /* May be NULL: the per-thread-default-stream variants (stream 0 is the
+     * calling thread's default stream). */
+    cudaError_t (*malloc_async_ptsz)(void **ptr, size_t size, cudaStream_t stream);
+    cudaError_t (*free_async_ptsz)(void *ptr, cudaStream_t stream);
     cudaError_t (*mem_advise)(const void *ptr, size_t count, enum cudaMemoryAdvise advice,
                               struct cudaMemLocation location);
     cudaError_t (*mem_prefetch_async)(const void *ptr, size_t count,

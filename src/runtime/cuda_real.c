@@ -27,6 +27,8 @@ int cuda_api_resolve_real(struct cuda_api *api, const char **missing)
         SLOT(malloc_async, "cudaMallocAsync", 1),
         SLOT(free_async, "cudaFreeAsync", 1),
         SLOT(malloc_managed, "cudaMallocManaged", 1),
+        SLOT(malloc_async_ptsz, "cudaMallocAsync_ptsz", 0),
+        SLOT(free_async_ptsz, "cudaFreeAsync_ptsz", 0),
         SLOT(mem_advise, "cudaMemAdvise", 1),
         SLOT(mem_prefetch_async, "cudaMemPrefetchAsync", 1),
         SLOT(mem_prefetch_batch_async, "cudaMemPrefetchBatchAsync", 0),

@@ -235,17 +235,56 @@ EXPORT cudaError_t cudaFree(void *ptr)
     return real() ? g_cuda.free(ptr) : cudaErrorInitializationError;
 }
 
+static bool free_async_hook(void *ptr, cudaStream_t stream, cudaError_t *err)
+{
+    if (!ptr || !ready())
+        return false;
+    g_depth++;
+    bool ours = rt_free(&g_rt, ptr, stream, MODE_STREAM, err);
+    g_depth--;
+    return ours;
+}
+
 EXPORT cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream)
 {
-    if (ptr && ready()) {
-        g_depth++;
-        cudaError_t err;
-        bool ours = rt_free(&g_rt, ptr, stream, MODE_STREAM, &err);
-        g_depth--;
-        if (ours)
-            return err;
-    }
+    cudaError_t err;
+    if (free_async_hook(ptr, stream, &err))
+        return err;
     return real() ? g_cuda.free_async(ptr, stream) : cudaErrorInitializationError;
+}
+
+/* Code built with --default-stream per-thread calls these: the same
+ * functions, where stream 0 is the calling thread's default stream.
+ * cuda_runtime_api.h declares them only for such code. */
+EXPORT cudaError_t cudaMallocAsync_ptsz(void **ptr, size_t size, cudaStream_t stream);
+EXPORT cudaError_t cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream);
+
+static cudaStream_t per_thread(cudaStream_t stream)
+{
+    return stream ? stream : cudaStreamPerThread;
+}
+
+EXPORT cudaError_t cudaMallocAsync_ptsz(void **ptr, size_t size, cudaStream_t stream)
+{
+    bool handled;
+    cudaError_t err = alloc_hook(ptr, size, API_CUDA_MALLOC_ASYNC, per_thread(stream), &handled);
+    if (handled)
+        return err;
+    if (!real())
+        return cudaErrorInitializationError;
+    return g_cuda.malloc_async_ptsz ? g_cuda.malloc_async_ptsz(ptr, size, stream)
+                                    : g_cuda.malloc_async(ptr, size, per_thread(stream));
+}
+
+EXPORT cudaError_t cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream)
+{
+    cudaError_t err;
+    if (free_async_hook(ptr, per_thread(stream), &err))
+        return err;
+    if (!real())
+        return cudaErrorInitializationError;
+    return g_cuda.free_async_ptsz ? g_cuda.free_async_ptsz(ptr, stream)
+                                  : g_cuda.free_async(ptr, per_thread(stream));
 }
 
 /* ---- PyTorch's pluggable allocator ---- */

@@ -121,6 +121,20 @@ EXPORT cudaError_t cudaMallocAsync(void **ptr, size_t size, cudaStream_t stream)
     return host_alloc(ptr, size);
 }
 
+EXPORT cudaError_t cudaMallocAsync_ptsz(void **ptr, size_t size, cudaStream_t stream)
+{
+    (void)stream;
+    COUNT(malloc_async);
+    return host_alloc(ptr, size);
+}
+
+EXPORT cudaError_t cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream)
+{
+    (void)stream;
+    COUNT(free_async);
+    return host_free(ptr);
+}
+
 EXPORT cudaError_t cudaMallocManaged(void **ptr, size_t size, unsigned flags)
 {
     (void)flags;

@@ -19,6 +19,12 @@ const struct fake_counters *fake_counters(void);
 void fake_set_streams_busy(int busy);
 void fake_set_capturing(int on);
 
+/* The per-thread-default-stream variants, which cuda_runtime_api.h declares
+ * only for code built with them. */
+#include <cuda_runtime_api.h>
+cudaError_t cudaMallocAsync_ptsz(void **ptr, size_t size, cudaStream_t stream);
+cudaError_t cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream);
+
 /* Memory of one fake GPU: FAKE_GPU_BYTES, default 1 GiB. */
 uint64_t fake_gpu_bytes(void);
 /* Size table of live fake allocations (caller holds the fake's lock). */

@@ -15,6 +15,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "fake/fake_cudart.h" /* declares the _ptsz entry points */
 #include "umpol.h"
 
 /* Weak: the API comes from the preloaded libumpol.so, when there is one. */
@@ -200,8 +201,19 @@ int main(int argc, char **argv)
         failed += failures[t];
         oom += ooms[t];
     }
+    /* Code built with per-thread default streams allocates through the _ptsz
+     * entry points: served by the runtime too. */
     struct umpol_stats st;
     int have_stats = umpol_stats && umpol_stats(&st) == 0;
+    unsigned long long before = have_stats ? st.allocations : 0;
+    void *p = NULL;
+    if (cudaMallocAsync_ptsz(&p, 8192, 0) != cudaSuccess || !p ||
+        cudaFreeAsync_ptsz(p, 0) != cudaSuccess)
+        failed++;
+    if (have_stats && (umpol_stats(&st) != 0 || st.allocations != before + 1)) {
+        fprintf(stderr, "cudaMallocAsync_ptsz was not served by umpol\n");
+        failed++;
+    }
     printf("threads %d, pairs %ld each: %ld failures, %ld out-of-memory answers, fork child %s\n",
            n_threads, n_pairs, failed, oom, fork_ok ? "ok" : "FAILED");
     if (have_stats)
