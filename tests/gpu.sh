@@ -17,14 +17,22 @@ command -v "$nvcc" >/dev/null 2>&1 || nvcc=/usr/local/cuda/bin/nvcc
 [ -x "$(command -v "$nvcc")" ] || { echo "SKIP: no nvcc"; exit 77; }
 nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv,noheader
 
-if ! "$nvcc" -O2 -cudart shared -I"$top_srcdir/src" -o "$tmp/gpu_checks" \
-    "$top_srcdir/tests/gpu/gpu_checks.cu" -L"$top_builddir/.libs" -lumpol \
-    -Xlinker -rpath -Xlinker "$(cd "$top_builddir/.libs" && pwd)" >"$tmp/build.log" 2>&1; then
-    cat "$tmp/build.log"
-    fail "nvcc build of gpu_checks"
-    finish
-    exit 1
-fi
+# The checks, and once more built with per-thread default streams, whose
+# stream-ordered calls go through the _ptsz entry points.
+for variant in "" "-default-stream per-thread"; do
+    out="$tmp/gpu_checks${variant:+_ptsz}"
+    if ! "$nvcc" -O2 -cudart shared $variant -I"$top_srcdir/src" -o "$out" \
+        "$top_srcdir/tests/gpu/gpu_checks.cu" -L"$top_builddir/.libs" -lumpol \
+        -Xlinker -rpath -Xlinker "$(cd "$top_builddir/.libs" && pwd)" >"$tmp/build.log" 2>&1; then
+        cat "$tmp/build.log"
+        fail "nvcc build of gpu_checks $variant"
+        finish
+        exit 1
+    fi
+done
+expect_status 0 "gpu integrity, per-thread default streams (_ptsz)" env LD_PRELOAD="$lib" \
+    UMPOL_POLICY="$top_srcdir/tests/gpu/integrity.umpol" "$tmp/gpu_checks_ptsz" integrity
+cat "$tmp/out"
 for check in integrity advice cap residency; do
     expect_status 0 "gpu $check" env LD_PRELOAD="$lib" UMPOL_PROFILE=1 \
         UMPOL_REPORT="$tmp/$check-report.json" \
