@@ -251,6 +251,10 @@ static void test_runtime_budget_evicts_low_priority_first(void **state)
     void *h2 = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1); /* evicts l1, the oldest low */
     assert_int_equal(f->rt.class_stats[0].evictions, 1);
     assert_int_equal(DELTA(f, prefetch_bytes_to_host), 1u << 20);
+    /* on a stream of its own, so placements do not queue behind it */
+    assert_int_equal(fake_counters()->last_host_prefetch_stream,
+                     (uint64_t)(uintptr_t)f->rt.devices[0].evict_stream);
+    assert_true(f->rt.devices[0].evict_stream != f->rt.devices[0].stream);
     struct block *b1 = map_find(&f->rt.map, (uintptr_t)l1);
     struct block *b2 = map_find(&f->rt.map, (uintptr_t)l2);
     assert_false(b1->on_gpu);

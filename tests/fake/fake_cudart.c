@@ -177,9 +177,11 @@ EXPORT cudaError_t cudaMemPrefetchAsync(const void *ptr, size_t count,
                                         cudaStream_t stream)
 {
     (void)flags;
-    (void)stream;
     COUNT(prefetch);
     residency(ptr, count, location.type == cudaMemLocationTypeDevice);
+    if (location.type != cudaMemLocationTypeDevice)
+        __atomic_store_n(&counters.last_host_prefetch_stream, (uint64_t)(uintptr_t)stream,
+                         __ATOMIC_RELAXED);
     if (location.type == cudaMemLocationTypeDevice)
         __atomic_fetch_add(&counters.prefetch_bytes_to_gpu, count, __ATOMIC_RELAXED);
     else
