@@ -205,6 +205,24 @@ static void test_runtime_large_requests_get_dedicated_slabs(void **state)
     teardown(f);
 }
 
+/* A large request takes the free block close to its size even when a much
+ * larger one comes first in its bin, instead of a new slab. */
+static void test_runtime_large_request_finds_the_close_block(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nslab 64MiB;\nclass all { match any; }\n");
+    void *mid = alloc(f, 44u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    void *big = alloc(f, 60u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    release(f, mid, S1, MODE_STREAM);
+    release(f, big, S1, MODE_STREAM); /* first in the 32-64 MiB bin now */
+    assert_int_equal(DELTA(f, malloc_managed), 2);
+    void *again = alloc(f, 40u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    assert_ptr_equal(again, mid);
+    assert_int_equal(DELTA(f, malloc_managed), 2);
+    release(f, again, S1, MODE_STREAM);
+    teardown(f);
+}
+
 static void test_runtime_cap_refuses_then_trims(void **state)
 {
     (void)state;
@@ -801,6 +819,7 @@ int main(void)
         cmocka_unit_test(test_runtime_free_blocks_coalesce),
         cmocka_unit_test(test_runtime_large_requests_get_dedicated_slabs),
         cmocka_unit_test(test_runtime_cap_refuses_then_trims),
+        cmocka_unit_test(test_runtime_large_request_finds_the_close_block),
         cmocka_unit_test(test_runtime_budget_evicts_low_priority_first),
         cmocka_unit_test(test_runtime_budget_steers_slabs_to_host),
         cmocka_unit_test(test_runtime_budget_reclaims_free_space_without_copies),

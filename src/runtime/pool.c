@@ -334,13 +334,13 @@ static bool usable(const struct runtime *rt, const struct block *b, cudaStream_t
     return true;
 }
 
-/* The best free block for SIZE on STREAM: one that needs no wait and whose
- * pages are already on the GPU first (reusing it moves nothing and keeps
- * the budget from taking back space only to place it again), then one that
- * needs no wait, then one on the GPU after a wait, then any. Scans at most
- * 64 blocks a bin, and larger bins only while the pool has free space on the
- * GPU that the best so far is not. */
-static struct block *find_free(struct runtime *rt, struct pool *p, size_t size,
+/* The best free block of SIZE to MAX bytes for STREAM: one that needs no
+ * wait and whose pages are already on the GPU first (reusing it moves
+ * nothing and keeps the budget from taking back space only to place it
+ * again), then one that needs no wait, then one on the GPU after a wait,
+ * then any. Scans at most 64 blocks a bin, and larger bins only while the
+ * pool has free space on the GPU that the best so far is not. */
+static struct block *find_free(struct runtime *rt, struct pool *p, size_t size, size_t max,
                                cudaStream_t stream, enum alloc_mode mode, bool *wait)
 {
     struct block *best = NULL;
@@ -352,7 +352,7 @@ static struct block *find_free(struct runtime *rt, struct pool *p, size_t size,
         int scanned = 0;
         for (struct block *b = p->bins[i]; b && scanned < 64; b = b->link_next, scanned++) {
             bool w;
-            if (b->size < size || !usable(rt, b, stream, mode, &w))
+            if (b->size < size || b->size > max || !usable(rt, b, stream, mode, &w))
                 continue;
             int rank = (w ? 2 : 0) + (b->on_gpu ? 0 : 1);
             if (rank < best_rank) {
@@ -410,9 +410,9 @@ cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, size_t siz
     bool large = want > slab_bytes / 2;
     size_t dedicated = round_up(want, 2u << 20); /* the slab a large request would get */
     bool wait = false;
-    struct block *b = find_free(rt, p, want, stream, mode, &wait);
-    if (b && large && b->size > dedicated + dedicated / 8)
-        b = NULL; /* do not burn a much larger block on a large request */
+    /* A large request takes a block close to its size, not a much larger one. */
+    size_t max = large ? dedicated + dedicated / 8 : SIZE_MAX;
+    struct block *b = find_free(rt, p, want, max, stream, mode, &wait);
     if (b && wait && !order_after(rt, b, stream))
         b = NULL;
     if (b && wait)
