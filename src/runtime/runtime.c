@@ -232,9 +232,7 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
         if (err == cudaSuccess) {
             *ptr = (void *)b->addr;
             count_alloc(rt, cls, b->size);
-            uint64_t t0 = now_ns();
             place_on_alloc(rt, b, device, stream);
-            rt->runtime_ns += now_ns() - t0;
         }
     }
     pthread_mutex_unlock(&rt->lock);
