@@ -214,8 +214,7 @@ static void gpu_touch(struct runtime *rt, struct block *b)
 {
     struct pool *p = b->slab->pool;
     gpu_list_remove(&p->lru_head, &p->lru_tail, b);
-    gpu_list_append(&p->lru_head, &p->lru_tail, b);
-    b->tick = ++rt->tick;
+    gpu_take_live(rt, b);
 }
 
 void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s)
@@ -259,6 +258,15 @@ static void prefetch_one(struct runtime *rt, uintptr_t addr, size_t size,
         LOG(LOG_DEBUG, "prefetch of %zu bytes failed: %s", size, rt->cuda->get_error_string(err));
 }
 
+/* The whole 2 MiB pages inside [ADDR, ADDR+SIZE), which a discard may drop
+ * without touching a neighbour: [*START, *END), empty when END <= START. */
+static void whole_pages(uintptr_t addr, size_t size, uintptr_t *start, uintptr_t *end)
+{
+    const uintptr_t page = 2u << 20;
+    *start = (addr + page - 1) & ~(page - 1);
+    *end = (addr + size) & ~(page - 1);
+}
+
 static bool legacy_stream(cudaStream_t s)
 {
     return !s || s == cudaStreamLegacy || s == cudaStreamPerThread;
@@ -289,9 +297,9 @@ bool stream_follow(struct runtime *rt, cudaStream_t waiter, cudaStream_t signale
 static bool move_dead(struct runtime *rt, int device, uintptr_t addr, size_t size,
                       struct cudaMemLocation loc, cudaStream_t stream, bool discard)
 {
-    const uintptr_t page = 2u << 20;
     cudaStream_t own = rt->devices[device].stream;
-    uintptr_t start = (addr + page - 1) & ~(page - 1), end = (addr + size) & ~(page - 1);
+    uintptr_t start, end;
+    whole_pages(addr, size, &start, &end);
     cudaStream_t on = legacy_stream(stream) ? own : stream;
     if (!discard || !on || end <= start || !rt->cuda->mem_discard_and_prefetch_batch_async ||
         rt->discard_prefetch_unsupported || !stream_follow(rt, on, stream)) {
@@ -328,8 +336,8 @@ cudaStream_t place_discard_freed(struct runtime *rt, struct block *b, cudaStream
     int device = b->slab->pool->device;
     struct cudaMemLocation loc = b->on_gpu ? (struct cudaMemLocation){cudaMemLocationTypeDevice, device}
                                            : host_of(rt, b->class_idx, device);
-    const uintptr_t page = 2u << 20;
-    uintptr_t start = (b->addr + page - 1) & ~(page - 1), end = (b->addr + b->size) & ~(page - 1);
+    uintptr_t start, end;
+    whole_pages(b->addr, b->size, &start, &end);
     if (end <= start || !move_dead(rt, device, start, end - start, loc, stream, true))
         return stream;
     rt->class_stats[b->class_idx].discards++;
