@@ -380,6 +380,30 @@ static void test_runtime_reuse_prefers_free_space_on_the_gpu(void **state)
     teardown(f);
 }
 
+/* Free space on the GPU serves a large request whatever its size: the
+ * rest stays there, free. A new slab would have to be placed, and the budget
+ * would take the free space back to make room for it. */
+static void test_runtime_large_request_splits_free_space_on_the_gpu(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nbudget gpu 64MiB;\nslab 64MiB;\n"
+                              "class all { match any; place gpu; prefetch gpu on alloc; }\n");
+    void *big = alloc(f, 60u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    release(f, big, S1, MODE_STREAM);
+    uint64_t moves = DELTA(f, prefetch) + DELTA(f, discard_prefetch);
+    void *a = alloc(f, 40u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    void *b = alloc(f, 20u << 20, API_CUDA_MALLOC_ASYNC, S1); /* the rest of it */
+    assert_ptr_equal(a, big);
+    assert_ptr_equal(b, (char *)big + (40u << 20));
+    assert_int_equal(DELTA(f, malloc_managed), 1);
+    assert_int_equal(DELTA(f, prefetch) + DELTA(f, discard_prefetch), moves);
+    assert_int_equal(f->rt.class_stats[0].reclaims, 0);
+    assert_residency_exact(f);
+    release(f, a, S1, MODE_STREAM);
+    release(f, b, S1, MODE_STREAM);
+    teardown(f);
+}
+
 /* A trigger that moves more than the budget holds places what fits and
  * never evicts what it placed itself. */
 static void test_runtime_trigger_never_evicts_its_own_batch(void **state)
@@ -824,6 +848,7 @@ int main(void)
         cmocka_unit_test(test_runtime_budget_steers_slabs_to_host),
         cmocka_unit_test(test_runtime_budget_reclaims_free_space_without_copies),
         cmocka_unit_test(test_runtime_reuse_prefers_free_space_on_the_gpu),
+        cmocka_unit_test(test_runtime_large_request_splits_free_space_on_the_gpu),
         cmocka_unit_test(test_runtime_trigger_never_evicts_its_own_batch),
         cmocka_unit_test(test_runtime_budget_bounds_what_the_gpu_holds),
         cmocka_unit_test(test_runtime_phase_triggers_batch_prefetch),

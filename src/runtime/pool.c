@@ -129,7 +129,7 @@ struct block *map_remove(struct block_map *m, uintptr_t addr)
     return found;
 }
 
-/* ---- free bins ---- */
+/* ---- free bins: power-of-two sizes, apart for blocks on the GPU ---- */
 
 static int bin_of(size_t size)
 {
@@ -140,23 +140,22 @@ static int bin_of(size_t size)
  * budget can take back its pages: both memberships change together. */
 static void bin_insert(struct pool *p, struct block *b)
 {
-    int i = bin_of(b->size);
+    struct block **bin = &p->bins[b->on_gpu][bin_of(b->size)];
     b->link_prev = NULL;
-    b->link_next = p->bins[i];
-    if (p->bins[i])
-        p->bins[i]->link_prev = b;
-    p->bins[i] = b;
+    b->link_next = *bin;
+    if (*bin)
+        (*bin)->link_prev = b;
+    *bin = b;
     if (b->on_gpu)
         gpu_list_append(&p->idle_head, &p->idle_tail, b);
 }
 
 static void bin_remove(struct pool *p, struct block *b)
 {
-    int i = bin_of(b->size);
     if (b->link_prev)
         b->link_prev->link_next = b->link_next;
     else
-        p->bins[i] = b->link_next;
+        p->bins[b->on_gpu][bin_of(b->size)] = b->link_next;
     if (b->link_next)
         b->link_next->link_prev = b->link_prev;
     b->link_prev = b->link_next = NULL;
@@ -334,38 +333,41 @@ static bool usable(const struct runtime *rt, const struct block *b, cudaStream_t
     return true;
 }
 
-/* The best free block of SIZE to MAX bytes for STREAM: one that needs no
- * wait and whose pages are already on the GPU first (reusing it moves
- * nothing and keeps the budget from taking back space only to place it
- * again), then one that needs no wait, then one on the GPU after a wait,
- * then any. Scans at most 64 blocks a bin, and larger bins only while the
- * pool has free space on the GPU that the best so far is not. */
+/* The best free block of at least SIZE bytes for STREAM. Free space whose
+ * pages are on the GPU comes first, whatever its size: reusing it moves
+ * nothing, what is left of it stays there free, and the budget is spared
+ * taking back space only to place other space again. Then free space
+ * elsewhere, of at most MAX bytes. In either, the smallest bin that has one,
+ * and in a bin a block that needs no wait before one that does. Scans at most
+ * 64 blocks a bin. */
 static struct block *find_free(struct runtime *rt, struct pool *p, size_t size, size_t max,
                                cudaStream_t stream, enum alloc_mode mode, bool *wait)
 {
-    struct block *best = NULL;
-    int best_rank = 4;
-    bool best_wait = false;
-    for (int i = bin_of(size); i < RT_BINS; i++) {
-        if (best && (best->on_gpu || !p->idle_head))
-            break;
-        int scanned = 0;
-        for (struct block *b = p->bins[i]; b && scanned < 64; b = b->link_next, scanned++) {
-            bool w;
-            if (b->size < size || b->size > max || !usable(rt, b, stream, mode, &w))
-                continue;
-            int rank = (w ? 2 : 0) + (b->on_gpu ? 0 : 1);
-            if (rank < best_rank) {
-                best = b;
-                best_rank = rank;
-                best_wait = w;
-                if (rank == 0)
-                    break;
+    for (int on_gpu = 1; on_gpu >= 0; on_gpu--) {
+        size_t limit = on_gpu ? SIZE_MAX : max;
+        for (int i = bin_of(size); i < RT_BINS; i++) {
+            struct block *waiting = NULL;
+            int scanned = 0;
+            for (struct block *b = p->bins[on_gpu][i]; b && scanned < 64;
+                 b = b->link_next, scanned++) {
+                bool w;
+                if (b->size < size || b->size > limit || !usable(rt, b, stream, mode, &w))
+                    continue;
+                if (!w) {
+                    *wait = false;
+                    return b;
+                }
+                if (!waiting)
+                    waiting = b;
+            }
+            if (waiting) {
+                *wait = true;
+                return waiting;
             }
         }
     }
-    *wait = best_wait;
-    return best;
+    *wait = false;
+    return NULL;
 }
 
 /* Order STREAM after every other stream that used B: an event recorded there

@@ -97,7 +97,7 @@ struct class_stats {
 struct pool {
     int class_idx, device;
     struct slab *slabs;
-    struct block *bins[RT_BINS];
+    struct block *bins[2][RT_BINS];   /* [on the GPU][power of two] */
     struct block *lru_head, *lru_tail;     /* live blocks on the GPU, least recent first */
     struct block *idle_head, *idle_tail; /* free blocks still on the GPU, oldest first */
     bool advice_warned;
