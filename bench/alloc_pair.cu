@@ -1,7 +1,17 @@
-// Cost of one cudaMallocAsync + cudaFreeAsync pair on a stream, as the job
-// sees it: run natively and with libumpol.so preloaded by bench/run-gpu.sh.
-// Natively the default memory pool keeps its memory (release threshold at
-// max, as PyTorch sets it), so both sides reuse cached memory.
+// Cost of one allocation + free pair as the job sees it, run natively and
+// with libumpol.so preloaded by bench/run-gpu.sh.
+//
+//   alloc_pair LABEL async     cudaMallocAsync + cudaFreeAsync
+//   alloc_pair LABEL managed   cudaMallocManaged + cudaFree (native only)
+//
+// Sizes are mixed: a fixed sequence of 64 sizes, log-uniform from 512 B to
+// 64 MiB. Eight allocations stay live; each step allocates one and frees the
+// oldest, so the allocator sees the churn of a training step rather than one
+// size coming back. Two patterns: one stream (allocated and freed on it), and
+// cross-stream (allocated on one stream, freed on another, so every reuse
+// must be ordered after the other stream). Natively the default memory pool
+// keeps its memory (release threshold at max, as PyTorch sets it), so both
+// sides reuse cached memory. Prints one JSON line: ns per pair, best of 5.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -12,38 +22,87 @@
 
 #include "../tests/gpu/cuda_check.h"
 
+enum { SIZES = 64, LIVE = 8 };
+
+static size_t sizes[SIZES];
+
+static void make_sizes()
+{
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (size_t &s : sizes) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        double exponent = 9.0 + (double)(x >> 11) / (double)(1ull << 53) * 17.0; // 2^9 .. 2^26
+        s = (size_t)__builtin_exp2(exponent);
+    }
+}
+
+// Allocates on ALLOC_ON and frees on FREE_ON; returns ns per pair.
+static double run_async(int pairs, cudaStream_t alloc_on, cudaStream_t free_on)
+{
+    void *live[LIVE] = {};
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < pairs + LIVE; i++) {
+        void *&slot = live[i % LIVE];
+        if (slot)
+            CHECK(cudaFreeAsync(slot, free_on));
+        slot = nullptr;
+        if (i < pairs)
+            CHECK(cudaMallocAsync(&slot, sizes[i % SIZES], alloc_on));
+    }
+    CHECK(cudaDeviceSynchronize());
+    return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() /
+           pairs;
+}
+
+static double run_managed(int pairs)
+{
+    void *live[LIVE] = {};
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < pairs + LIVE; i++) {
+        void *&slot = live[i % LIVE];
+        if (slot)
+            CHECK(cudaFree(slot));
+        slot = nullptr;
+        if (i < pairs)
+            CHECK(cudaMallocManaged(&slot, sizes[i % SIZES], cudaMemAttachGlobal));
+    }
+    CHECK(cudaDeviceSynchronize());
+    return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() /
+           pairs;
+}
+
+template <typename F> static double best_of_5(F f)
+{
+    f(); // warm: pools and slabs exist
+    double best = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+        double ns = f();
+        best = ns < best ? ns : best;
+    }
+    return best;
+}
 
 int main(int argc, char **argv)
 {
     const char *label = argc > 1 ? argv[1] : "run";
-    int pairs = argc > 2 ? atoi(argv[2]) : 200000;
-    cudaStream_t stream;
-    CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    const char *kind = argc > 2 ? argv[2] : "async";
+    make_sizes();
+    if (!strcmp(kind, "managed")) {
+        printf("{\"label\": \"%s\", \"kind\": \"managed\", \"pair_ns\": %.1f}\n", label,
+               best_of_5([] { return run_managed(2000); }));
+        return 0;
+    }
+    cudaStream_t s1, s2;
+    CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+    CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
     cudaMemPool_t pool;
     CHECK(cudaDeviceGetDefaultMemPool(&pool, 0));
     uint64_t threshold = UINT64_MAX;
     CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
-    static const size_t sizes[] = {4096, 1u << 20, 64u << 20};
-    printf("{\"label\": \"%s\"", label);
-    for (size_t s : sizes) {
-        double best = 1e30;
-        for (int rep = 0; rep < 5; rep++) {
-            void *p;
-            CHECK(cudaMallocAsync(&p, s, stream)); // warm: pool or slab exists
-            CHECK(cudaFreeAsync(p, stream));
-            CHECK(cudaStreamSynchronize(stream));
-            auto t0 = std::chrono::steady_clock::now();
-            for (int i = 0; i < pairs; i++) {
-                CHECK(cudaMallocAsync(&p, s, stream));
-                CHECK(cudaFreeAsync(p, stream));
-            }
-            CHECK(cudaStreamSynchronize(stream));
-            double ns = std::chrono::duration<double, std::nano>(
-                            std::chrono::steady_clock::now() - t0).count() / pairs;
-            best = ns < best ? ns : best;
-        }
-        printf(", \"pair_ns_%zu\": %.1f", s, best);
-    }
-    printf("}\n");
+    const int pairs = 100000;
+    double one = best_of_5([&] { return run_async(pairs, s1, s1); });
+    double cross = best_of_5([&] { return run_async(pairs, s1, s2); });
+    printf("{\"label\": \"%s\", \"kind\": \"async\", \"pair_ns\": %.1f, \"cross_stream_pair_ns\": %.1f}\n",
+           label, one, cross);
     return 0;
 }

@@ -3,7 +3,8 @@
 # in the top directory (./configure && make). Writes to OUT (default
 # bench/results/run-<date>):
 #   gpu-tests.log           tests/gpu.sh (integrity, advice, cap, PyTorch losses)
-#   alloc-pair.jsonl        cudaMallocAsync+cudaFreeAsync pair: native vs umpol, interleaved
+#   alloc-pair.jsonl        allocation+free pairs, mixed sizes, one stream and cross-stream:
+#                           native vs umpol, interleaved; native cudaMallocManaged
 #   migrate.jsonl           4 GiB host->GPU and GPU->host: faults vs umpol prefetch vs memcpy
 #   faults-*.json           CUPTI-profiled reports of the migration runs
 #   train-*.json            examples/pytorch/train.py step times: allocators side by side
@@ -43,10 +44,11 @@ echo "== allocation pair"
 "$nvcc" -O2 -cudart shared -o "$out/alloc_pair" bench/alloc_pair.cu || exit 1
 : >"$out/alloc-pair.jsonl"
 for round in 1 2 3; do
-    "$out/alloc_pair" native >>"$out/alloc-pair.jsonl"
-    LD_PRELOAD=$lib UMPOL_POLICY=bench/alloc_pair.umpol "$out/alloc_pair" umpol-device >>"$out/alloc-pair.jsonl"
-    LD_PRELOAD=$lib UMPOL_POLICY=bench/alloc_pair_managed.umpol "$out/alloc_pair" umpol-managed >>"$out/alloc-pair.jsonl"
+    "$out/alloc_pair" native async >>"$out/alloc-pair.jsonl"
+    LD_PRELOAD=$lib UMPOL_POLICY=bench/alloc_pair_managed.umpol "$out/alloc_pair" umpol-managed async >>"$out/alloc-pair.jsonl"
+    LD_PRELOAD=$lib UMPOL_POLICY=bench/alloc_pair.umpol "$out/alloc_pair" umpol-device async >>"$out/alloc-pair.jsonl"
 done
+"$out/alloc_pair" native managed >>"$out/alloc-pair.jsonl"
 rm -f "$out/alloc_pair"
 cat "$out/alloc-pair.jsonl"
 
@@ -69,7 +71,9 @@ done
 rm -f "$out/migrate"
 
 echo "== training step time"
-args="--layers 8 --dim 1024 --heads 16 --seq 1024 --batch 4 --steps 25 --seed 3"
+# Batch 16: a step the GPU bounds, as in real training, so the host's load
+# (shared machines) moves it less; the allocation pair measures the CPU side.
+args="--layers 8 --dim 1024 --heads 16 --seq 1024 --batch 16 --steps 25 --seed 3"
 train() { # label, then the command prefix
     label=$1
     shift
@@ -77,14 +81,18 @@ train() { # label, then the command prefix
         >"$out/train-$label.log" 2>&1 || { echo "train $label failed"; tail -5 "$out/train-$label.log"; }
     tail -1 "$out/train-$label.log"
 }
-for round in 1 2; do
+# Interleaved rounds: each round runs every contender back to back, so a
+# ratio taken within a round compares runs under the same machine load.
+rounds=${TRAIN_ROUNDS:-4}
+for round in $(seq "$rounds"); do
     train native-$round env
+    train native-async-$round env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
     train naive-$round "$umpol" run -p policies/naive-managed.umpol --
     train umpol-passthrough-$round "$umpol" run -p policies/passthrough.umpol --
     train umpol-finetune-$round "$umpol" run -p policies/llm-finetune.umpol -r "$out/train-report-$round.json" --
-    train umpol-finetune-profiled-$round env UMPOL_PROFILE=1 "$umpol" run \
-        -p policies/llm-finetune.umpol -r "$out/train-profile-finetune-$round.json" --
 done
+train umpol-finetune-profiled-1 env UMPOL_PROFILE=1 "$umpol" run \
+    -p policies/llm-finetune.umpol -r "$out/train-profile-finetune-1.json" --
 train naive-profiled-1 env UMPOL_PROFILE=1 "$umpol" run -p policies/naive-managed.umpol \
     -r "$out/train-profile-naive-1.json" --
 

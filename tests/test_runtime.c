@@ -144,6 +144,14 @@ static void test_runtime_cross_stream_reuse_waits(void **state)
     assert_int_equal(DELTA(f, event_record), 1);
     assert_int_equal(DELTA(f, stream_wait), 1);
     assert_int_equal(f->rt.class_stats[0].cross_stream_reuses, 1);
+    /* Back and forth: each reuse waits, all through the device's one event. */
+    for (int i = 0; i < 4; i++) {
+        release(f, b, i % 2 ? S1 : S2, MODE_STREAM);
+        b = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, i % 2 ? S2 : S1);
+        assert_ptr_equal(a, b);
+    }
+    assert_int_equal(DELTA(f, stream_wait), 5);
+    assert_int_equal(DELTA(f, event_create), 1);
     release(f, b, S2, MODE_STREAM);
     release(f, filler, S1, MODE_STREAM);
     teardown(f);

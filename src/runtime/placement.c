@@ -52,6 +52,9 @@ struct device_state *device_get(struct runtime *rt, int device)
      * hold up placements, which the job's stream waits for. */
     if (rt->cuda->stream_create_with_flags(&dev->evict_stream, cudaStreamNonBlocking) != cudaSuccess)
         dev->evict_stream = NULL;
+    /* One event orders every stream after another (stream_follow). */
+    if (rt->cuda->event_create_with_flags(&dev->follow_event, cudaEventDisableTiming) != cudaSuccess)
+        dev->follow_event = NULL;
     if (rt->cuda->stream_create_with_flags(&dev->stream, cudaStreamNonBlocking) != cudaSuccess) {
         LOG(LOG_WARN, "cannot create a prefetch stream on GPU %d; triggered prefetches use "
                       "one prefetch per block on the default stream", device);
@@ -272,11 +275,16 @@ static bool legacy_stream(cudaStream_t s)
     return !s || s == cudaStreamLegacy || s == cudaStreamPerThread;
 }
 
-bool stream_follow(struct runtime *rt, cudaStream_t waiter, cudaStream_t signaler)
+bool stream_follow(struct runtime *rt, int device, cudaStream_t waiter, cudaStream_t signaler)
 {
-    cudaEvent_t ev;
     if (waiter == signaler)
         return true;
+    /* A wait takes the event as last recorded when it is issued, so one
+     * event serves every wait in turn (all under rt->lock). */
+    cudaEvent_t ev = rt->devices[device].follow_event;
+    if (ev)
+        return rt->cuda->event_record(ev, signaler) == cudaSuccess &&
+               rt->cuda->stream_wait_event(waiter, ev, 0) == cudaSuccess;
     if (rt->cuda->event_create_with_flags(&ev, cudaEventDisableTiming) != cudaSuccess)
         return false;
     bool ok = rt->cuda->event_record(ev, signaler) == cudaSuccess &&
@@ -302,7 +310,7 @@ static bool move_dead(struct runtime *rt, int device, uintptr_t addr, size_t siz
     whole_pages(addr, size, &start, &end);
     cudaStream_t on = legacy_stream(stream) ? own : stream;
     if (!discard || !on || end <= start || !rt->cuda->mem_discard_and_prefetch_batch_async ||
-        rt->discard_prefetch_unsupported || !stream_follow(rt, on, stream)) {
+        rt->discard_prefetch_unsupported || !stream_follow(rt, device, on, stream)) {
         prefetch_one(rt, addr, size, loc, stream);
         return false;
     }
@@ -320,12 +328,12 @@ static bool move_dead(struct runtime *rt, int device, uintptr_t addr, size_t siz
     }
     prefetch_one(rt, addr, start - addr, loc, on);
     prefetch_one(rt, end, addr + size - end, loc, on);
-    stream_follow(rt, stream, on); /* the job's next work on STREAM sees the pages placed */
+    stream_follow(rt, device, stream, on); /* the job's next work on STREAM sees the pages placed */
     cudaStream_t evict = rt->devices[device].evict_stream;
     if (own)
-        stream_follow(rt, own, on);
+        stream_follow(rt, device, own, on);
     if (evict)
-        stream_follow(rt, evict, on);
+        stream_follow(rt, device, evict, on);
     return true;
 }
 
@@ -584,7 +592,7 @@ static void move_class(struct runtime *rt, size_t c, int device, struct program_
     /* Data brought to the GPU must be there before the job's next kernels: order
      * the legacy default stream (and so every blocking stream) after the batch. */
     if (n && is_gpu(loc) && dev->stream)
-        stream_follow(rt, cudaStreamLegacy, dev->stream);
+        stream_follow(rt, device, cudaStreamLegacy, dev->stream);
 }
 
 void place_trigger(struct runtime *rt, enum trigger_kind trigger, const uint64_t *glob_bits,

@@ -375,7 +375,7 @@ static struct block *find_free(struct runtime *rt, struct pool *p, size_t size, 
 static bool order_after(struct runtime *rt, struct block *b, cudaStream_t stream)
 {
     for (int i = 0; i < b->free_stream_count; i++)
-        if (!stream_follow(rt, stream, b->free_streams[i]))
+        if (!stream_follow(rt, b->slab->pool->device, stream, b->free_streams[i]))
             return false;
     return true;
 }

@@ -118,6 +118,7 @@ struct device_state {
     int host_numa_id;       /* -1: unknown */
     cudaStream_t stream;       /* runtime-owned stream for placements and triggers */
     cudaStream_t evict_stream; /* runtime-owned stream for evictions (NULL: stream) */
+    cudaEvent_t follow_event;  /* orders one stream after another (NULL: one per wait) */
     struct pool **pools;    /* one per class, created on first use */
 };
 
@@ -240,9 +241,9 @@ cudaStream_t place_discard_freed(struct runtime *rt, struct block *b, cudaStream
 void place_trigger(struct runtime *rt, enum trigger_kind trigger, const uint64_t *glob_bits,
                    int mark);
 
-/* Order WAITER after SIGNALER's work so far: an event recorded on SIGNALER
- * now, waited on by WAITER. No host synchronisation. */
-bool stream_follow(struct runtime *rt, cudaStream_t waiter, cudaStream_t signaler);
+/* Order WAITER after SIGNALER's work so far, both streams of DEVICE: an event
+ * recorded on SIGNALER now, waited on by WAITER. No host synchronisation. */
+bool stream_follow(struct runtime *rt, int device, cudaStream_t waiter, cudaStream_t signaler);
 
 /* Devices: learned on first use (total memory, budget, cap, runtime stream). */
 struct device_state *device_get(struct runtime *rt, int device);
