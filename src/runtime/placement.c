@@ -220,9 +220,6 @@ static void gpu_touch(struct runtime *rt, struct block *b)
     gpu_take_live(rt, b);
 }
 
-static void prefetch_one(struct runtime *rt, uintptr_t addr, size_t size,
-                         struct cudaMemLocation loc, cudaStream_t stream);
-
 void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s)
 {
     advise(rt, pool->class_idx, pool->device, (void *)s->base, s->size, &pool->advice_warned);
@@ -231,12 +228,6 @@ void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s)
      * a budget each block is placed alone, so the budget holds only what is used. */
     const struct program *p = rt->program;
     const struct program_class *cls = &p->classes[pool->class_idx];
-    /* A class placed on the host gets its pages made there at once: a GPU
-     * that touches them first (AdamW zeroes its state with a kernel) then
-     * finds them mapped instead of faulting each one in. Nothing to copy. */
-    struct cudaMemLocation home = place_location(rt, cls->place, pool->device);
-    if (home.type == cudaMemLocationTypeHost || home.type == cudaMemLocationTypeHostNuma)
-        prefetch_one(rt, s->base, s->size, home, rt->devices[pool->device].stream);
     if (rt->devices[pool->device].steer)
         return;
     for (uint32_t k = 0; k < cls->prefetch_count; k++) {
