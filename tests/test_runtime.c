@@ -602,30 +602,6 @@ static void test_runtime_discard_only_whole_pages_of_dead_blocks(void **state)
     teardown(f);
 }
 
-/* A trigger that moves a lot moves it in two halves at once, on two
- * streams, each page once, and the runtime's stream then waits for both. */
-static void test_runtime_large_trigger_moves_in_two_halves(void **state)
-{
-    (void)state;
-    struct fixture *f = setup("umpol 1;\nslab 64MiB;\nclass opt { match any; place host; access gpu;\n"
-                              "  prefetch gpu on enter \"optimizer*\"; }\n");
-    void *a = alloc(f, 160u << 20, API_CUDA_MALLOC_ASYNC, S1);
-    void *b = alloc(f, 160u << 20, API_CUDA_MALLOC_ASYNC, S1);
-    uint64_t moves = DELTA(f, prefetch) + DELTA(f, prefetch_batch), waits = DELTA(f, stream_wait);
-    phase_enter(&f->rt, "optimizer.step");
-    assert_int_equal(DELTA(f, prefetch) + DELTA(f, prefetch_batch), moves + 2);
-    assert_int_equal(DELTA(f, prefetch_bytes_to_gpu), 320u << 20);
-    assert_int_equal(fake_counters()->last_gpu_prefetch_stream,
-                     (uint64_t)(uintptr_t)f->rt.devices[0].split_stream);
-    /* split stream after the stream, the stream after it, the job after both */
-    assert_int_equal(DELTA(f, stream_wait), waits + 3);
-    assert_residency_exact(f);
-    phase_exit(&f->rt);
-    release(f, a, S1, MODE_STREAM);
-    release(f, b, S1, MODE_STREAM);
-    teardown(f);
-}
-
 static void test_runtime_allocation_inside_open_trigger_phase_is_placed(void **state)
 {
     (void)state;
@@ -886,7 +862,6 @@ int main(void)
         cmocka_unit_test(test_runtime_phase_triggers_batch_prefetch),
         cmocka_unit_test(test_runtime_reused_block_is_not_prefetched_again),
         cmocka_unit_test(test_runtime_discard_only_whole_pages_of_dead_blocks),
-        cmocka_unit_test(test_runtime_large_trigger_moves_in_two_halves),
         cmocka_unit_test(test_runtime_allocation_inside_open_trigger_phase_is_placed),
         cmocka_unit_test(test_runtime_phases_nest_and_count),
         cmocka_unit_test(test_runtime_passthrough_and_capture),

@@ -52,8 +52,6 @@ struct device_state *device_get(struct runtime *rt, int device)
      * hold up placements, which the job's stream waits for. */
     if (rt->cuda->stream_create_with_flags(&dev->evict_stream, cudaStreamNonBlocking) != cudaSuccess)
         dev->evict_stream = NULL;
-    if (rt->cuda->stream_create_with_flags(&dev->split_stream, cudaStreamNonBlocking) != cudaSuccess)
-        dev->split_stream = NULL;
     /* One event orders every stream after another (stream_follow). */
     if (rt->cuda->event_create_with_flags(&dev->follow_event, cudaEventDisableTiming) != cudaSuccess)
         dev->follow_event = NULL;
@@ -545,42 +543,6 @@ static void prefetch_batch(struct runtime *rt, void **ptrs, size_t *sizes, size_
     }
 }
 
-/* A trigger moving at least this much moves it in two halves at once. */
-#define RT_SPLIT_BYTES (256u << 20)
-
-/* Prefetch a trigger's batch on DEVICE's stream. A large batch is cut in two
- * at a 2 MiB page near its middle, the second half on the device's split
- * stream between waits both ways: the driver moves two halves at once faster
- * than one whole (4 GiB host->GPU, 50.5 against 47-49.6 GB/s on an H200,
- * bench/results/2026-11-22-h200-prefetch-streams). */
-static void prefetch_halves(struct runtime *rt, int device, void **ptrs, size_t *sizes, size_t n,
-                            struct cudaMemLocation loc)
-{
-    struct device_state *dev = &rt->devices[device];
-    const uintptr_t page = 2u << 20;
-    size_t total = 0, acc = 0, i = 0;
-    for (size_t k = 0; k < n; k++)
-        total += sizes[k];
-    if (total < RT_SPLIT_BYTES || !dev->stream || !dev->split_stream) {
-        prefetch_batch(rt, ptrs, sizes, n, loc, dev->stream);
-        return;
-    }
-    while (acc + sizes[i] <= total / 2) /* the block that holds the middle */
-        acc += sizes[i++];
-    uintptr_t at = ((uintptr_t)ptrs[i] + (total / 2 - acc)) & ~(page - 1);
-    size_t cut = at > (uintptr_t)ptrs[i] ? at - (uintptr_t)ptrs[i] : 0, whole = sizes[i];
-    if ((i == 0 && cut == 0) || !stream_follow(rt, device, dev->split_stream, dev->stream)) {
-        prefetch_batch(rt, ptrs, sizes, n, loc, dev->stream);
-        return;
-    }
-    sizes[i] = cut;
-    prefetch_batch(rt, ptrs, sizes, i + (cut ? 1 : 0), loc, dev->stream);
-    ptrs[i] = (char *)ptrs[i] + cut;
-    sizes[i] = whole - cut;
-    prefetch_batch(rt, ptrs + i, sizes + i, n - i, loc, dev->split_stream);
-    stream_follow(rt, device, dev->stream, dev->split_stream); /* what follows the stream sees both */
-}
-
 static bool trigger_fires(const struct program_prefetch *pf, enum trigger_kind trigger,
                           const uint64_t *glob_bits, int mark)
 {
@@ -624,7 +586,7 @@ static void move_class(struct runtime *rt, size_t c, int device, struct program_
             sizes[n++] = b->size;
         }
     }
-    prefetch_halves(rt, device, ptrs, sizes, n, loc);
+    prefetch_batch(rt, ptrs, sizes, n, loc, dev->stream);
     free(ptrs);
     free(sizes);
     /* Data brought to the GPU must be there before the job's next kernels: order

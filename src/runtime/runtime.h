@@ -119,7 +119,6 @@ struct device_state {
     cudaStream_t stream;       /* runtime-owned stream for placements and triggers */
     cudaStream_t evict_stream; /* runtime-owned stream for evictions (NULL: stream) */
     cudaEvent_t follow_event;  /* orders one stream after another (NULL: one per wait) */
-    cudaStream_t split_stream; /* runtime-owned stream for the second half of a large move */
     struct pool **pools;    /* one per class, created on first use */
 };
 

@@ -182,13 +182,10 @@ EXPORT cudaError_t cudaMemPrefetchAsync(const void *ptr, size_t count,
     if (location.type != cudaMemLocationTypeDevice)
         __atomic_store_n(&counters.last_host_prefetch_stream, (uint64_t)(uintptr_t)stream,
                          __ATOMIC_RELAXED);
-    if (location.type == cudaMemLocationTypeDevice) {
+    if (location.type == cudaMemLocationTypeDevice)
         __atomic_fetch_add(&counters.prefetch_bytes_to_gpu, count, __ATOMIC_RELAXED);
-        __atomic_store_n(&counters.last_gpu_prefetch_stream, (uint64_t)(uintptr_t)stream,
-                         __ATOMIC_RELAXED);
-    } else {
+    else
         __atomic_fetch_add(&counters.prefetch_bytes_to_host, count, __ATOMIC_RELAXED);
-    }
     return cudaSuccess;
 }
 
@@ -203,9 +200,6 @@ EXPORT cudaError_t cudaMemPrefetchBatchAsync(void **ptrs, size_t *sizes, size_t 
     if (!stream)
         return last_error = cudaErrorInvalidValue; /* like CUDA: no legacy stream */
     COUNT(prefetch_batch);
-    if (locs[0].type == cudaMemLocationTypeDevice)
-        __atomic_store_n(&counters.last_gpu_prefetch_stream, (uint64_t)(uintptr_t)stream,
-                         __ATOMIC_RELAXED);
     for (size_t i = 0; i < count; i++) {
         residency(ptrs[i], sizes[i], locs[0].type == cudaMemLocationTypeDevice);
         if (locs[0].type == cudaMemLocationTypeDevice)

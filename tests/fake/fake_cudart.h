@@ -12,7 +12,6 @@ struct fake_counters {
     uint64_t device_sync, stream_wait, event_create, event_record, discard, discard_bytes;
     uint64_t discard_prefetch, discard_prefetch_bytes;
     uint64_t last_host_prefetch_stream; /* the stream of the latest prefetch to the host */
-    uint64_t last_gpu_prefetch_stream;  /* the stream of the latest prefetch to a GPU */
     uint64_t bytes_held;
 };
 
