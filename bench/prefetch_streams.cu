@@ -1,8 +1,8 @@
 // Does spreading one migration over several streams move it faster? A 4 GiB
 // managed buffer is moved host->GPU and GPU->host with cudaMemPrefetchAsync,
 // whole on one stream and cut into equal parts, one stream per part, beside
-// pinned cudaMemcpy of the same size. Plain CUDA, no umpol: it asks what
-// the driver can do, before umpol is changed to do it.
+// pinned cudaMemcpy of the same size. Plain CUDA, no umpol: what the
+// driver's prefetch can reach on this host (bench/results/*-prefetch-streams).
 //
 //   prefetch_streams [GiB]    prints one JSON line per measurement
 #include <chrono>
