@@ -8,6 +8,7 @@
 #   migrate.jsonl           4 GiB host->GPU and GPU->host: faults vs umpol prefetch vs memcpy
 #   faults-*.json           CUPTI-profiled reports of the migration runs
 #   train-*.json            examples/pytorch/train.py step times: allocators side by side
+#   constrained/            bench/run-constrained.sh (SKIP_CONSTRAINED=1 leaves it out)
 #   summary.md, latest.json the tables of the above, with the ratios side by side
 # Every run keeps umpol's managed-memory cap on (see the policies used).
 set -u
@@ -83,7 +84,7 @@ train() { # label, then the command prefix
 }
 # Interleaved rounds: each round runs every contender back to back, so a
 # ratio taken within a round compares runs under the same machine load.
-rounds=${TRAIN_ROUNDS:-4}
+rounds=${TRAIN_ROUNDS:-3}
 for round in $(seq "$rounds"); do
     train native-$round env
     train native-async-$round env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
@@ -96,7 +97,15 @@ train umpol-finetune-profiled-1 env UMPOL_PROFILE=1 "$umpol" run \
 train naive-profiled-1 env UMPOL_PROFILE=1 "$umpol" run -p policies/naive-managed.umpol \
     -r "$out/train-profile-naive-1.json" --
 
-python3 bench/summarize.py "$out" "$device" "$commit" | tee -a "$out/summary.md"
+if [ -z "${SKIP_CONSTRAINED:-}" ]; then
+    echo "== constrained training (bench/run-constrained.sh, into $out/constrained)"
+    OUT="$out/constrained" sh bench/run-constrained.sh >"$out/constrained.log" 2>&1
+    echo "run-constrained.sh exit $?: $(tail -1 "$out/constrained/summary.md" 2>/dev/null)"
+fi
+
+# Two-GPU keys (bench/run-ddp.sh) are carried over from the last latest.json.
+python3 bench/summarize.py "$out" "$device" "$commit" "$top/bench/results/latest.json" |
+    tee -a "$out/summary.md"
 # The dated summary and the latest keys, where bench/README.md says they live.
 slug=$(printf '%s' "$device" | cut -d, -f1 | tr ' ' '-' | tr -cd 'A-Za-z0-9-')
 cp "$out/summary.md" "$top/bench/results/$(date -u +%Y-%m-%d)-$slug.md"

@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """Tables and latest.json from one bench/run-gpu.sh output directory.
 
-usage: summarize.py OUT DEVICE COMMIT
-Every ratio compares runs made side by side in the same session."""
+usage: summarize.py OUT DEVICE COMMIT [PREVIOUS_LATEST_JSON]
+Every ratio compares runs made side by side in the same session. The
+constrained figures come from OUT/constrained (bench/run-constrained.sh);
+the two-GPU keys (ddp2.*, fsdp2.*, made by bench/run-ddp.sh) are carried over
+from PREVIOUS_LATEST_JSON."""
 import json
 import os
 import statistics
 import sys
 
 out, device, commit = sys.argv[1:4]
+previous = sys.argv[4] if len(sys.argv) > 4 else None
 
 
 def jsonl(name):
@@ -142,6 +146,20 @@ if pn and pf:
     latest["faults.umpol_per_step"] = round(faults(pf) / steps, 1)
     print(f"\nGPU page faults per training step: naive managed {faults(pn) / steps:.1f}, "
           f"llm-finetune {faults(pf) / steps:.1f}")
+
+con = load(os.path.join("constrained", "latest-constrained.json"))
+if con:
+    summary = open(os.path.join(out, "constrained", "summary.md")).read()
+    print("\n## Constrained training (bench/run-constrained.sh)\n\n" + summary.split("\n{")[0].strip())
+    latest.update(con)
+    latest["constrained.commit"] = commit
+    steps = load(os.path.join("constrained", "constrained-fsdp-cpu-offload.json"))
+    if steps:
+        latest["constrained.steps"] = len(steps["losses"])
+if previous and os.path.exists(previous):
+    for key, value in json.load(open(previous)).items():
+        if key.startswith(("ddp2.", "fsdp2.")):
+            latest[key] = value
 
 json.dump(latest, open(os.path.join(out, "latest.json"), "w"), indent=1)
 print("\nlatest.json:", json.dumps(latest))
