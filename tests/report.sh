@@ -11,6 +11,13 @@ grep -q "class 'optimizer' takes the most GPU page faults: 12000 of 12300 (98%),
 grep -q "never prefetched to the GPU: add 'prefetch gpu on enter \"optimizer.step\";'" "$tmp/out" ||
     fail "report: no prefetch suggestion"
 grep -q "class 'activations' was evicted 150 times" "$tmp/out" || fail "report: no eviction hint"
+# A class kept on the host whose faults moved nothing only had its pages mapped:
+# no advice to prefetch it to the GPU.
+sed 's/"htod_bytes": 3221225472/"htod_bytes": 0/' "$r0" >"$tmp/mapped.json"
+expect_status 0 "report of host-mapped faults" "$UMPOL_BIN" report "$tmp/mapped.json"
+grep -q "Its pages stay on the host, where its policy places them" "$tmp/out" ||
+    fail "report: host-mapped faults taken for migrations"
+! grep -q "never prefetched" "$tmp/out" || fail "report: suggests prefetching a host class"
 # Costliest first: optimizer, then activations, then weights.
 sed -n '/^Classes/,/^$/p' "$tmp/out" | awk 'NR > 2 { print $1 }' | tr "\n" " " | sed "s/ *$//" >"$tmp/order"
 [ "$(cat "$tmp/order")" = "optimizer activations weights" ] || fail "report: class order $(cat "$tmp/order")"

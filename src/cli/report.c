@@ -190,6 +190,12 @@ static bool policy_prefetches_gpu(const struct jv *policy)
     return false;
 }
 
+static bool policy_places_host(const struct jv *policy)
+{
+    const struct jv *place = jv_get(policy, "place");
+    return place && place->type == JV_STRING && strncmp(place->string, "host", 4) == 0;
+}
+
 static void print_hints(const struct summary *s)
 {
     puts("Look here first:");
@@ -210,7 +216,11 @@ static void print_hints(const struct summary *s)
         if (worst_phase)
             printf(", most of all in phase '%s'", worst_phase->name);
         puts(".");
-        if (!policy_prefetches_gpu(worst->policy))
+        if (policy_places_host(worst->policy) && worst->um[0] == 0)
+            printf("    Its pages stay on the host, where its policy places them (nothing moved "
+                   "to the GPU): these faults map them for the GPU, most at first touch. Prefetch "
+                   "it to the GPU only if the budget has room for all of it.\n");
+        else if (!policy_prefetches_gpu(worst->policy))
             printf("    It is never prefetched to the GPU: add 'prefetch gpu on enter \"%s\";' "
                    "to class %s.\n", worst_phase ? worst_phase->name : "PHASE", worst->name);
         else
