@@ -43,8 +43,18 @@ static struct fixture *setup(const char *policy_text)
     return f;
 }
 
+/* The runtime leaves its CUDA handles to the end of the process (it makes no
+ * CUDA call at exit); the fake's events are heap memory, released here. */
+static void release_device_events(struct runtime *rt)
+{
+    for (int d = 0; d < RT_MAX_DEVICES; d++)
+        if (rt->devices[d].follow_event)
+            cudaEventDestroy(rt->devices[d].follow_event);
+}
+
 static void teardown(struct fixture *f)
 {
+    release_device_events(&f->rt);
     runtime_destroy(&f->rt);
     policy_free(&f->pol);
     free(f);
