@@ -36,39 +36,39 @@ static void make_sizes()
     }
 }
 
-// Allocates on ALLOC_ON and frees on FREE_ON; returns ns per pair.
-static double run_async(int pairs, cudaStream_t alloc_on, cudaStream_t free_on)
+// PAIRS allocations through ALLOC(&ptr, size), each freed through RELEASE(ptr)
+// eight allocations later; returns ns per pair.
+template <typename Alloc, typename Release>
+static double churn(int pairs, Alloc alloc, Release release)
 {
     void *live[LIVE] = {};
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < pairs + LIVE; i++) {
         void *&slot = live[i % LIVE];
         if (slot)
-            CHECK(cudaFreeAsync(slot, free_on));
+            release(slot);
         slot = nullptr;
         if (i < pairs)
-            CHECK(cudaMallocAsync(&slot, sizes[i % SIZES], alloc_on));
+            alloc(&slot, sizes[i % SIZES]);
     }
     CHECK(cudaDeviceSynchronize());
     return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() /
            pairs;
 }
 
+// Allocates on ALLOC_ON and frees on FREE_ON.
+static double run_async(int pairs, cudaStream_t alloc_on, cudaStream_t free_on)
+{
+    return churn(
+        pairs, [&](void **p, size_t n) { CHECK(cudaMallocAsync(p, n, alloc_on)); },
+        [&](void *p) { CHECK(cudaFreeAsync(p, free_on)); });
+}
+
 static double run_managed(int pairs)
 {
-    void *live[LIVE] = {};
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < pairs + LIVE; i++) {
-        void *&slot = live[i % LIVE];
-        if (slot)
-            CHECK(cudaFree(slot));
-        slot = nullptr;
-        if (i < pairs)
-            CHECK(cudaMallocManaged(&slot, sizes[i % SIZES], cudaMemAttachGlobal));
-    }
-    CHECK(cudaDeviceSynchronize());
-    return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() /
-           pairs;
+    return churn(
+        pairs, [](void **p, size_t n) { CHECK(cudaMallocManaged(p, n, cudaMemAttachGlobal)); },
+        [](void *p) { CHECK(cudaFree(p)); });
 }
 
 template <typename F> static double best_of_5(F f)
