@@ -87,6 +87,17 @@ static void assert_residency_exact(const struct fixture *f)
     assert_int_equal(f->rt.devices[0].resident_bytes, fake_resident_bytes() - f->resident_before);
 }
 
+/* Every pool's bin mask says which of its bins hold a free block. */
+static void assert_bins_consistent(const struct fixture *f)
+{
+    for (size_t c = 0; c < f->rt.program->class_count; c++) {
+        const struct pool *p = f->rt.devices[0].pools ? f->rt.devices[0].pools[c] : NULL;
+        for (int k = 0; p && k < 2; k++)
+            for (int i = 0; i < RT_BINS; i++)
+                assert_int_equal(!!(p->bin_mask[k] >> i & 1), p->bins[k][i] != NULL);
+    }
+}
+
 #define S1 ((cudaStream_t)0x100)
 #define S2 ((cudaStream_t)0x200)
 
@@ -499,6 +510,7 @@ static void test_runtime_budget_bounds_what_the_gpu_holds(void **state)
         }
         assert_true(fake_resident_bytes() - f->resident_before <= budget);
         assert_residency_exact(f);
+        assert_bins_consistent(f);
     }
     const struct class_stats *cs = f->rt.class_stats;
     assert_true(cs[0].evictions + cs[1].evictions > 0);

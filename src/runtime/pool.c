@@ -136,26 +136,31 @@ static int bin_of(size_t size)
     return 63 - __builtin_clzll((unsigned long long)size);
 }
 
+_Static_assert(RT_BINS <= 64, "one bit per bin in pool.bin_mask");
+
 /* A free block still on the GPU is also on its pool's idle list, so the
  * budget can take back its pages: both memberships change together. */
 static void bin_insert(struct pool *p, struct block *b)
 {
-    struct block **bin = &p->bins[b->on_gpu][bin_of(b->size)];
+    int i = bin_of(b->size);
+    struct block **bin = &p->bins[b->on_gpu][i];
     b->link_prev = NULL;
     b->link_next = *bin;
     if (*bin)
         (*bin)->link_prev = b;
     *bin = b;
+    p->bin_mask[b->on_gpu] |= 1ull << i;
     if (b->on_gpu)
         gpu_list_append(&p->idle_head, &p->idle_tail, b);
 }
 
 static void bin_remove(struct pool *p, struct block *b)
 {
+    int i = bin_of(b->size);
     if (b->link_prev)
         b->link_prev->link_next = b->link_next;
-    else
-        p->bins[b->on_gpu][bin_of(b->size)] = b->link_next;
+    else if (!(p->bins[b->on_gpu][i] = b->link_next))
+        p->bin_mask[b->on_gpu] &= ~(1ull << i);
     if (b->link_next)
         b->link_next->link_prev = b->link_prev;
     b->link_prev = b->link_next = NULL;
@@ -345,7 +350,10 @@ static struct block *find_free(struct runtime *rt, struct pool *p, size_t size, 
 {
     for (int on_gpu = 1; on_gpu >= 0; on_gpu--) {
         size_t limit = on_gpu ? SIZE_MAX : max;
-        for (int i = bin_of(size); i < RT_BINS; i++) {
+        /* Only the bins that hold a block, from SIZE's up. */
+        for (uint64_t bins = p->bin_mask[on_gpu] & (~0ull << bin_of(size)); bins;
+             bins &= bins - 1) {
+            int i = __builtin_ctzll(bins);
             struct block *waiting = NULL;
             int scanned = 0;
             for (struct block *b = p->bins[on_gpu][i]; b && scanned < 64;

@@ -98,6 +98,7 @@ struct pool {
     int class_idx, device;
     struct slab *slabs;
     struct block *bins[2][RT_BINS];   /* [on the GPU][power of two] */
+    uint64_t bin_mask[2];             /* bit i: bins[k][i] is not empty */
     struct block *lru_head, *lru_tail;     /* live blocks on the GPU, least recent first */
     struct block *idle_head, *idle_tail; /* free blocks still on the GPU, oldest first */
     bool advice_warned;
