@@ -279,17 +279,17 @@ bool stream_follow(struct runtime *rt, int device, cudaStream_t waiter, cudaStre
 {
     if (waiter == signaler)
         return true;
-    /* A wait takes the event as last recorded when it is issued, so one
-     * event serves every wait in turn (all under rt->lock). */
+    /* A wait takes the event as last recorded when it is issued, so the
+     * device's one event serves every wait in turn (all under rt->lock);
+     * without it, an event of its own for this wait. */
     cudaEvent_t ev = rt->devices[device].follow_event;
-    if (ev)
-        return rt->cuda->event_record(ev, signaler) == cudaSuccess &&
-               rt->cuda->stream_wait_event(waiter, ev, 0) == cudaSuccess;
-    if (rt->cuda->event_create_with_flags(&ev, cudaEventDisableTiming) != cudaSuccess)
+    bool own = !ev;
+    if (own && rt->cuda->event_create_with_flags(&ev, cudaEventDisableTiming) != cudaSuccess)
         return false;
     bool ok = rt->cuda->event_record(ev, signaler) == cudaSuccess &&
               rt->cuda->stream_wait_event(waiter, ev, 0) == cudaSuccess;
-    rt->cuda->event_destroy(ev); /* released once complete; the wait holds it */
+    if (own)
+        rt->cuda->event_destroy(ev); /* released once complete; the wait holds it */
     return ok;
 }
 
