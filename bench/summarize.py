@@ -95,9 +95,19 @@ def rounds_of(label):
 
 
 runs = {lab: rounds_of(lab) for lab in labels}
+
+
+def steps_ms(lab):
+    return [r["median_step_ms"] for r in runs[lab].values()]
+
+
 if runs["native"]:
     base = next(iter(runs["native"].values()))["losses"]
-    nat = med(r["median_step_ms"] for r in runs["native"].values())
+    nat, best_nat = med(steps_ms("native")), min(steps_ms("native"))
+
+    def loss_diff(run):
+        """The largest relative difference of RUN's losses from native's."""
+        return max(abs(a - b) / abs(a) for a, b in zip(base, run["losses"]))
 
     def per_round(lab):
         """The median over rounds of LAB's step over native's in the same round."""
@@ -111,29 +121,25 @@ if runs["native"]:
         if not runs[lab]:
             print(f"| {lab} | failed | | | | |")
             continue
-        values = [r["median_step_ms"] for r in runs[lab].values()]
-        ms, best = med(values), min(values)
-        diff = max(max(abs(a - b) / abs(a) for a, b in zip(base, r["losses"])) for r in runs[lab].values())
-        best_nat = min(r["median_step_ms"] for r in runs["native"].values())
+        ms, best = med(steps_ms(lab)), min(steps_ms(lab))
+        diff = max(loss_diff(r) for r in runs[lab].values())
         print(f"| {lab} | {ms:.1f} | {best:.1f} | {per_round(lab):.3f} | {best / best_nat:.3f} | max rel. diff {diff:.1e} |")
     latest["train.native_step_ms"] = round(nat, 2)
     for lab, key in (("native-async", "train.native_async_step_ms"), ("naive", "train.naive_um_step_ms"),
                      ("umpol-finetune", "train.umpol_step_ms")):
         if runs[lab]:
-            latest[key] = round(med(r["median_step_ms"] for r in runs[lab].values()), 2)
+            latest[key] = round(med(steps_ms(lab)), 2)
     if runs["umpol-finetune"]:
         latest["train.umpol_over_native"] = round(per_round("umpol-finetune"), 3)
         if runs["native-async"]:
             # PyTorch's own cudaMallocAsync backend, which `umpol run` selects:
             # what the job pays for allocating through the CUDA runtime at all.
             latest["train.native_async_over_native"] = round(per_round("native-async"), 3)
-        latest["train.loss_match"] = all(
-            max(abs(a - b) / abs(a) for a, b in zip(base, r["losses"])) <= 1e-2
-            for r in runs["umpol-finetune"].values())
+        latest["train.loss_match"] = all(loss_diff(r) <= 1e-2 for r in runs["umpol-finetune"].values())
         print(f"\ntrain.umpol_over_native (median of per-round ratios): {latest['train.umpol_over_native']:.3f} "
               f"(goal <= 1.02: {'met' if latest['train.umpol_over_native'] <= 1.02 else 'MISSED'})")
     if runs["umpol-finetune-profiled"] and runs["umpol-finetune"]:
-        over = med(r["median_step_ms"] for r in runs["umpol-finetune-profiled"].values()) / latest["train.umpol_step_ms"]
+        over = med(steps_ms("umpol-finetune-profiled")) / latest["train.umpol_step_ms"]
         print(f"\nCUPTI profiling overhead on the training step (UMPOL_PROFILE=1, llm-finetune): {over:.3f}x")
         latest["profile.cupti_overhead"] = round(over, 3)
 
