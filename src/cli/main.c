@@ -16,6 +16,8 @@ static void usage(FILE *out)
           "                                     run COMMAND with the umpol runtime preloaded\n"
           "  report [--json] [--trace OUT] REPORT...\n"
           "                                     summarise runtime reports (several ranks are summed)\n"
+          "  suggest [--budget SIZE] [--goal speed|memory] [-o FILE] REPORT... | -- COMMAND...\n"
+          "                                     draft a policy from a recorded run\n"
           "  topo [--measure]                   GPUs, Unified Memory attributes and NUMA nodes\n"
           "  help                               show this help\n"
           "  --version                          show the version\n"
@@ -39,6 +41,8 @@ int main(int argc, char **argv)
         return cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "report") == 0)
         return cmd_report(argc - 1, argv + 1);
+    if (strcmp(cmd, "suggest") == 0)
+        return cmd_suggest(argc - 1, argv + 1);
     if (strcmp(cmd, "topo") == 0)
         return cmd_topo(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {

@@ -16,6 +16,7 @@
 #include "lang/policy.h"
 #include "runtime/log.h"
 #include "runtime/runtime.h"
+#include "runtime/sites.h"
 #include "umpol.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -162,6 +163,8 @@ __attribute__((constructor)) static void umpol_load(void)
     }
     const char *report = env("UMPOL_REPORT");
     g_rt.record_timeline = report && *report;
+    if (g_rt.record_timeline && !(g_rt.sites = calloc(1, sizeof *g_rt.sites)))
+        LOG(LOG_WARN, "out of memory: the report has no allocation sites");
     if (profile_init(&g_rt) != 0)
         LOG(LOG_WARN, "out of memory: profiling is off");
     const char *discard = env("UMPOL_DISCARD");

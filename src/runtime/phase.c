@@ -181,6 +181,7 @@ void phase_enter(struct runtime *rt, const char *name)
     }
     pthread_mutex_unlock(&rt->phase_lock);
     phase_stack[phase_depth++] = (struct open_phase){i, span, start, bits};
+    atomic_store_explicit(&rt->phase_current, (int)i, memory_order_relaxed);
     profile_phase_entered(rt, name);
     pthread_mutex_lock(&rt->lock);
     place_trigger(rt, TRIGGER_ENTER, bits, -1);
@@ -194,6 +195,8 @@ void phase_exit(struct runtime *rt)
         return;
     }
     struct open_phase op = phase_stack[--phase_depth];
+    atomic_store_explicit(&rt->phase_current, phase_depth ? (int)phase_stack[phase_depth - 1].index : -1,
+                          memory_order_relaxed);
     pthread_mutex_lock(&rt->phase_lock);
     count_globs(rt, op.bits, -1);
     uint64_t end = now_ns();

@@ -8,6 +8,7 @@
 
 #include "lang/json.h"
 #include "runtime/runtime.h"
+#include "runtime/sites.h"
 
 /* This process's rank as its launcher set it (torchrun, Slurm, Open MPI), or NULL. */
 static const char *rank_of_process(void)
@@ -192,6 +193,7 @@ int report_write(const struct runtime *rt, const char *path)
     }
     fputs("\n  ],\n  \"profile\": ", f);
     profile_report(rt, f);
+    sites_report(rt, f);
     write_timeline(f, rt);
     fputs("\n}\n", f);
     bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;

@@ -6,6 +6,7 @@
 #include "config.h"
 #include "runtime/log.h"
 #include "runtime/runtime.h"
+#include "runtime/sites.h"
 
 const char *runtime_env(const char *name)
 {
@@ -22,6 +23,7 @@ int runtime_init(struct runtime *rt, const struct program *program, const struct
     rt->program = program;
     rt->cuda = cuda;
     map_init(&rt->map);
+    atomic_store(&rt->phase_current, -1);
     rt->class_stats = calloc(program->class_count, sizeof *rt->class_stats);
     if (!rt->class_stats || phases_init(rt) != 0 || pthread_mutex_init(&rt->lock, NULL) != 0 ||
         pthread_mutex_init(&rt->range_lock, NULL) != 0)
@@ -123,6 +125,7 @@ void runtime_destroy(struct runtime *rt)
     phases_free(rt);
     free(rt->ranges);
     free(rt->timeline);
+    free(rt->sites);
     pthread_mutex_destroy(&rt->range_lock);
     free(rt->class_stats);
     pthread_mutex_destroy(&rt->lock);
@@ -223,8 +226,10 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
     cudaError_t err;
     if (api == API_CUDA_MALLOC_MANAGED) {
         err = adopt_managed(rt, ptr, size, cls, device, stream);
-        if (err == cudaSuccess)
+        if (err == cudaSuccess) {
             count_alloc(rt, cls, size);
+            sites_note_alloc(rt, map_find(&rt->map, (uintptr_t)*ptr), size);
+        }
     } else {
         struct block *b = NULL;
         err = pool_alloc(rt, cls, device, size, stream,
@@ -232,6 +237,7 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
         if (err == cudaSuccess) {
             *ptr = (void *)b->addr;
             count_alloc(rt, cls, b->size);
+            sites_note_alloc(rt, b, size);
             place_on_alloc(rt, b, device, stream);
         }
     }
@@ -254,6 +260,7 @@ bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode
     struct class_stats *st = &rt->class_stats[b->class_idx];
     st->frees++;
     rt->frees++;
+    sites_note_free(rt, b);
     if (!b->slab) { /* the job's own managed memory */
         st->live_bytes -= b->size;
         *err = rt->cuda->free(ptr);

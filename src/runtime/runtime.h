@@ -53,6 +53,8 @@ struct block {
      * device's resident bytes until it moves it away: live or free, a block's
      * pages stay there until then. */
     bool on_gpu;
+    uint32_t site;   /* report's allocation site + 1 (sites.c), 0: none */
+    uint64_t born_ns; /* when allocated, while sites are kept */
 };
 
 /* The on-GPU lists (gpu_prev/gpu_next): append at the tail, remove anywhere. */
@@ -198,6 +200,10 @@ struct runtime {
     struct phase_stat phase_stats[RT_MAX_PHASE_NAMES];
     size_t phase_stat_count;
     pthread_mutex_t phase_lock;
+    /* The phase most recently opened and still open (any thread), -1: none;
+     * and the allocation sites of the report (NULL unless one is asked for). */
+    _Atomic int phase_current;
+    struct sites *sites;
 };
 
 /* Blocks: allocation from the class's pool, return to it. */
