@@ -338,6 +338,30 @@ static void note_class(struct group *g, const char *name)
     if (g->nclasses < sizeof g->classes / sizeof g->classes[0]) g->classes[g->nclasses++] = name;
 }
 
+/* A step: the outermost repeated phases, entered most often; its period is
+ * their time per entry. Without a repeated phase the run is one step. */
+static void step_period(const struct run_profile *p, struct plan *pl)
+{
+    int depth = INT_MAX;
+    for (size_t i = 0; i < p->nphases; i++)
+        if (p->phases[i].entries > 1)
+            depth = p->phases[i].depth < depth ? (p->phases[i].depth < 0 ? 0 : p->phases[i].depth)
+                                               : depth;
+    uint64_t ns = 0;
+    for (size_t i = 0; i < p->nphases; i++)
+        if (p->phases[i].entries > 1 &&
+            (p->phases[i].depth < 0 ? 0 : p->phases[i].depth) == depth &&
+            p->phases[i].entries > pl->steps)
+            pl->steps = p->phases[i].entries;
+    for (size_t i = 0; i < p->nphases; i++)
+        if (p->phases[i].entries == pl->steps && pl->steps > 1 &&
+            (p->phases[i].depth < 0 ? 0 : p->phases[i].depth) == depth)
+            ns += p->phases[i].total_ns;
+    pl->period_ns = pl->steps > 1 ? ns / p->reports / pl->steps : UINT64_MAX;
+    if (!pl->steps) pl->steps = 1;
+    if (!pl->period_ns) pl->period_ns = 1;
+}
+
 /* Sites into groups; small sites are summed apart. Figures are per rank. */
 static size_t build_groups(const struct run_profile *p, struct plan *pl, struct group *g)
 {
@@ -451,7 +475,7 @@ static void recorded_figures(const struct run_profile *p, struct group *g)
                 um |= p->classes[i].gpu_faults || p->classes[i].htod || p->classes[i].dtoh;
             }
     char b[32];
-    size_t o = (size_t)snprintf(g->recorded, sizeof g->recorded, "recorded in class%s ",
+    size_t o = (size_t)snprintf(g->recorded, sizeof g->recorded, "Recorded in class%s ",
                                 g->nclasses == 1 ? "" : "es");
     for (size_t c = 0; c < g->nclasses && o < sizeof g->recorded; c++)
         o += (size_t)snprintf(g->recorded + o, sizeof g->recorded - o, "%s'%s'", c ? ", " : "",
@@ -580,15 +604,19 @@ static void print_group(FILE *f, const struct group *g, const struct group *all,
 {
     char b[4][32];
     double life = g->frees ? (double)g->lifetime_ns / (double)g->frees : 0;
-    fprintf(f, "\n# %" PRIu64 " allocations of %s..%s (%s in all), %s live at once; ",
+    fprintf(f, "\n# %" PRIu64 " allocations of %s%s%s (%s in all), %s live at once; ",
             g->allocations, human((double)g->min_size, b[0], 32),
-            human((double)g->max_size, b[1], 32), human((double)g->bytes, b[2], 32),
-            human((double)g->peak_live, b[3], 32));
+            g->min_size == g->max_size ? "" : "..",
+            g->min_size == g->max_size ? "" : human((double)g->max_size, b[1], 32),
+            human((double)g->bytes, b[2], 32), human((double)g->peak_live, b[3], 32));
     if (g->frees)
         fprintf(f, "mean lifetime %s", duration(life, b[0], 32));
     else
         fputs("never freed", f);
-    fprintf(f, " (a step takes %s).\n", duration((double)pl->period_ns, b[1], 32));
+    if (pl->steps > 1)
+        fprintf(f, " (a step takes %s).\n", duration((double)pl->period_ns, b[1], 32));
+    else
+        fputs(" (no repeated phase: the run is one step).\n", f);
     fprintf(f, "# %s.\n", g->recorded);
     bool on_gpu = pl->fits_all;
     switch (g->role) {
@@ -642,11 +670,14 @@ static void print_policy(FILE *f, const struct plan *pl, const struct group *g, 
     for (size_t i = 0; i < npaths; i++)
         fprintf(f, " %s", paths[i]);
     fputs(".\n", f);
+    if (pl->steps > 1)
+        fprintf(f, "# Per rank: %" PRIu64 " steps of %s; ", pl->steps,
+                duration((double)pl->period_ns, b[0], 32));
+    else
+        fputs("# Per rank: no repeated phase, so one step; ", f);
     fprintf(f,
-            "# Per rank: %" PRIu64 " steps of %s; at most %s live at once, of which %s "
-            "made and freed within a step, %s model state, %s state made in a repeated phase "
-            "and %s in blocks under ",
-            pl->steps, duration((double)pl->period_ns, b[0], 32),
+            "at most %s live at once, of which %s made and freed within a step, %s model "
+            "state, %s state made in a repeated phase and %s in blocks under ",
             human((double)pl->peak_all, b[1], 32), human((double)pl->transient, b[2], 32),
             human((double)pl->model, b[3], 32), human((double)pl->step_state, b[4], 32),
             human((double)pl->small, b[5], 32));
@@ -672,6 +703,47 @@ static void print_policy(FILE *f, const struct plan *pl, const struct group *g, 
     fprintf(f, "\n# Blocks under %s and anything else: plain device memory (%s live at once).\n",
             human(SMALL_BYTES, b[0], 32), human((double)pl->small, b[1], 32));
     fputs("class rest {\n    match any;\n    memory device;\n}\n", f);
+}
+
+/* Comment lines of TEXT wrapped at 80 columns, on word boundaries. */
+static char *wrap_comments(const char *text, size_t *len)
+{
+    char *out = NULL;
+    size_t out_len = 0;
+    FILE *f = open_memstream(&out, &out_len);
+    if (!f) return NULL;
+    for (const char *line = text; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t n = end ? (size_t)(end - line) : strlen(line);
+        if (n <= 80 || line[0] != '#') {
+            fwrite(line, 1, n, f);
+        } else {
+            size_t col = 0;
+            for (const char *w = line + 1; w < line + n;) {
+                while (w < line + n && *w == ' ')
+                    w++;
+                const char *we = w;
+                while (we < line + n && *we != ' ')
+                    we++;
+                if (we == w) break;
+                if (col && col + 1 + (size_t)(we - w) > 80) {
+                    fputc('\n', f);
+                    col = 0;
+                }
+                col += (size_t)fprintf(f, "%s%.*s", col ? " " : "# ", (int)(we - w), w);
+                w = we;
+            }
+        }
+        if (!end) break;
+        fputc('\n', f);
+        line = end + 1;
+    }
+    if (fclose(f) != 0) {
+        free(out);
+        return NULL;
+    }
+    *len = out_len;
+    return out;
 }
 
 /* ---- options, output ---- */
@@ -769,13 +841,7 @@ static int suggest_from_reports(char **paths, size_t npaths, const char *budget_
         }
     }
     struct plan pl = {.memory_goal = memory_goal};
-    for (size_t i = 0; i < prof.nphases; i++)
-        if (prof.phases[i].entries > pl.steps) pl.steps = prof.phases[i].entries;
-    uint64_t step_ns = 0;
-    for (size_t i = 0; i < prof.nphases; i++)
-        if (prof.phases[i].entries == pl.steps) step_ns += prof.phases[i].total_ns;
-    pl.period_ns = pl.steps ? step_ns / prof.reports / pl.steps : UINT64_MAX;
-    if (!pl.period_ns) pl.period_ns = 1;
+    step_period(&prof, &pl);
     for (size_t i = 0; i < prof.nclasses; i++)
         pl.peak_all += prof.classes[i].peak_bytes;
     pl.peak_all /= prof.reports;
@@ -819,6 +885,9 @@ static int suggest_from_reports(char **paths, size_t npaths, const char *budget_
     } else if (prof.budget_bytes) {
         pl.budget = prof.budget_bytes;
         pl.budget_given = true;
+    } else if (memory_goal) { /* the least GPU memory that works, in whole MiB */
+        pl.budget = (pl.min_budget + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
+        pl.budget_given = true;
     }
     char b[5][32];
     if (pl.budget_given && pl.budget < pl.min_budget) {
@@ -845,6 +914,9 @@ static int suggest_from_reports(char **paths, size_t npaths, const char *budget_
     if (!mem) goto done;
     print_policy(mem, &pl, g, n, paths, npaths);
     if (fclose(mem) != 0) goto done;
+    char *wrapped = wrap_comments(text, &text_len);
+    free(text);
+    if (!(text = wrapped)) goto done;
     /* What is written must pass `umpol check` with nothing to say. */
     struct policy pol;
     enum policy_status st = policy_load_text(&pol, "suggested policy", text, text_len);
@@ -968,7 +1040,8 @@ int cmd_suggest(int argc, char **argv)
         return EXIT_USAGE;
     }
     /* `--` before the operands: a command to record, not reports. */
-    if (strcmp(argv[optind - 1], "--") == 0)
+    if (strcmp(argv[optind - 1], "--") == 0 && argv[optind - 1] != out &&
+        argv[optind - 1] != budget)
         return suggest_from_command(argv + optind, budget, memory_goal, out);
     return suggest_from_reports(argv + optind, (size_t)(argc - optind), budget, memory_goal, out);
 }

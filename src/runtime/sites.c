@@ -13,15 +13,22 @@ static uint32_t bucket_of(uint64_t size)
 
 static struct site *site_find(struct sites *s, int class_idx, int phase, uint32_t bucket)
 {
-    for (size_t i = s->count; i-- > 0;) { /* recent sites are the likeliest */
-        struct site *t = &s->table[i];
-        if (t->class_idx == class_idx && t->phase == phase && t->bucket == bucket) return t;
+    uint64_t key =
+        ((uint64_t)(uint32_t)class_idx << 40) ^ ((uint64_t)(uint32_t)phase << 8) ^ bucket;
+    size_t h = (size_t)((key * 0x9e3779b97f4a7c15ull) >> 32) % SITES_SLOTS;
+    for (;; h = (h + 1) % SITES_SLOTS) {
+        if (s->slots[h]) {
+            struct site *t = &s->table[s->slots[h] - 1];
+            if (t->class_idx == class_idx && t->phase == phase && t->bucket == bucket) return t;
+            continue;
+        }
+        if (s->count == SITES_MAX) return NULL;
+        struct site *t = &s->table[s->count++];
+        *t = (struct site){
+            .class_idx = class_idx, .phase = phase, .bucket = bucket, .min_size = UINT64_MAX};
+        s->slots[h] = (uint16_t)s->count;
+        return t;
     }
-    if (s->count == SITES_MAX) return NULL;
-    struct site *t = &s->table[s->count++];
-    *t = (struct site){
-        .class_idx = class_idx, .phase = phase, .bucket = bucket, .min_size = UINT64_MAX};
-    return t;
 }
 
 void sites_note_alloc(struct runtime *rt, struct block *b, size_t requested)

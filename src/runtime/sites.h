@@ -18,9 +18,12 @@ struct site {
     uint64_t first_ns, last_ns; /* CLOCK_MONOTONIC of the first and last allocation */
 };
 
+#define SITES_SLOTS (2 * SITES_MAX) /* open addressing: at most half full */
+
 struct sites {
     struct site table[SITES_MAX];
-    size_t count, dropped; /* dropped: allocations of sites past SITES_MAX */
+    uint16_t slots[SITES_SLOTS]; /* index into table + 1, 0: empty */
+    size_t count, dropped;       /* dropped: allocations of sites past SITES_MAX */
 };
 
 struct runtime;
