@@ -1,0 +1,107 @@
+#!/bin/sh
+# `umpol suggest`: policies drafted from a recorded report against the expected
+# ones (each must pass `umpol check` with no warning), a budget that cannot
+# work, bad reports (exit 2, nothing written, an existing output kept), and,
+# with the fake CUDA runtime, recording a job end to end.
+. "${top_srcdir:-.}/tests/lib.sh"
+dir="$top_srcdir/tests/suggest"
+report="$dir/train-like.json"
+
+# Golden: run from the folder so that the header names the report as recorded.
+for opts in "" "--budget 200MiB" "--budget 120MiB" "--goal memory"; do
+    name=$(echo "$opts" | tr -d ' -')
+    expected="$dir/expected${name:+-$name}.umpol"
+    (cd "$dir" && "$UMPOL_BIN" suggest $opts train-like.json) >"$tmp/got.umpol" 2>"$tmp/err" ||
+        fail "suggest $opts: exit $?: $(cat "$tmp/err")"
+    if diff -u "$expected" "$tmp/got.umpol" >"$tmp/diff"; then pass; else
+        fail "suggest $opts differs from $expected"
+        head -40 "$tmp/diff" >&2
+    fi
+    expect_status 0 "check of suggest $opts" "$UMPOL_BIN" check "$tmp/got.umpol"
+    grep -q "valid (0 errors, 0 warnings)" "$tmp/out" || fail "suggest $opts: check is not clean"
+    expect_status 0 "explain of suggest $opts" "$UMPOL_BIN" explain "$tmp/got.umpol"
+done
+
+# What the golden files say, so that a regenerated golden cannot silently lose it.
+grep -q "^class step_state_optimizer_step" "$dir/expected-budget200MiB.umpol" &&
+    sed -n '/^class step_state_optimizer_step/,/^}/p' "$dir/expected-budget200MiB.umpol" |
+    grep -q "place host near;" || fail "optimizer-like state not on the host under the budget"
+sed -n '/^class step_state_optimizer_step/,/^}/p' "$dir/expected.umpol" | grep -q "place gpu;" ||
+    fail "optimizer-like state not on the GPU without a budget"
+sed -n '/^class transient_forward/,/^}/p' "$dir/expected-budget120MiB.umpol" | grep -q "priority 5" ||
+    fail "activations not above the state"
+
+# -o writes the file whole; the budget too small writes nothing, keeps what is there.
+expect_status 0 "suggest -o" "$UMPOL_BIN" suggest --budget 200MiB -o "$tmp/p.umpol" "$report"
+"$UMPOL_BIN" check -q "$tmp/p.umpol" || fail "suggest -o: output does not check"
+echo keep >"$tmp/keep.umpol"
+expect_status 1 "budget below the transient peak" "$UMPOL_BIN" suggest --budget 10MiB -o "$tmp/keep.umpol" "$report"
+grep -q "smallest budget that can work is 96.0 MiB (100696064 bytes)" "$tmp/out" ||
+    fail "too small a budget: no smallest budget given"
+[ "$(cat "$tmp/keep.umpol")" = keep ] || fail "too small a budget: output file changed"
+ls -a "$tmp" | grep -q umpol-suggest && fail "a temporary file was left behind"
+
+# Bad input: exit 2, a clear message, the existing output untouched.
+bad() { # description, file, expected message
+    expect_status 2 "$1" "$UMPOL_BIN" suggest -o "$tmp/keep.umpol" "$2"
+    grep -q "$3" "$tmp/out" || { fail "$1: message"; cat "$tmp/out" >&2; }
+    grep -q "nothing written" "$tmp/out" || fail "$1: does not say nothing was written"
+    [ "$(cat "$tmp/keep.umpol")" = keep ] || fail "$1: output file changed"
+}
+head -c 2000 "$report" >"$tmp/trunc.json"
+bad "truncated report" "$tmp/trunc.json" "invalid JSON"
+sed 's/"umpol_report": 1/"umpol_report": 2/' "$report" >"$tmp/v2.json"
+bad "newer report" "$tmp/v2.json" "report schema version 2; this umpol reads version 1"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); del d["sites"]; del d["sites_dropped"]; json.dump(d, open(sys.argv[2], "w"))' \
+    "$report" "$tmp/old.json" && bad "report without sites" "$tmp/old.json" "no allocation sites"
+bad "older report from the bench" "$top_srcdir/bench/results/2026-11-22-h200-runtime/train-report-llm-finetune.json" "no allocation sites"
+sed 's/"total_bytes": [0-9]*/"total_bytes": 1234567/' "$report" >"$tmp/othergpu.json"
+expect_status 2 "reports of two GPUs" "$UMPOL_BIN" suggest "$report" "$tmp/othergpu.json"
+grep -q "recorded on a GPU of 1234567 bytes" "$tmp/out" || fail "other GPU: message"
+sed '0,/"allocations": 72/s//"allocations": -72/' "$report" >"$tmp/neg.json"
+bad "negative count" "$tmp/neg.json" "not a count"
+sed '0,/"allocations": 72/s//"allocations": 1e300/' "$report" >"$tmp/huge.json"
+bad "huge count" "$tmp/huge.json" "not a count"
+sed '0,/"phase": 1,/s//"phase": 99,/' "$report" >"$tmp/phase.json"
+bad "site of an unknown phase" "$tmp/phase.json" "names a class or phase the report lacks"
+sed '0,/"frees": 72/s//"frees": 73/' "$report" >"$tmp/frees.json"
+bad "more frees than allocations" "$tmp/frees.json" "contradict"
+sed 's/"name": "forward"/"name": "for\\u0001ward"/' "$report" >"$tmp/ctl.json"
+bad "control character in a phase name" "$tmp/ctl.json" "printable name"
+python3 -c 'print("[" * 100000 + "]" * 100000)' >"$tmp/deep.json"
+bad "deeply nested" "$tmp/deep.json" "nested too deeply"
+printf '{"something": "else"}' >"$tmp/other.json"
+bad "not a report" "$tmp/other.json" "not an umpol report"
+bad "missing report" "$tmp/none.json" "cannot read it"
+expect_status 2 "no report" "$UMPOL_BIN" suggest
+expect_status 2 "bad budget" "$UMPOL_BIN" suggest --budget 12parsecs "$report"
+expect_status 2 "bad goal" "$UMPOL_BIN" suggest --goal fame "$report"
+expect_status 0 "suggest --help" "$UMPOL_BIN" suggest --help
+grep -q "^usage: umpol suggest" "$tmp/out" || fail "suggest --help: no usage"
+
+# A phase name with glob characters and quotes matches only itself.
+sed 's/"name": "backward"/"name": "back*ward \\"x\\""/' "$report" >"$tmp/glob.json"
+expect_status 0 "phase name with glob characters" "$UMPOL_BIN" suggest -o "$tmp/glob.umpol" "$tmp/glob.json"
+grep -q 'match phase "back\\\\\*ward \\"x\\"" and' "$tmp/glob.umpol" || fail "glob characters not escaped"
+"$UMPOL_BIN" check -q "$tmp/glob.umpol" || fail "escaped phase name does not check"
+
+# End to end with the fake CUDA runtime: record the job, draft its policy.
+lib="$top_builddir/.libs/libumpol.so"
+job="$top_builddir/tests/preload/.libs/train_like"
+[ -x "$job" ] || job="$top_builddir/tests/preload/train_like"
+if [ -f "$lib" ] && [ -x "$job" ]; then
+    export LD_LIBRARY_PATH="$top_builddir/tests/fake/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export FAKE_GPU_BYTES=536870912
+    expect_status 0 "suggest -- COMMAND" "$UMPOL_BIN" suggest --budget 200MiB -o "$tmp/rec.umpol" -- "$job" 4
+    grep -q "recording one run of" "$tmp/out" || fail "suggest -- COMMAND: no recording message"
+    "$UMPOL_BIN" check -q "$tmp/rec.umpol" || fail "suggest -- COMMAND: output does not check"
+    for c in transient_forward transient_backward persistent_model_init step_state_optimizer_step rest; do
+        grep -q "^class $c {" "$tmp/rec.umpol" || fail "suggest -- COMMAND: no class $c"
+    done
+    expect_status 2 "suggest -- a job that records nothing" "$UMPOL_BIN" suggest -o "$tmp/none.umpol" -- true
+    grep -q "wrote no report" "$tmp/out" || fail "suggest -- true: message"
+    [ ! -e "$tmp/none.umpol" ] || fail "suggest -- true: wrote a policy"
+else
+    echo "libumpol.so or the fake job not built: recording not tested"
+fi
+finish
