@@ -31,6 +31,14 @@ sed -n '/^class step_state_optimizer_step/,/^}/p' "$dir/expected.umpol" | grep -
 sed -n '/^class transient_forward/,/^}/p' "$dir/expected-budget120MiB.umpol" | grep -q "priority 5" ||
     fail "activations not above the state"
 
+# umpol-suggest(1)'s worked example is the golden output, word for word.
+awk '/^\.EX/ { on = 1; next } /^\.EE/ { on = 0 } on && /^# Drafted/ { keep = 1 } on && keep { print } /^\.EE/ { keep = 0 }' \
+    "$top_srcdir/man/umpol-suggest.1" | sed -e 's/\\-/-/g' -e 's/\\e/\\/g' -e 's/^\\&//' >"$tmp/man.umpol"
+if diff -u "$dir/expected-budget200MiB.umpol" "$tmp/man.umpol" >"$tmp/diff"; then pass; else
+    fail "umpol-suggest(1)'s example is not the output of suggest --budget 200MiB"
+    head -20 "$tmp/diff" >&2
+fi
+
 # -o writes the file whole; the budget too small writes nothing, keeps what is there.
 expect_status 0 "suggest -o" "$UMPOL_BIN" suggest --budget 200MiB -o "$tmp/p.umpol" "$report"
 "$UMPOL_BIN" check -q "$tmp/p.umpol" || fail "suggest -o: output does not check"

@@ -49,6 +49,7 @@ struct run_phase {
 struct run_class {
     const char *name;
     uint64_t peak_bytes, evictions, evict_bytes, prefetch_bytes, gpu_faults, htod, dtoh;
+    bool profiled; /* the report has its Unified Memory counters */
 };
 
 struct run_profile {
@@ -174,6 +175,7 @@ static bool profile_from_report(struct run_profile *p, const struct jv *doc, str
             !count_of(c, "prefetch_bytes", &rc->prefetch_bytes, b))
             return false;
         const struct jv *um = jv_get(c, "um");
+        rc->profiled = um != NULL;
         if (um && (!count_of(um, "gpu_faults", &rc->gpu_faults, b) ||
                    !count_of(um, "htod_bytes", &rc->htod, b) ||
                    !count_of(um, "dtoh_bytes", &rc->dtoh, b)))
@@ -472,7 +474,7 @@ static void recorded_figures(const struct run_profile *p, struct group *g)
                 evictions += p->classes[i].evictions;
                 moved += p->classes[i].evict_bytes + p->classes[i].prefetch_bytes +
                          p->classes[i].htod + p->classes[i].dtoh;
-                um |= p->classes[i].gpu_faults || p->classes[i].htod || p->classes[i].dtoh;
+                um |= p->classes[i].profiled;
             }
     char b[32];
     size_t o = (size_t)snprintf(g->recorded, sizeof g->recorded, "Recorded in class%s ",
