@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -71,14 +72,17 @@ static void profile_free(struct run_profile *p)
 
 /* ---- the adapter from today's reader ---- */
 
+/* Why a report cannot be used. */
 struct bad {
-    const char *path;
     char why[256];
 };
 
-static bool fail(struct bad *b, const char *fmt, const char *what)
+__attribute__((format(printf, 2, 3))) static bool fail(struct bad *b, const char *fmt, ...)
 {
-    snprintf(b->why, sizeof b->why, fmt, what);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->why, sizeof b->why, fmt, ap);
+    va_end(ap);
     return false;
 }
 
@@ -124,51 +128,44 @@ static bool grow(void **arr, size_t n, size_t more, size_t size)
 static bool profile_from_report(struct run_profile *p, const struct jv *doc, struct bad *b)
 {
     const struct jv *version = jv_get(doc, "umpol_report");
-    if (!version || version->type != JV_NUMBER) return fail(b, "%snot an umpol report", "");
-    if (version->number != 1) {
-        snprintf(b->why, sizeof b->why, "report schema version %g; this umpol reads version 1",
-                 version->number);
-        return false;
-    }
+    if (!version || version->type != JV_NUMBER) return fail(b, "not an umpol report");
+    if (version->number != 1)
+        return fail(b, "report schema version %g; this umpol reads version 1", version->number);
     const struct jv *devices = array_of(doc, "devices", 64, b);
     if (!devices) return false;
     if (devices->count != 1)
-        return fail(b, "%sthe report covers several GPUs; give one report per GPU (rank)", "");
+        return fail(b, devices->count ? "the report covers several GPUs; give one report per GPU "
+                                        "(rank)"
+                                      : "the report saw no GPU");
     uint64_t total, budget = 0;
     if (!count_of(&devices->items[0], "total_bytes", &total, b)) return false;
     const struct jv *bj = jv_get(&devices->items[0], "budget_bytes");
     if (bj && bj->type != JV_NULL && !count_of(&devices->items[0], "budget_bytes", &budget, b))
         return false;
-    if (p->reports && total != p->gpu_bytes) {
-        snprintf(b->why, sizeof b->why,
-                 "recorded on a GPU of %" PRIu64 " bytes, the others on one of %" PRIu64, total,
-                 p->gpu_bytes);
-        return false;
-    }
+    if (p->reports && total != p->gpu_bytes)
+        return fail(b, "recorded on a GPU of %" PRIu64 " bytes, the others on one of %" PRIu64,
+                    total, p->gpu_bytes);
     p->gpu_bytes = total;
     p->budget_bytes = budget;
     const struct jv *classes = array_of(doc, "classes", MAX_CLASSES, b);
     const struct jv *phases = classes ? array_of(doc, "phases", MAX_PHASES, b) : NULL;
     if (!phases) return false;
     if (!jv_get(doc, "sites"))
-        return fail(b,
-                    "%sno allocation sites: written by an older umpol; record the run again "
-                    "(umpol suggest -- COMMAND, or umpol run -r)",
-                    "");
+        return fail(b, "no allocation sites: written by an older umpol; record the run again "
+                       "(umpol suggest -- COMMAND, or umpol run -r)");
     const struct jv *sites = array_of(doc, "sites", MAX_SITES, b);
     if (!sites) return false;
     size_t class_base = p->nclasses;
     if (!grow((void **)&p->classes, p->nclasses, classes->count, sizeof *p->classes) ||
         !grow((void **)&p->phases, p->nphases, phases->count, sizeof *p->phases) ||
         !grow((void **)&p->sites, p->nsites, sites->count, sizeof *p->sites))
-        return fail(b, "%sout of memory", "");
+        return fail(b, "out of memory");
     for (size_t i = 0; i < classes->count; i++) {
         const struct jv *c = &classes->items[i];
         struct run_class *rc = &p->classes[class_base + i];
         memset(rc, 0, sizeof *rc);
         rc->name = jv_str(c, "name");
-        if (!rc->name || !printable(rc->name))
-            return fail(b, "%sa class without a printable name", "");
+        if (!rc->name || !printable(rc->name)) return fail(b, "a class without a printable name");
         if (!count_of(c, "peak_bytes", &rc->peak_bytes, b) ||
             !count_of(c, "evictions", &rc->evictions, b) ||
             !count_of(c, "evict_bytes", &rc->evict_bytes, b) ||
@@ -187,7 +184,7 @@ static bool profile_from_report(struct run_profile *p, const struct jv *doc, str
     for (size_t i = 0; i < phases->count; i++) {
         const struct jv *ph = &phases->items[i];
         const char *name = jv_str(ph, "name");
-        if (!name || !printable(name)) return fail(b, "%sa phase without a printable name", "");
+        if (!name || !printable(name)) return fail(b, "a phase without a printable name");
         uint64_t entries, ns;
         if (!count_of(ph, "entries", &entries, b) || !count_of(ph, "total_ns", &ns, b))
             return false;
@@ -229,10 +226,10 @@ static bool profile_from_report(struct run_profile *p, const struct jv *doc, str
             !count_of(s, "lifetime_ns", &rs->lifetime_ns, b))
             return false;
         if (cls >= classes->count || (pj && pj->type != JV_NULL && phase >= phases->count))
-            return fail(b, "%sa site names a class or phase the report lacks", "");
+            return fail(b, "a site names a class or phase the report lacks");
         if (rs->allocations == 0 || rs->frees > rs->allocations || rs->min_size > rs->max_size ||
             rs->min_size == 0)
-            return fail(b, "%sa site's counts contradict each other", "");
+            return fail(b, "a site's counts contradict each other");
         rs->class_name = p->classes[class_base + cls].name;
         rs->phase = pj && pj->type != JV_NULL ? local[phase] : NULL;
         p->nsites++;
@@ -516,9 +513,14 @@ static int by_lifetime(const void *a, const void *b)
     return (lx > ly) - (lx < ly);
 }
 
-static void assign_priorities(struct group *g, size_t n)
+static bool assign_priorities(struct group *g, size_t n)
 {
-    struct group *state[MAX_SITES], *trans[MAX_SITES];
+    struct group **state = calloc(n + 1, sizeof *state), **trans = calloc(n + 1, sizeof *trans);
+    if (!state || !trans) {
+        free(state);
+        free(trans);
+        return false;
+    }
     size_t ns = 0, nt = 0;
     for (size_t i = 0; i < n; i++) {
         if (g[i].role == ROLE_TRANSIENT)
@@ -536,6 +538,9 @@ static void assign_priorities(struct group *g, size_t n)
         if (state[i]->role == ROLE_MODEL_STATE) state[i]->priority = next < 400 ? next++ : 400;
     for (size_t i = 0; i < nt; i++)
         trans[nt - 1 - i]->priority = (uint32_t)(500 + (i < 400 ? i : 400));
+    free(state);
+    free(trans);
+    return true;
 }
 
 /* ---- writing the policy ---- */
@@ -827,7 +832,7 @@ static int suggest_from_reports(char **paths, size_t npaths, const char *budget_
     size_t text_len = 0;
     if (!docs) goto done;
     for (size_t i = 0; i < npaths; i++) {
-        struct bad b = {paths[i], ""};
+        struct bad b = {""};
         size_t len;
         char *raw = read_whole(paths[i], &len, &b);
         if (raw) {
@@ -906,7 +911,7 @@ static int suggest_from_reports(char **paths, size_t npaths, const char *budget_
         goto done;
     }
     pl.fits_all = !memory_goal && (!pl.budget_given || pl.budget >= need_all);
-    assign_priorities(g, n);
+    if (!assign_priorities(g, n)) goto done;
     qsort(g, n, sizeof *g, by_order);
     for (size_t i = 0; i < n; i++)
         g[i].name[0] = '\0';
