@@ -100,13 +100,17 @@ job="$top_builddir/tests/preload/.libs/train_like"
 if [ -f "$lib" ] && [ -x "$job" ]; then
     export LD_LIBRARY_PATH="$top_builddir/tests/fake/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export FAKE_GPU_BYTES=536870912
-    expect_status 0 "suggest -- COMMAND" "$UMPOL_BIN" suggest --budget 200MiB -o "$tmp/rec.umpol" -- "$job" 4
+    # Sanitizer builds: the sanitizer runtime must be loaded before libumpol.so.
+    san=$(ldd "$job" 2>/dev/null | sed -n 's/.*=> \(\/[^ ]*lib[at]san[^ ]*\).*/\1/p' | head -1)
+    expect_status 0 "suggest -- COMMAND" env ${san:+LD_PRELOAD="$san"} \
+        "$UMPOL_BIN" suggest --budget 200MiB -o "$tmp/rec.umpol" -- "$job" 4
     grep -q "recording one run of" "$tmp/out" || fail "suggest -- COMMAND: no recording message"
     "$UMPOL_BIN" check -q "$tmp/rec.umpol" || fail "suggest -- COMMAND: output does not check"
     for c in transient_forward transient_backward persistent_model_init step_state_optimizer_step rest; do
         grep -q "^class $c {" "$tmp/rec.umpol" || fail "suggest -- COMMAND: no class $c"
     done
-    expect_status 2 "suggest -- a job that records nothing" "$UMPOL_BIN" suggest -o "$tmp/none.umpol" -- true
+    expect_status 2 "suggest -- a job that records nothing" env ASAN_OPTIONS=detect_leaks=0 \
+        ${san:+LD_PRELOAD="$san"} "$UMPOL_BIN" suggest -o "$tmp/none.umpol" -- true
     grep -q "wrote no report" "$tmp/out" || fail "suggest -- true: message"
     [ ! -e "$tmp/none.umpol" ] || fail "suggest -- true: wrote a policy"
 else

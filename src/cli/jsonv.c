@@ -16,6 +16,7 @@ static void skip_ws(struct parser *ps)
 }
 
 static bool parse_value(struct parser *ps, struct jv *out);
+static void free_inner(struct jv *v);
 
 static char *parse_string(struct parser *ps)
 {
@@ -125,6 +126,7 @@ static bool parse_container(struct parser *ps, struct jv *out, char close)
         }
         struct jv item;
         if (!parse_value(ps, &item) || !push(out, &cap, item, key)) {
+            free_inner(&item); /* what a failed value had built, or the unpushed item */
             free(key);
             return false;
         }
