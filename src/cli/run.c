@@ -106,7 +106,6 @@ int cmd_run(int argc, char **argv)
 
 int run_job(const char *policy_path, const char *report, bool verbose, char **cmd)
 {
-
     /* The runtime reads the same file: refuse it here, with diagnostics, first. */
     struct policy pol;
     enum policy_status st = policy_load_file(&pol, policy_path);

@@ -195,8 +195,8 @@ void phase_exit(struct runtime *rt)
         return;
     }
     struct open_phase op = phase_stack[--phase_depth];
-    atomic_store_explicit(&rt->phase_current, phase_depth ? (int)phase_stack[phase_depth - 1].index : -1,
-                          memory_order_relaxed);
+    int enclosing = phase_depth ? (int)phase_stack[phase_depth - 1].index : -1;
+    atomic_store_explicit(&rt->phase_current, enclosing, memory_order_relaxed);
     pthread_mutex_lock(&rt->phase_lock);
     count_globs(rt, op.bits, -1);
     uint64_t end = now_ns();

@@ -53,7 +53,7 @@ struct block {
      * device's resident bytes until it moves it away: live or free, a block's
      * pages stay there until then. */
     bool on_gpu;
-    uint32_t site;   /* report's allocation site + 1 (sites.c), 0: none */
+    uint32_t site;    /* the report's allocation site + 1 (sites.c), 0: none */
     uint64_t born_ns; /* when allocated, while sites are kept */
 };
 
@@ -200,8 +200,9 @@ struct runtime {
     struct phase_stat phase_stats[RT_MAX_PHASE_NAMES];
     size_t phase_stat_count;
     pthread_mutex_t phase_lock;
-    /* The phase most recently opened and still open (any thread), -1: none;
-     * and the allocation sites of the report (NULL unless one is asked for). */
+    /* The innermost open phase as the thread that last opened or closed one
+     * sees it, -1: none (the sites' phase); and the report's allocation
+     * sites (NULL unless a report is asked for). */
     _Atomic int phase_current;
     struct sites *sites;
 };
