@@ -109,6 +109,31 @@ if [ -f "$lib" ] && [ -x "$job" ]; then
     for c in transient_forward transient_backward persistent_model_init step_state_optimizer_step rest; do
         grep -q "^class $c {" "$tmp/rec.umpol" || fail "suggest -- COMMAND: no class $c"
     done
+    # The report's sites table, figure by figure (train_like.c's pattern, 3 steps).
+    expect_status 0 "umpol run -r records sites" env ${san:+LD_PRELOAD="$san"} \
+        "$UMPOL_BIN" run -p "$top_srcdir/policies/passthrough.umpol" -r "$tmp/sites.json" -- "$job" 3
+    python3 - "$tmp/sites.json" <<'PY' || fail "sites table"
+import json, sys
+r = json.load(open(sys.argv[1]))
+phases = [p["name"] for p in r["phases"]]
+sites = {(phases[s["phase"]] if s["phase"] is not None else None, s["min_size"]): s for s in r["sites"]}
+M = 1 << 20
+def site(phase, size, allocs, peak):
+    s = sites[(phase, size)]
+    assert s["class"] == 0 and s["allocations"] == allocs and s["frees"] == allocs, s
+    assert s["bytes"] == allocs * size and s["max_size"] == size, s
+    assert s["peak_live_bytes"] == peak, s
+    assert s["lifetime_ns"] > 0 and s["last_ns"] >= s["first_ns"], s
+    return s
+w = site("model.init", 2 * M, 24, 48 * M)
+site("forward", 4 * M, 12 * 3, 48 * M)
+site("forward", 4096, 8 * 3, 8 * 4096)
+g = site("backward", 2 * M, 24 * 3, 48 * M)
+o = site("optimizer.step", 2 * M, 48, 96 * M)
+assert o["first_ns"] == min(o["first_ns"], o["last_ns"]) and o["last_ns"] < g["last_ns"], "state made at the first step only"
+assert w["lifetime_ns"] / 24 > g["lifetime_ns"] / 72, "weights outlive gradients"
+assert r["sites_dropped"] == 0 and len(r["sites"]) == 5, r["sites"]
+PY
     expect_status 2 "suggest -- a job that records nothing" env ASAN_OPTIONS=detect_leaks=0 \
         ${san:+LD_PRELOAD="$san"} "$UMPOL_BIN" suggest -o "$tmp/none.umpol" -- true
     grep -q "wrote no report" "$tmp/out" || fail "suggest -- true: message"
