@@ -15,6 +15,7 @@
 #include "config.h"
 #include "lang/policy.h"
 #include "runtime/log.h"
+#include "runtime/profile.h"
 #include "runtime/runtime.h"
 #include "umpol.h"
 

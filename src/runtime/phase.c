@@ -4,20 +4,15 @@
  * allocations made on any thread (PyTorch's autograd threads allocate during
  * `backward`). Each phase name is matched against the policy's globs once, on
  * first use; opening and closing then only count, and the classifier reads
- * one bit per glob. Tags are per thread. */
+ * one bit per glob. Tags are per thread. What a phase triggers is not decided
+ * here: opening and closing return the glob bits, and the caller acts on them. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "runtime/log.h"
-#include "runtime/runtime.h"
-
-uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#include "runtime/phase.h"
+#include "runtime/state.h"
+#include "util/clock.h"
 
 /* Per phase name: its glob bits, cached. Index RT_MAX_PHASE_NAMES-1 collects the overflow. */
 static uint64_t *name_bits[RT_MAX_PHASE_NAMES];
@@ -138,22 +133,20 @@ static void count_globs(struct runtime *rt, const uint64_t *bits, int delta)
     }
 }
 
-void phase_enter(struct runtime *rt, const char *name)
+const uint64_t *phases_push(struct runtime *rt, const char *name, uint64_t ts)
 {
-    if (!name)
-        name = "";
     if (phase_depth == phase_cap) {
         track_thread();
         size_t cap = phase_cap ? phase_cap * 2 : 16;
         struct open_phase *grown = realloc(phase_stack, cap * sizeof *grown);
         if (!grown)
-            return;
+            return NULL;
         phase_stack = grown;
         phase_cap = cap;
     }
     uint64_t *bits = calloc(rt->phase_words, sizeof *bits);
     if (!bits)
-        return;
+        return NULL;
     pthread_mutex_lock(&rt->phase_lock);
     size_t i = phase_index(rt, name);
     if (i == RT_MAX_PHASE_NAMES - 1 || !name_bits[i])
@@ -174,24 +167,21 @@ void phase_enter(struct runtime *rt, const char *name)
     }
     if (rt->span_count < rt->span_cap) {
         span = rt->span_count++;
-        rt->spans[span] = (struct phase_span){start, 0, profile_timestamp(rt), 0, (uint32_t)i,
+        rt->spans[span] = (struct phase_span){start, 0, ts, 0, (uint32_t)i,
                                               (uint32_t)phase_depth};
     } else {
         rt->spans_dropped++;
     }
     pthread_mutex_unlock(&rt->phase_lock);
     phase_stack[phase_depth++] = (struct open_phase){i, span, start, bits};
-    profile_phase_entered(rt, name);
-    pthread_mutex_lock(&rt->lock);
-    place_trigger(rt, TRIGGER_ENTER, bits, -1);
-    pthread_mutex_unlock(&rt->lock);
+    return bits;
 }
 
-void phase_exit(struct runtime *rt)
+uint64_t *phases_pop(struct runtime *rt, uint64_t ts)
 {
     if (phase_depth == 0) {
         LOG(LOG_DEBUG, "phase exit without an open phase on this thread; ignored");
-        return;
+        return NULL;
     }
     struct open_phase op = phase_stack[--phase_depth];
     pthread_mutex_lock(&rt->phase_lock);
@@ -200,23 +190,10 @@ void phase_exit(struct runtime *rt)
     rt->phase_stats[op.index].total_ns += end - op.start_ns;
     if (op.span != SIZE_MAX) {
         rt->spans[op.span].end_ns = end;
-        rt->spans[op.span].end_ts = profile_timestamp(rt);
+        rt->spans[op.span].end_ts = ts;
     }
     pthread_mutex_unlock(&rt->phase_lock);
-    pthread_mutex_lock(&rt->lock);
-    place_trigger(rt, TRIGGER_EXIT, op.bits, -1);
-    pthread_mutex_unlock(&rt->lock);
-    free(op.bits);
-}
-
-void phase_mark(struct runtime *rt, const char *name)
-{
-    int mark = name ? program_mark_index(rt->program, name) : -1;
-    if (mark < 0)
-        return;
-    pthread_mutex_lock(&rt->lock);
-    place_trigger(rt, TRIGGER_MARK, NULL, mark);
-    pthread_mutex_unlock(&rt->lock);
+    return op.bits;
 }
 
 const uint64_t *tag_bits_current(void)
