@@ -390,9 +390,11 @@ void policy_check_machine(const struct policy_ast *ast, const struct policy_mach
             }
         }
     }
+    char more[32] = "";
+    if (count > 1)
+        snprintf(more, sizeof more, ", and %zu more", count - 1);
     if (count)
         diag_add(diags, DIAG_NOTE, W_TOPOLOGY, unchecked,
                  "no GPU visible (%s): GPU numbers not checked (%s%s)",
-                 m->no_gpu_why ? m->no_gpu_why : "none found", text,
-                 count > 1 ? ", and others" : "");
+                 m->no_gpu_why ? m->no_gpu_why : "none found", text, more);
 }

@@ -64,6 +64,9 @@ struct program_limit {
 };
 
 #define PROGRAM_DEFAULT_SLAB (64ull << 20)
+/* Without `cap managed`, the runtime holds at most this share of each GPU's
+ * memory as managed memory: an oversubscribed card can hang. */
+#define PROGRAM_DEFAULT_CAP_PERCENT 90
 #define PROGRAM_DEFAULT_PRIORITY 0
 
 struct program {
@@ -119,6 +122,8 @@ const char *format_bytes(uint64_t bytes, char *buf, size_t len);
 
 /* `umpol explain`: the compiled classes in the order they are tried. */
 void program_explain(FILE *out, const struct program *p);
+/* The members of the JSON object (no braces): budget_gpu, cap_managed,
+ * slab_bytes, classes; the caller adds the file and its diagnostics. */
 void program_explain_json(FILE *out, const struct program *p);
 
 #endif
