@@ -577,6 +577,12 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, stru
     char tok[64];
     if (got == YYSYMBOL_YYEOF && st->current_class)
         st->current_class->had_error = true;
+    /* The '}' of a class that was closed early (a class inside a class): the
+     * mistake is reported already. */
+    if (got == YYTRANSLATE('}') && !st->current_class && st->closed_early > 0) {
+        st->closed_early--;
+        return 0;
+    }
 
     /* A missing ';' or '{' is reported after the token that lacks it, and the
      * grammar's `semi` and `open` rules go on as if it had been written. */
@@ -600,6 +606,7 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, stru
         report_unclosed_class(st, got);
         if (got != YYSYMBOL_YYEOF) {
             st->inject_token = '}';
+            st->closed_early++;
             st->replay_token = item_token(got);
             st->replay_loc = *loc;
         }

@@ -31,6 +31,7 @@ struct parse_state {
     /* A token the parser lacks (a class's '}'), returned before the one it got. */
     int inject_token, replay_token;
     struct loc replay_loc;
+    int closed_early; /* classes closed that way: their own '}' may still come */
 };
 
 /* Parse SRC into AST; diagnostics go to DIAGS. Returns the number of errors. */
