@@ -566,6 +566,7 @@ static void report_unclosed_class(struct parse_state *st, yysymbol_kind_t got)
 static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, struct parse_state *st)
 {
     (void)scanner;
+    st->semi_missing = st->open_missing = false; /* each report decides anew */
     if (st->diags->stopped)
         return 0;
     yysymbol_kind_t expected[YYNTOKENS];
