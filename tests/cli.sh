@@ -50,6 +50,39 @@ PY
 fi
 expect_status 1 "explain an invalid policy" "$UMPOL_BIN" explain "$bad"
 
+# explain tells what the runtime applies: without `cap managed`, the default cap, per GPU.
+expect_status 0 "explain without a cap" "$UMPOL_BIN" explain "$top_srcdir/policies/passthrough.umpol"
+grep -q "^cap managed:  90% of each GPU's memory (default)$" "$tmp/out" || fail "explain: default cap"
+grep -q "^budget gpu:   none$" "$tmp/out" || fail "explain: no budget"
+# explain --json is JSON on stdout whatever the policy, diagnostics included.
+"$UMPOL_BIN" explain --json "$bad" >"$tmp/explain_bad.json" 2>"$tmp/explain_bad.err"
+[ $? -eq 1 ] || fail "explain --json of an invalid policy: exit status"
+[ -s "$tmp/explain_bad.err" ] && fail "explain --json of an invalid policy wrote to stderr"
+"$UMPOL_BIN" explain --json /nonexistent/policy.umpol >"$tmp/explain_missing.json" 2>/dev/null
+[ $? -eq 2 ] || fail "explain --json of a missing file: exit status"
+if command -v python3 >/dev/null 2>&1; then
+    python3 - "$tmp/explain_bad.json" "$tmp/explain_missing.json" <<'PY' || fail "explain --json of an invalid policy"
+import json, sys
+bad = json.load(open(sys.argv[1]))
+assert bad["valid"] is False and bad["errors"] == 1 and "classes" not in bad, bad
+assert bad["diagnostics"][0]["code"] == "E010", bad
+missing = json.load(open(sys.argv[2]))
+assert missing["diagnostics"][0]["code"] == "E027", missing
+PY
+fi
+
+# 65,000 copies of one class name: the checker stops at the error cap.
+{ echo 'umpol 1;'; i=0; while [ $i -lt 65000 ]; do echo 'class a { match any; }'; i=$((i+1)); done; } >"$tmp/dups.umpol"
+expect_status 1 "65,000 duplicate class names" timeout 20 "$UMPOL_BIN" check "$tmp/dups.umpol"
+[ "$(grep -c 'error\[' "$tmp/out")" -le 21 ] || fail "65,000 duplicates: more than 21 errors printed"
+grep -q 'error\[E023\]: too many errors (20); stopped checking here' "$tmp/out" || fail "65,000 duplicates: no E023"
+
+# check --topology says what it could not check, and W104 points at the location.
+printf 'umpol 1;\nclass a {\n    match any;\n    place gpu 99;\n}\n' >"$tmp/gpu99.umpol"
+expect_status 0 "check --topology, GPU 99" "$UMPOL_BIN" check --topology "$tmp/gpu99.umpol"
+grep -Eq 'gpu99.umpol:4:11: (note\[W104\]: no GPU visible \(.*\): GPU numbers not checked \(place gpu 99\)|warning\[W104\]: class .a.: this machine has no GPU 99)' "$tmp/out" ||
+    fail "check --topology: GPU 99 neither checked nor noted at 4:11"
+
 # Hostile inputs: each a clear error, never a crash or a hang.
 head -c 52428800 /dev/zero | tr '\0' '#' >"$tmp/big.umpol"
 expect_status 1 "50 MB file" timeout 20 "$UMPOL_BIN" check "$tmp/big.umpol"

@@ -17,32 +17,20 @@ static bool want_color(FILE *out)
     return isatty(fileno(out)) && !(no_color && *no_color);
 }
 
-/* Warn about places the policy names that this machine lacks. */
-static void check_topology(struct policy *pol, const struct topology *t)
+static bool node_has_memory(int node, const void *topology)
 {
-    const struct program *p = pol->program;
-    for (size_t c = 0; c < p->class_count; c++) {
-        const struct program_class *cls = &p->classes[c];
-        struct program_place places[2 + MAX_ACCESS + 16];
-        size_t n = 0;
-        places[n++] = cls->place;
-        for (int a = 0; a < cls->access_count; a++)
-            places[n++] = cls->access[a];
-        for (uint32_t k = 0; k < cls->prefetch_count && n < sizeof places / sizeof places[0]; k++)
-            places[n++] = p->prefetches[cls->prefetch_first + k].dest;
-        struct loc loc = {cls->line, 1, cls->line, 6};
-        for (size_t i = 0; i < n; i++) {
-            if (places[i].kind == LOC_HOST_NUMA && !topo_node_has_memory(t, places[i].index))
-                diag_add(&pol->diags, DIAG_WARNING, W_TOPOLOGY, loc,
-                         "class '%s': this machine has no NUMA node %d with memory; the runtime "
-                         "will use plain host memory", cls->name, places[i].index);
-            if (places[i].kind == LOC_GPU && places[i].index >= 0 && t->gpu_count >= 0 &&
-                places[i].index >= t->gpu_count)
-                diag_add(&pol->diags, DIAG_WARNING, W_TOPOLOGY, loc,
-                         "class '%s': this machine has no GPU %d (it has %d)", cls->name,
-                         places[i].index, t->gpu_count);
-        }
-    }
+    return topo_node_has_memory(topology, node);
+}
+
+/* What the checker needs to know of this machine for --topology. */
+static struct policy_machine machine_of(const struct topology *t)
+{
+    return (struct policy_machine){
+        .gpu_count = t->gpu_count,
+        .no_gpu_why = t->gpu_count < 0 ? t->gpu_error : "the CUDA driver reports no device",
+        .node_has_memory = node_has_memory,
+        .ctx = t,
+    };
 }
 
 int cmd_check(int argc, char **argv)
@@ -64,8 +52,11 @@ int cmd_check(int argc, char **argv)
             return EXIT_USAGE;
     }
     static struct topology topo;
-    if (topology)
+    struct policy_machine machine;
+    if (topology) {
         topo_probe(&topo);
+        machine = machine_of(&topo);
+    }
     if (optind >= argc) {
         fputs("usage: umpol check [--json] [-q] [--topology] FILE...\n", stderr);
         return EXIT_USAGE;
@@ -75,9 +66,7 @@ int cmd_check(int argc, char **argv)
         fputs("{\"files\":[", stdout);
     for (int i = optind; i < argc; i++) {
         struct policy pol;
-        enum policy_status st = policy_load_file(&pol, argv[i]);
-        if (topology && st == POLICY_VALID)
-            check_topology(&pol, &topo);
+        enum policy_status st = policy_load_file_on(&pol, argv[i], topology ? &machine : NULL);
         if ((int)st > worst)
             worst = (int)st;
         if (json) {
@@ -120,11 +109,22 @@ int cmd_explain(int argc, char **argv)
     }
     struct policy pol;
     enum policy_status st = policy_load_file(&pol, argv[optind]);
-    diag_print(stderr, &pol.src, &pol.diags, want_color(stderr));
-    if (st == POLICY_VALID) {
-        if (json) {
+    if (json) {
+        /* Always one object, so a script reads the diagnostics of an invalid
+         * policy the same way as the classes of a valid one. */
+        fputs("{\"file\":", stdout);
+        json_print_string(stdout, argv[optind]);
+        printf(",\"valid\":%s,\"errors\":%zu,\"warnings\":%zu,\"diagnostics\":",
+               st == POLICY_VALID ? "true" : "false", pol.diags.errors, pol.diags.warnings);
+        diag_print_json(stdout, &pol.src, &pol.diags);
+        if (st == POLICY_VALID) {
+            fputc(',', stdout);
             program_explain_json(stdout, pol.program);
-        } else {
+        }
+        fputs("}\n", stdout);
+    } else {
+        diag_print(stderr, &pol.src, &pol.diags, want_color(stderr));
+        if (st == POLICY_VALID) {
             printf("policy:       %s\n", argv[optind]);
             program_explain(stdout, pol.program);
         }

@@ -41,7 +41,7 @@ struct device_state *device_get(struct runtime *rt, int device)
             LOG(LOG_WARN, "GPU %d: class '%s': advise read_mostly is not applied under a budget "
                           "(a read-only GPU copy would outlive an eviction)", device,
                 p->classes[c].name);
-    dev->cap_bytes = !p->cap_managed.given  ? total_b / 100 * 90
+    dev->cap_bytes = !p->cap_managed.given  ? total_b / 100 * PROGRAM_DEFAULT_CAP_PERCENT
                      : p->cap_managed.percent ? total_b / 100 * p->cap_managed.value
                                               : p->cap_managed.value;
     int numa = -1;
