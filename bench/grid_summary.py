@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Table and `grid.*` keys from the cells of one or more `grid.py drive` runs.
+
+usage: grid_summary.py DEVICE COMMIT KEYS_JSON DIR [DIR...]
+Prints a markdown summary; writes the keys (to merge into
+bench/results/latest.json) to KEYS_JSON. A later DIR's cells replace an
+earlier one's for the same model and tag.
+
+Per umpol cell:
+  memory      the budget; what the card saw in the process (cudaMemGetInfo,
+              total - free, peak over the timed steps above the process's
+              start); NVML's used memory polled from outside (above the value
+              before the process started, its CUDA context included); and the
+              most umpol held on the GPU by its own count (report timeline)
+  best anchor the fastest anchor run whose card peak is within the budget
+              (2% allowed for sampling); umpol_over_best = its ms / umpol's ms,
+              above 1 when umpol is faster
+  bound       the link-bound lower bound: max(compute, h2d/bw_h2d, d2h/bw_d2h),
+              compute being checkpointing alone's step in the same run, the
+              bytes those crossing PCIe each way per timed step (NVML's counters,
+              scaled to payload by what they counted per byte of a pinned copy;
+              without them, the runtime's own prefetch/evict/reclaim bytes plus
+              one read and one write of every host-placed class per step), bw
+              the pinned cudaMemcpy bandwidth measured in the same run. It
+              assumes a full-duplex link and moves hidden behind compute.
+  gh200       the same bytes over NVLink-C2C at 346 GB/s each way (a paper
+              projection, compute unchanged)
+"""
+import json
+import os
+import sys
+
+GH200_BPS = 346e9
+
+
+def load_cells(dirs):
+    cells, bw = {}, None
+    for d in dirs:
+        p = os.path.join(d, "cells.jsonl")
+        if os.path.exists(p):
+            for line in open(p):
+                row = json.loads(line)
+                row["dir"] = d
+                cells[(row["layers"], row["tag"])] = row
+        b = os.path.join(d, "bandwidth.json")
+        if os.path.exists(b):
+            bw = json.load(open(b))
+    return cells, bw
+
+
+def report_of(row):
+    """umpol's report for ROW's run: (held peak, h2d, d2h bytes per step by its counts)."""
+    if not row.get("report"):
+        return None
+    path = os.path.join(row["dir"], row["report"])
+    if not os.path.exists(path):
+        return None
+    r = json.load(open(path))
+    tl = r.get("timeline") or {}
+    held = max((e.get("resident_bytes", 0) for e in tl.get("events", [])), default=None)
+    steps = len(row["run"]["losses"])
+    h2d = sum(c.get("prefetch_bytes", 0) for c in r["classes"])
+    d2h = sum(c.get("evict_bytes", 0) + c.get("reclaim_bytes", 0) for c in r["classes"])
+    host = sum(c.get("live_bytes", 0) for c in r["classes"]
+               if str(c.get("policy", {}).get("place", "")).startswith("host"))
+    return {"held_peak_bytes": held, "runtime_h2d_bytes_per_step": h2d / steps,
+            "runtime_d2h_bytes_per_step": d2h / steps, "host_class_bytes": host,
+            "runtime_ns": r["totals"].get("runtime_ns"), "evictions": sum(c.get("evictions", 0) for c in r["classes"])}
+
+
+def gib(b):
+    return "" if b is None else f"{b / 2**30:.2f}"
+
+
+def main():
+    device, commit, keys_path, dirs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+    cells, bw = load_cells(dirs)
+    out = {"grid.device": device, "grid.commit": commit}
+    if bw:
+        out["grid.pinned_h2d_gbps"] = round(bw["h2d_gbps"], 2)
+        out["grid.pinned_d2h_gbps"] = round(bw["d2h_gbps"], 2)
+        out["grid.pinned_both_ways_gbps_each"] = round(bw["both_ways_gbps_each"], 2)
+    models = sorted({k[0] for k in cells})
+    grid_cells, anchors_out = [], {}
+    lines = []
+    for layers in models:
+        rows = {tag: r for (l, tag), r in cells.items() if l == layers}
+        ckpt = (rows.get("ckpt") or {}).get("run")
+        base = ckpt["losses"] if ckpt else None
+        params = next((r["run"]["params"] for r in rows.values() if r.get("run")), None)
+
+        def loss_diff(run):
+            if not base:
+                return None
+            return max(abs(a - b) for a, b in zip(base, run["losses"]))
+
+        lines.append(f"\n### {layers} layers, {params / 1e9:.2f}B parameters\n" if params else f"\n### {layers} layers\n")
+        lines.append("| run | ms/step (median) | GPU memory, tool's own (GiB) | card, cudaMemGetInfo (GiB) | "
+                     "card, NVML outside (GiB) | link in / out per step (GiB) | max \\|loss diff\\| vs ckpt | status |")
+        lines.append("|---|---|---|---|---|---|---|---|")
+        anchors = {}
+        for tag, row in rows.items():
+            if tag.startswith("umpol-"):
+                continue
+            run = row.get("run")
+            if not run:
+                why = row.get("skipped") or f"exit {row.get('rc')}: " + " ".join(
+                    (row.get("error_tail") or "").strip().splitlines()[-1:])[:200]
+                lines.append(f"| {tag} | failed | | | | | | {why.replace('|', '/')} |")
+                anchors_out[f"L{layers}.{tag}"] = {"failed": why}
+                continue
+            link = run.get("link") or {}
+            anchors[tag] = run
+            anchors_out[f"L{layers}.{tag}"] = {
+                "ms": round(run["median_step_ms"], 1), "card_peak_bytes": run["card_peak_bytes"],
+                "nvml_peak_bytes": row.get("nvml_peak_bytes"), "max_allocated_bytes": run["max_allocated_bytes"],
+                "max_loss_diff": loss_diff(run)}
+            lines.append(f"| {tag} | {run['median_step_ms']:.1f} | {gib(run['max_allocated_bytes'])} (max allocated) | "
+                         f"{gib(run['card_peak_bytes'])} | {gib(row.get('nvml_peak_bytes'))} | "
+                         f"{gib(link.get('h2d_bytes_per_step'))} / {gib(link.get('d2h_bytes_per_step'))} | "
+                         f"{loss_diff(run):.2e} | ok |")
+        for tag, row in sorted(rows.items(), key=lambda kv: -(kv[1].get("budget_bytes") or 0)):
+            if not tag.startswith("umpol-"):
+                continue
+            run = row.get("run")
+            budget = row["budget_bytes"]
+            cell = {"model_layers": layers, "params": params, "policy": row.get("policy"), "budget_bytes": budget}
+            if not run:
+                why = row.get("skipped") or f"exit {row.get('rc')}: " + " ".join(
+                    (row.get("error_tail") or "").strip().splitlines()[-1:])[:200]
+                cell["failed"] = why
+                grid_cells.append(cell)
+                lines.append(f"| umpol, budget {gib(budget)} | failed | | | | | | {why.replace('|', '/')} |")
+                continue
+            rep = report_of(row) or {}
+            ms = run["median_step_ms"]
+            fits = {t: a for t, a in anchors.items() if a["card_peak_bytes"] <= budget * 1.02}
+            best = min(fits.items(), key=lambda kv: kv[1]["median_step_ms"]) if fits else None
+            # Bytes over the link per timed step.
+            link, source = run.get("link"), "nvml"
+            h2d = d2h = None
+            if link and bw and bw.get("nvml_counted_per_byte_h2d") and bw.get("nvml_counted_per_byte_d2h"):
+                h2d = link["h2d_bytes_per_step"] / bw["nvml_counted_per_byte_h2d"]
+                d2h = link["d2h_bytes_per_step"] / bw["nvml_counted_per_byte_d2h"]
+            elif rep:
+                source = "runtime counts + one read and one write of host-placed classes"
+                h2d = rep["runtime_h2d_bytes_per_step"] + rep["host_class_bytes"]
+                d2h = rep["runtime_d2h_bytes_per_step"] + rep["host_class_bytes"]
+            bound = gh = None
+            if h2d is not None and bw and ckpt:
+                compute = ckpt["median_step_ms"]
+                link_ms = max(h2d / (bw["h2d_gbps"] * 1e6), d2h / (bw["d2h_gbps"] * 1e6))
+                bound = max(compute, link_ms)
+                gh = max(compute, max(h2d, d2h) / GH200_BPS * 1e3)
+            cell.update({
+                "umpol_ms": round(ms, 1), "card_peak_bytes": run["card_peak_bytes"],
+                "nvml_peak_bytes": row.get("nvml_peak_bytes"), "held_peak_bytes": rep.get("held_peak_bytes"),
+                "best_anchor": None if not best else {"name": best[0], "ms": round(best[1]["median_step_ms"], 1),
+                                                      "card_peak_bytes": best[1]["card_peak_bytes"]},
+                "umpol_over_best": None if not best else round(best[1]["median_step_ms"] / ms, 3),
+                "states_fit": params is not None and budget >= 8 * params,
+                "link_h2d_bytes_per_step": h2d, "link_d2h_bytes_per_step": d2h, "link_bytes_source": source,
+                "runtime_h2d_bytes_per_step": rep.get("runtime_h2d_bytes_per_step"),
+                "runtime_d2h_bytes_per_step": rep.get("runtime_d2h_bytes_per_step"),
+                "bound_ms": None if bound is None else round(bound, 1),
+                "umpol_over_bound": None if bound is None else round(ms / bound, 3),
+                "gh200_projection_ms": None if gh is None else round(gh, 1),
+                "max_loss_diff": loss_diff(run)})
+            grid_cells.append(cell)
+            lines.append(
+                f"| umpol, budget {gib(budget)} | {ms:.1f} | {gib(rep.get('held_peak_bytes'))} (held, its count) | "
+                f"{gib(run['card_peak_bytes'])} | {gib(row.get('nvml_peak_bytes'))} | {gib(h2d)} / {gib(d2h)} | "
+                f"{loss_diff(run):.2e} | best anchor within the budget: "
+                + (f"{best[0]} {best[1]['median_step_ms']:.1f} ms at {gib(best[1]['card_peak_bytes'])} GiB, "
+                   f"umpol x{cell['umpol_over_best']:.2f}" if best else "none")
+                + (f"; bound {bound:.1f} ms (umpol / bound {ms / bound:.2f}); GH200 projection {gh:.1f} ms"
+                   if bound else "") + " |")
+    def pick(cs):
+        vals = [c["umpol_over_best"] for c in cs if c.get("umpol_over_best") is not None]
+        return min(vals) if vals else None
+    out["grid.cells"] = grid_cells
+    out["grid.anchors"] = anchors_out
+    out["grid.min_umpol_over_best"] = pick(grid_cells)
+    out["grid.min_umpol_over_best_where_states_fit"] = pick([c for c in grid_cells if c.get("states_fit")])
+    bounds = [c["umpol_over_bound"] for c in grid_cells if c.get("umpol_over_bound") is not None]
+    out["grid.max_umpol_over_bound"] = max(bounds) if bounds else None
+    print(f"device: {device}; commit {commit}")
+    if bw:
+        print(f"\npinned cudaMemcpy ({bw['bytes'] >> 30} GiB, median of 5): host->GPU {bw['h2d_gbps']:.1f} GB/s, "
+              f"GPU->host {bw['d2h_gbps']:.1f} GB/s, both at once {bw['both_ways_gbps_each']:.1f} GB/s each; "
+              f"NVML counted {bw.get('nvml_counted_per_byte_h2d')} / {bw.get('nvml_counted_per_byte_d2h')} bytes per byte")
+    print("\n".join(lines))
+    print(f"\ngrid.min_umpol_over_best {out['grid.min_umpol_over_best']} (goal >= 1.0); "
+          f"where the states fit {out['grid.min_umpol_over_best_where_states_fit']} (goal >= 1.5); "
+          f"grid.max_umpol_over_bound {out['grid.max_umpol_over_bound']} (goal <= 1.25)")
+    json.dump(out, open(keys_path, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
