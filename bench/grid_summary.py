@@ -68,6 +68,10 @@ def report_of(row):
             "runtime_ns": r["totals"].get("runtime_ns"), "evictions": sum(c.get("evictions", 0) for c in r["classes"])}
 
 
+def sci(x):
+    return "" if x is None else f"{x:.2e}"
+
+
 def gib(b):
     return "" if b is None else f"{b / 2**30:.2f}"
 
@@ -118,7 +122,7 @@ def main():
             lines.append(f"| {tag} | {run['median_step_ms']:.1f} | {gib(run['max_allocated_bytes'])} (max allocated) | "
                          f"{gib(run['card_peak_bytes'])} | {gib(row.get('nvml_peak_bytes'))} | "
                          f"{gib(link.get('h2d_bytes_per_step'))} / {gib(link.get('d2h_bytes_per_step'))} | "
-                         f"{loss_diff(run):.2e} | ok |")
+                         f"{sci(loss_diff(run))} | ok |")
         for tag, row in sorted(rows.items(), key=lambda kv: -(kv[1].get("budget_bytes") or 0)):
             if not tag.startswith("umpol-"):
                 continue
@@ -170,7 +174,7 @@ def main():
             lines.append(
                 f"| umpol, budget {gib(budget)} | {ms:.1f} | {gib(rep.get('held_peak_bytes'))} (held, its count) | "
                 f"{gib(run['card_peak_bytes'])} | {gib(row.get('nvml_peak_bytes'))} | {gib(h2d)} / {gib(d2h)} | "
-                f"{loss_diff(run):.2e} | best anchor within the budget: "
+                f"{sci(loss_diff(run))} | best anchor within the budget: "
                 + (f"{best[0]} {best[1]['median_step_ms']:.1f} ms at {gib(best[1]['card_peak_bytes'])} GiB, "
                    f"umpol x{cell['umpol_over_best']:.2f}" if best else "none")
                 + (f"; bound {bound:.1f} ms (umpol / bound {ms / bound:.2f}); GH200 projection {gh:.1f} ms"

@@ -12,7 +12,8 @@
 # Environment: OUT (default bench/results/grid-DATE), GRID_POLICY (default
 # policies/optimizer-offload.umpol; its `budget gpu` line is changed),
 # GRID_LAYERS ("16 32"), GRID_VARIANTS (all anchors), WARMUP (3), STEPS (5
-# timed), GRID_DEADLINE_S (cells that would start later are skipped), UMPOL.
+# timed), GRID_DEADLINE_S (cells that would start later are skipped),
+# GRID_CELL_TIMEOUT_S (one run's limit, 240), UMPOL.
 # Writes OUT/cells.jsonl, per-cell logs, JSON and umpol reports, OUT/summary.md
 # and OUT/latest-grid.json (the grid.* keys to merge into latest.json).
 set -u
@@ -32,5 +33,6 @@ echo "device: $device; commit $commit; policy $policy; $(date -u +%Y-%m-%dT%H:%M
 variants=${GRID_VARIANTS:-}
 python3 bench/grid.py drive --out "$out" --umpol "$umpol" --policy "$policy" \
     --layers ${GRID_LAYERS:-16 32} ${variants:+--variants $variants} \
-    --warmup "${WARMUP:-3}" --steps "${STEPS:-5}" --deadline-s "${GRID_DEADLINE_S:-3600}"
+    --warmup "${WARMUP:-3}" --steps "${STEPS:-5}" --deadline-s "${GRID_DEADLINE_S:-3600}" \
+    --cell-timeout-s "${GRID_CELL_TIMEOUT_S:-240}"
 python3 bench/grid_summary.py "$device" "$commit" "$out/latest-grid.json" "$out" | tee "$out/summary.md"
