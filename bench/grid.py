@@ -305,6 +305,20 @@ def bandwidth(args):
         with torch.cuda.stream(s2):
             h2.copy_(d2, non_blocking=True)
 
+    if nvml.ok:  # what the driver's PCIe figures say during copies, raw, for the record
+        try:
+            vals = nvml.nv.nvmlDeviceGetFieldValues(nvml.h, [NVML_PCIE_RX, NVML_PCIE_TX])
+            raw = [(v.nvmlReturn, v.valueType, v.value.ullVal) for v in vals]
+            for _ in range(3):
+                d.copy_(h, non_blocking=True)
+            rx = nvml.nv.nvmlDeviceGetPcieThroughput(nvml.h, 1)  # KB/s over 20 ms, host->GPU
+            torch.cuda.synchronize()
+            vals = nvml.nv.nvmlDeviceGetFieldValues(nvml.h, [NVML_PCIE_RX, NVML_PCIE_TX])
+            raw += [(v.nvmlReturn, v.valueType, v.value.ullVal) for v in vals]
+            print(f"NVML PCIe fields (return, type, value) before and after 3 copies: {raw}; "
+                  f"throughput during them {rx} KB/s host->GPU", flush=True)
+        except Exception as e:
+            print(f"NVML PCIe figures: {e!r}", flush=True)
     t_h2d, c_h2d = timed(lambda: d.copy_(h, non_blocking=True))
     t_d2h, c_d2h = timed(lambda: h2.copy_(d2, non_blocking=True))
     t_both, _ = timed(both)
@@ -405,27 +419,35 @@ def drive(args):
                dict(os.environ), 120, nvml)
     policy_text = open(args.policy).read()
     pol_name = os.path.splitext(os.path.basename(args.policy))[0]
+    if args.budgets and len(args.layers) != 1:
+        raise SystemExit("grid: --budgets needs one --layers value")
+    # With --profile, CUPTI counts the migrations of the timed steps only.
+    profile = ["env", "UMPOL_PROFILE=1", f"UMPOL_PROFILE_STEPS={args.warmup}..{args.warmup + args.steps - 1}",
+               "UMPOL_PROFILE_STEP_PHASE=forward"] if args.profile else []
+    kind = "umpol-profiled" if args.profile else "umpol"
     for layers in args.layers:
         rows = {}
         for v in args.variants:
             rows[v] = run(v, layers, v)
-        ckpt = rows.get("ckpt", {}).get("run")
-        ds = (rows.get("deepspeed") or {}).get("run")
-        if not ckpt:
-            print(f"L{layers}: checkpointing alone failed: no budgets", flush=True)
-            continue
-        top = ckpt["card_peak_bytes"] * args.top_fraction
-        low = ds["card_peak_bytes"] if ds else None
-        if low is None:
-            print(f"L{layers}: DeepSpeed failed: its budget is left out", flush=True)
-        budgets = [b for b in (top, (top + low) / 2 if low else None, low) if b]
+        budgets = args.budgets
+        if not budgets:
+            ckpt = rows.get("ckpt", {}).get("run")
+            ds = (rows.get("deepspeed") or {}).get("run")
+            if not ckpt:
+                print(f"L{layers}: checkpointing alone failed: no budgets", flush=True)
+                continue
+            top = ckpt["card_peak_bytes"] * args.top_fraction
+            low = ds["card_peak_bytes"] if ds else None
+            if low is None:
+                print(f"L{layers}: DeepSpeed failed: its budget is left out", flush=True)
+            budgets = [b for b in (top, (top + low) / 2 if low else None, low) if b]
         for b in budgets:
             pol = os.path.join(args.out, f"L{layers}-{pol_name}-{b / 2**30:.2f}GiB.umpol")
             open(pol, "w").write(set_budget(policy_text, b))
-            report = pol[:-len(".umpol")] + "-report.json"
-            run(f"umpol-{b / 2**30:.2f}GiB", layers, "ckpt",
-                prefix=[args.umpol, "run", "-p", pol, "-r", report, "--"], budget=int(b), policy=args.policy,
-                report=report)
+            report = pol[:-len(".umpol")] + ("-profiled" if args.profile else "") + "-report.json"
+            run(f"{kind}-{b / 2**30:.2f}GiB", layers, "ckpt",
+                prefix=profile + [args.umpol, "run", "-p", pol, "-r", report, "--"], budget=int(b),
+                policy=args.policy, report=report)
     cells.close()
 
 
@@ -445,7 +467,11 @@ def main():
     d = sub.add_parser("drive", help="the whole grid")
     d.add_argument("--out", required=True)
     d.add_argument("--layers", type=int, nargs="+", default=[16, 32])
-    d.add_argument("--variants", nargs="+", default=list(ANCHORS), choices=ANCHORS)
+    d.add_argument("--variants", nargs="*", default=list(ANCHORS), choices=ANCHORS)
+    d.add_argument("--budgets", type=float, nargs="+",
+                   help="umpol's budgets in bytes (one model), instead of those read from the anchors")
+    d.add_argument("--profile", action="store_true",
+                   help="run umpol's cells with UMPOL_PROFILE=1 over the timed steps (for the bytes moved)")
     d.add_argument("--policy", default="policies/optimizer-offload.umpol")
     d.add_argument("--umpol", default="umpol", help="the umpol executable")
     d.add_argument("--warmup", type=int, default=3)

@@ -49,23 +49,64 @@ def load_cells(dirs):
 
 
 def report_of(row):
-    """umpol's report for ROW's run: (held peak, h2d, d2h bytes per step by its counts)."""
+    """umpol's report of ROW's run: its held peak and the bytes it moved each way
+    per timed step, in three parts: migrations (CUPTI's counts when the run
+    was profiled, else the runtime's own: its prefetches to the GPU and
+    evictions in the timed steps, plus its reclaims averaged over the run),
+    and the modelled zero-copy traffic of memory the GPU reads where it lies on
+    the host: a host-placed class (AdamW's moments) read and written once a
+    step; weights evicted to the host read twice (the bf16 cast in the forward
+    pass and again in checkpointing's recomputation) and read and written once
+    by the optimizer."""
     if not row.get("report"):
         return None
     path = os.path.join(row["dir"], row["report"])
     if not os.path.exists(path):
         return None
     r = json.load(open(path))
+    run = row["run"]
+    steps = len(run["losses"]) - run["warmup"]
     tl = r.get("timeline") or {}
     held = max((e.get("resident_bytes", 0) for e in tl.get("events", [])), default=None)
-    steps = len(row["run"]["losses"])
-    h2d = sum(c.get("prefetch_bytes", 0) for c in r["classes"])
-    d2h = sum(c.get("evict_bytes", 0) + c.get("reclaim_bytes", 0) for c in r["classes"])
-    host = sum(c.get("live_bytes", 0) for c in r["classes"]
+    names = [ph["name"] for ph in r.get("phases", [])]
+    forwards = [sp["start_ns"] for sp in tl.get("spans", [])
+                if sp["phase"] < len(names) and names[sp["phase"]] == "forward"]
+    t0 = forwards[run["warmup"]] if len(forwards) > run["warmup"] else None
+    out = {"held_peak_bytes": held, "runtime_ns": r["totals"].get("runtime_ns"),
+           "reclaim_ns": r["totals"].get("reclaim_ns"),
+           "evictions": sum(c.get("evictions", 0) for c in r["classes"])}
+    if t0 is not None:
+        window = [e for e in tl.get("events", []) if e["t_ns"] >= t0]
+        out["runtime_h2d_bytes_per_step"] = sum(e["bytes"] for e in window if e["kind"] == "prefetch_gpu") / steps
+        out["runtime_d2h_bytes_per_step"] = (
+            sum(e["bytes"] for e in window if e["kind"] in ("evict", "prefetch_host")) / steps
+            + sum(c.get("reclaim_bytes", 0) for c in r["classes"]) / len(run["losses"]))
+    host = sum(c.get("peak_bytes", 0) for c in r["classes"]
                if str(c.get("policy", {}).get("place", "")).startswith("host"))
-    return {"held_peak_bytes": held, "runtime_h2d_bytes_per_step": h2d / steps,
-            "runtime_d2h_bytes_per_step": d2h / steps, "host_class_bytes": host,
-            "runtime_ns": r["totals"].get("runtime_ns"), "evictions": sum(c.get("evictions", 0) for c in r["classes"])}
+    weights = next((c for c in r["classes"] if c["name"] == "weights"), None)
+    evicted = 0
+    if weights:  # evicted and not brought back (prefetches beyond the first placement)
+        back = max(0, weights.get("prefetch_bytes", 0) - weights.get("peak_bytes", 0))
+        evicted = max(0, weights.get("evict_bytes", 0) - back)
+    out["zero_copy_h2d_bytes_per_step"] = host + 3 * evicted
+    out["zero_copy_d2h_bytes_per_step"] = host + evicted
+    out["host_class_bytes"], out["evicted_weight_bytes"] = host, evicted
+    return out
+
+
+def cupti_of(row):
+    """Bytes migrated each way per timed step by CUPTI's counts, from a profiled run's report."""
+    if not row or not row.get("run") or not row.get("report"):
+        return None
+    path = os.path.join(row["dir"], row["report"])
+    if not os.path.exists(path):
+        return None
+    r = json.load(open(path))
+    um = [c.get("um") or {} for c in r["classes"]] + [r.get("profile", {}).get("unattributed") or {}]
+    steps = len(row["run"]["losses"]) - row["run"]["warmup"]
+    return {"h2d": sum(u.get("htod_bytes", 0) for u in um) / steps,
+            "d2h": sum(u.get("dtoh_bytes", 0) for u in um) / steps,
+            "profiled_ms": row["run"]["median_step_ms"]}
 
 
 def sci(x):
@@ -84,11 +125,17 @@ def main():
         out["grid.pinned_h2d_gbps"] = round(bw["h2d_gbps"], 2)
         out["grid.pinned_d2h_gbps"] = round(bw["d2h_gbps"], 2)
         out["grid.pinned_both_ways_gbps_each"] = round(bw["both_ways_gbps_each"], 2)
+    # NVML's PCIe byte counters stand only where they counted a pinned copy as about its size.
+    nvml_valid = bool(bw) and all(0.8 <= (bw.get(k) or 0) <= 1.6
+                                  for k in ("nvml_counted_per_byte_h2d", "nvml_counted_per_byte_d2h"))
+    out["grid.nvml_link_counters_valid"] = nvml_valid
     models = sorted({k[0] for k in cells})
     grid_cells, anchors_out = [], {}
     lines = []
     for layers in models:
-        rows = {tag: r for (l, tag), r in cells.items() if l == layers}
+        rows = {tag: r for (l, tag), r in cells.items() if l == layers and not tag.startswith("umpol-profiled-")}
+        profiled = {(l, r["budget_bytes"]): r for (l, tag), r in cells.items()
+                    if l == layers and tag.startswith("umpol-profiled-")}
         ckpt = (rows.get("ckpt") or {}).get("run")
         base = ckpt["losses"] if ckpt else None
         params = next((r["run"]["params"] for r in rows.values() if r.get("run")), None)
@@ -100,7 +147,7 @@ def main():
 
         lines.append(f"\n### {layers} layers, {params / 1e9:.2f}B parameters\n" if params else f"\n### {layers} layers\n")
         lines.append("| run | ms/step (median) | GPU memory, tool's own (GiB) | card, cudaMemGetInfo (GiB) | "
-                     "card, NVML outside (GiB) | link in / out per step (GiB) | max \\|loss diff\\| vs ckpt | status |")
+                     "card, NVML outside (GiB) | link in / out per step (GiB; anchors: NVML's counters where valid) | max \\|loss diff\\| vs ckpt | status |")
         lines.append("|---|---|---|---|---|---|---|---|")
         anchors = {}
         for tag, row in rows.items():
@@ -113,7 +160,7 @@ def main():
                 lines.append(f"| {tag} | failed | | | | | | {why.replace('|', '/')} |")
                 anchors_out[f"L{layers}.{tag}"] = {"failed": why}
                 continue
-            link = run.get("link") or {}
+            link = (run.get("link") or {}) if nvml_valid else {}
             anchors[tag] = run
             anchors_out[f"L{layers}.{tag}"] = {
                 "ms": round(run["median_step_ms"], 1), "card_peak_bytes": run["card_peak_bytes"],
@@ -140,16 +187,18 @@ def main():
             ms = run["median_step_ms"]
             fits = {t: a for t, a in anchors.items() if a["card_peak_bytes"] <= budget * 1.02}
             best = min(fits.items(), key=lambda kv: kv[1]["median_step_ms"]) if fits else None
-            # Bytes over the link per timed step.
-            link, source = run.get("link"), "nvml"
+            # Bytes over the link per timed step: migrations (CUPTI's where a
+            # profiled run of the same budget exists) plus modelled zero-copy.
+            prof = cupti_of(profiled.get((layers, budget)))
             h2d = d2h = None
-            if link and bw and bw.get("nvml_counted_per_byte_h2d") and bw.get("nvml_counted_per_byte_d2h"):
-                h2d = link["h2d_bytes_per_step"] / bw["nvml_counted_per_byte_h2d"]
-                d2h = link["d2h_bytes_per_step"] / bw["nvml_counted_per_byte_d2h"]
-            elif rep:
-                source = "runtime counts + one read and one write of host-placed classes"
-                h2d = rep["runtime_h2d_bytes_per_step"] + rep["host_class_bytes"]
-                d2h = rep["runtime_d2h_bytes_per_step"] + rep["host_class_bytes"]
+            if prof:
+                mig_h2d, mig_d2h, source = prof["h2d"], prof["d2h"], "CUPTI (profiled run, timed steps)"
+            else:
+                mig_h2d, mig_d2h = rep.get("runtime_h2d_bytes_per_step"), rep.get("runtime_d2h_bytes_per_step")
+                source = "runtime's counts"
+            if mig_h2d is not None:
+                h2d = mig_h2d + rep["zero_copy_h2d_bytes_per_step"]
+                d2h = mig_d2h + rep["zero_copy_d2h_bytes_per_step"]
             bound = gh = None
             if h2d is not None and bw and ckpt:
                 compute = ckpt["median_step_ms"]
@@ -163,9 +212,16 @@ def main():
                                                       "card_peak_bytes": best[1]["card_peak_bytes"]},
                 "umpol_over_best": None if not best else round(best[1]["median_step_ms"] / ms, 3),
                 "states_fit": params is not None and budget >= 8 * params,
-                "link_h2d_bytes_per_step": h2d, "link_d2h_bytes_per_step": d2h, "link_bytes_source": source,
+                "link_h2d_bytes_per_step": h2d, "link_d2h_bytes_per_step": d2h,
+                "migrated_h2d_bytes_per_step": mig_h2d, "migrated_d2h_bytes_per_step": mig_d2h,
+                "migrated_source": source,
+                "zero_copy_h2d_bytes_per_step": rep.get("zero_copy_h2d_bytes_per_step"),
+                "zero_copy_d2h_bytes_per_step": rep.get("zero_copy_d2h_bytes_per_step"),
                 "runtime_h2d_bytes_per_step": rep.get("runtime_h2d_bytes_per_step"),
                 "runtime_d2h_bytes_per_step": rep.get("runtime_d2h_bytes_per_step"),
+                "runtime_ms_per_step": None if rep.get("runtime_ns") is None
+                else round(rep["runtime_ns"] / 1e6 / len(run["losses"]), 1),
+                "nvml_link": run.get("link") if nvml_valid else None,
                 "bound_ms": None if bound is None else round(bound, 1),
                 "umpol_over_bound": None if bound is None else round(ms / bound, 3),
                 "gh200_projection_ms": None if gh is None else round(gh, 1),
@@ -173,7 +229,7 @@ def main():
             grid_cells.append(cell)
             lines.append(
                 f"| umpol, budget {gib(budget)} | {ms:.1f} | {gib(rep.get('held_peak_bytes'))} (held, its count) | "
-                f"{gib(run['card_peak_bytes'])} | {gib(row.get('nvml_peak_bytes'))} | {gib(h2d)} / {gib(d2h)} | "
+                f"{gib(run['card_peak_bytes'])} | {gib(row.get('nvml_peak_bytes'))} | {gib(h2d)} / {gib(d2h)} ({source}, + zero-copy) | "
                 f"{sci(loss_diff(run))} | best anchor within the budget: "
                 + (f"{best[0]} {best[1]['median_step_ms']:.1f} ms at {gib(best[1]['card_peak_bytes'])} GiB, "
                    f"umpol x{cell['umpol_over_best']:.2f}" if best else "none")
