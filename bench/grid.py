@@ -174,7 +174,8 @@ def train(args):
         deepspeed.init_distributed(dist_backend="nccl")
         engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
                                                config=deepspeed_config(v, lr))
-        fused = None
+        fused = f"{type(engine.optimizer).__name__} over {type(engine.basic_optimizer).__name__}"
+        print(f"DeepSpeed {deepspeed.__version__}: {fused}", flush=True)
     elif v == "trl":
         from trl.models import get_act_offloading_ctx_manager
         offload = get_act_offloading_ctx_manager(model)
