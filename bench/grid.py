@@ -71,24 +71,56 @@ class Nvml:
         return self.nv.nvmlDeviceGetMemoryInfo(self.h).used if self.ok else None
 
     def pcie(self):
-        """(host->GPU, GPU->host) bytes so far, or None without the counters."""
+        """(host->GPU, GPU->host, the value at which both wrap), or None
+        without the counters. On an H200 with driver 580 they are 32-bit
+        (value type 1) and wrap every 4 GiB: 78 ms of a saturated link."""
         if not self.ok:
             return None
         try:
             vals = self.nv.nvmlDeviceGetFieldValues(self.h, [NVML_PCIE_RX, NVML_PCIE_TX])
             if any(v.nvmlReturn != 0 for v in vals):
                 return None
-            return vals[0].value.ullVal, vals[1].value.ullVal
+            kind = vals[0].valueType
+            field = {1: "uiVal", 2: "ulVal", 3: "ullVal"}.get(kind)
+            if field is None:
+                return None
+            wrap = 1 << (32 if kind == 1 else 64)
+            return getattr(vals[0].value, field), getattr(vals[1].value, field), wrap
         except Exception:
             return None
+
+
+class LinkCounter:
+    """Bytes over PCIe each way since reset(), from NVML's counters read often
+    enough (sample()) that they wrap at most once between two readings."""
+
+    def __init__(self, nvml):
+        self.nvml = nvml
+        self.last = nvml.pcie()
+        self.ok = self.last is not None
+        self.h2d = self.d2h = 0
+
+    def sample(self):
+        now = self.nvml.pcie() if self.ok else None
+        if now is None:
+            return
+        wrap = now[2]
+        self.h2d += (now[0] - self.last[0]) % wrap
+        self.d2h += (now[1] - self.last[1]) % wrap
+        self.last = now
+
+    def reset(self):
+        self.sample()
+        self.h2d = self.d2h = 0
 
 
 class CardTracker:
     """Peak of total - free (cudaMemGetInfo) above the first reading, sampled
     every 5 ms; mark() starts a new window (the timed steps)."""
 
-    def __init__(self, torch, device):
-        self.torch, self.device = torch, device
+    def __init__(self, torch, device, link=None):
+        self.torch, self.device, self.link = torch, device, link
+        self.lock = threading.Lock()
         free, total = torch.cuda.mem_get_info(device)
         self.base = total - free
         self.peak = self.whole_peak = self.base
@@ -102,10 +134,16 @@ class CardTracker:
             used = total - free
             self.peak = max(self.peak, used)
             self.whole_peak = max(self.whole_peak, used)
+            if self.link:
+                with self.lock:
+                    self.link.sample()
 
     def mark(self):
         free, total = self.torch.cuda.mem_get_info(self.device)
         self.peak = total - free
+        if self.link:
+            with self.lock:
+                self.link.reset()
 
     def stop(self):
         self.done.set()
@@ -150,8 +188,9 @@ def train(args):
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)
     nvtx = torch.cuda.nvtx
-    tracker = CardTracker(torch, device)
     nvml = Nvml()
+    link_counter = LinkCounter(nvml)
+    tracker = CardTracker(torch, device, link_counter if link_counter.ok else None)
     lr = 3e-4
     v = args.variant
     if v in ("fsdp-offload", "deepspeed", "superoffload"):
@@ -194,7 +233,6 @@ def train(args):
     gen = torch.Generator(device="cpu").manual_seed(args.seed + 1)
     losses, times = [], []
     total = args.warmup + args.steps
-    link0 = None
     for step in range(total):
         if step == args.warmup:  # the timed window starts: memory and link counters from here
             torch.cuda.synchronize()
@@ -203,7 +241,6 @@ def train(args):
                 torch.cuda.reset_peak_memory_stats()
             except Exception:
                 pass
-            link0 = nvml.pcie()
         tokens = torch.randint(0, VOCAB, (BATCH, SEQ), generator=gen).to(device)
         torch.cuda.synchronize()
         t0 = time.perf_counter()
@@ -239,7 +276,6 @@ def train(args):
         times.append(time.perf_counter() - t0)
         losses.append(loss.detach().float().item())
         print(f"step {step:3d}  loss {losses[-1]:.6f}  {times[-1] * 1e3:8.1f} ms", flush=True)
-    link1 = nvml.pcie()
     timed = times[args.warmup:] or times
     median_ms = statistics.median(timed) * 1e3
     allocated = None
@@ -247,9 +283,10 @@ def train(args):
         allocated = torch.cuda.max_memory_allocated(device)
     card, card_whole = tracker.stop()
     link = None
-    if link0 and link1 and args.steps:
-        link = {"h2d_bytes_per_step": (link1[0] - link0[0]) / args.steps,
-                "d2h_bytes_per_step": (link1[1] - link0[1]) / args.steps}
+    if link_counter.ok and args.steps:
+        link_counter.sample()
+        link = {"h2d_bytes_per_step": link_counter.h2d / args.steps,
+                "d2h_bytes_per_step": link_counter.d2h / args.steps}
     print(f"median step {median_ms:.1f} ms over steps {args.warmup}..{total - 1}; card peak "
           f"{card / 2**30:.2f} GiB above start (whole run {card_whole / 2**30:.2f})"
           + (f"; max allocated {allocated / 2**30:.2f} GiB" if allocated is not None else "")
@@ -286,18 +323,20 @@ def bandwidth(args):
     nvml = Nvml()
     s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
 
+    link = LinkCounter(nvml)
+
     def timed(fn, reps=5):
         fn()
         torch.cuda.synchronize()
-        c0 = nvml.pcie()
+        link.reset()
         out = []
-        for _ in range(reps):
+        for _ in range(reps):  # one copy (under 40 ms) between readings: the counters wrap at most once
             t0 = time.perf_counter()
             fn()
             torch.cuda.synchronize()
             out.append(time.perf_counter() - t0)
-        c1 = nvml.pcie()
-        counted = None if not (c0 and c1) else ((c1[0] - c0[0]) / reps, (c1[1] - c0[1]) / reps)
+            link.sample()
+        counted = (link.h2d / reps, link.d2h / reps) if link.ok else None
         return statistics.median(out), counted
 
     def both():
@@ -306,20 +345,6 @@ def bandwidth(args):
         with torch.cuda.stream(s2):
             h2.copy_(d2, non_blocking=True)
 
-    if nvml.ok:  # what the driver's PCIe figures say during copies, raw, for the record
-        try:
-            vals = nvml.nv.nvmlDeviceGetFieldValues(nvml.h, [NVML_PCIE_RX, NVML_PCIE_TX])
-            raw = [(v.nvmlReturn, v.valueType, v.value.ullVal) for v in vals]
-            for _ in range(3):
-                d.copy_(h, non_blocking=True)
-            rx = nvml.nv.nvmlDeviceGetPcieThroughput(nvml.h, 1)  # KB/s over 20 ms, host->GPU
-            torch.cuda.synchronize()
-            vals = nvml.nv.nvmlDeviceGetFieldValues(nvml.h, [NVML_PCIE_RX, NVML_PCIE_TX])
-            raw += [(v.nvmlReturn, v.valueType, v.value.ullVal) for v in vals]
-            print(f"NVML PCIe fields (return, type, value) before and after 3 copies: {raw}; "
-                  f"throughput during them {rx} KB/s host->GPU", flush=True)
-        except Exception as e:
-            print(f"NVML PCIe figures: {e!r}", flush=True)
     t_h2d, c_h2d = timed(lambda: d.copy_(h, non_blocking=True))
     t_d2h, c_d2h = timed(lambda: h2.copy_(d2, non_blocking=True))
     t_both, _ = timed(both)

@@ -43,7 +43,7 @@ def load_cells(dirs):
                 row["dir"] = d
                 cells[(row["layers"], row["tag"])] = row
         b = os.path.join(d, "bandwidth.json")
-        if os.path.exists(b):
+        if os.path.exists(b) and bw is None:  # the first DIR's: the grid's own run
             bw = json.load(open(b))
     return cells, bw
 
@@ -187,16 +187,26 @@ def main():
             ms = run["median_step_ms"]
             fits = {t: a for t, a in anchors.items() if a["card_peak_bytes"] <= budget * 1.02}
             best = min(fits.items(), key=lambda kv: kv[1]["median_step_ms"]) if fits else None
+            # The same, by what the card saw umpol use rather than its budget.
+            card_fits = {t: a for t, a in anchors.items() if a["card_peak_bytes"] <= run["card_peak_bytes"] * 1.02}
+            card_best = min(card_fits.items(), key=lambda kv: kv[1]["median_step_ms"]) if card_fits else None
             # Bytes over the link per timed step: migrations (CUPTI's where a
             # profiled run of the same budget exists) plus modelled zero-copy.
             prof = cupti_of(profiled.get((layers, budget)))
             h2d = d2h = None
-            if prof:
+            measured = run.get("link") if nvml_valid else None
+            if measured:  # what crossed the link, counted by the card
+                mig_h2d = mig_d2h = None
+                h2d = measured["h2d_bytes_per_step"] / bw["nvml_counted_per_byte_h2d"]
+                d2h = measured["d2h_bytes_per_step"] / bw["nvml_counted_per_byte_d2h"]
+                source = "NVML's PCIe counters, scaled by a pinned copy's"
+            elif prof:
                 mig_h2d, mig_d2h, source = prof["h2d"], prof["d2h"], "CUPTI (profiled run, timed steps)"
             else:
                 mig_h2d, mig_d2h = rep.get("runtime_h2d_bytes_per_step"), rep.get("runtime_d2h_bytes_per_step")
                 source = "runtime's counts"
-            if mig_h2d is not None:
+            if mig_h2d is not None and rep:
+                source += ", + modelled zero-copy"
                 h2d = mig_h2d + rep["zero_copy_h2d_bytes_per_step"]
                 d2h = mig_d2h + rep["zero_copy_d2h_bytes_per_step"]
             bound = gh = None
@@ -211,10 +221,15 @@ def main():
                 "best_anchor": None if not best else {"name": best[0], "ms": round(best[1]["median_step_ms"], 1),
                                                       "card_peak_bytes": best[1]["card_peak_bytes"]},
                 "umpol_over_best": None if not best else round(best[1]["median_step_ms"] / ms, 3),
+                "best_anchor_at_card_memory": None if not card_best else {
+                    "name": card_best[0], "ms": round(card_best[1]["median_step_ms"], 1),
+                    "card_peak_bytes": card_best[1]["card_peak_bytes"]},
+                "umpol_over_best_at_card_memory": None if not card_best
+                else round(card_best[1]["median_step_ms"] / ms, 3),
                 "states_fit": params is not None and budget >= 8 * params,
                 "link_h2d_bytes_per_step": h2d, "link_d2h_bytes_per_step": d2h,
                 "migrated_h2d_bytes_per_step": mig_h2d, "migrated_d2h_bytes_per_step": mig_d2h,
-                "migrated_source": source,
+                "link_bytes_source": source,
                 "zero_copy_h2d_bytes_per_step": rep.get("zero_copy_h2d_bytes_per_step"),
                 "zero_copy_d2h_bytes_per_step": rep.get("zero_copy_d2h_bytes_per_step"),
                 "runtime_h2d_bytes_per_step": rep.get("runtime_h2d_bytes_per_step"),
@@ -229,30 +244,36 @@ def main():
             grid_cells.append(cell)
             lines.append(
                 f"| umpol, budget {gib(budget)} | {ms:.1f} | {gib(rep.get('held_peak_bytes'))} (held, its count) | "
-                f"{gib(run['card_peak_bytes'])} | {gib(row.get('nvml_peak_bytes'))} | {gib(h2d)} / {gib(d2h)} ({source}, + zero-copy) | "
+                f"{gib(run['card_peak_bytes'])} | {gib(row.get('nvml_peak_bytes'))} | {gib(h2d)} / {gib(d2h)} ({source}) | "
                 f"{sci(loss_diff(run))} | best anchor within the budget: "
                 + (f"{best[0]} {best[1]['median_step_ms']:.1f} ms at {gib(best[1]['card_peak_bytes'])} GiB, "
                    f"umpol x{cell['umpol_over_best']:.2f}" if best else "none")
+                + (f"; at the card's {gib(run['card_peak_bytes'])} GiB: {card_best[0]}, umpol "
+                   f"x{cell['umpol_over_best_at_card_memory']:.2f}" if card_best else "")
                 + (f"; bound {bound:.1f} ms (umpol / bound {ms / bound:.2f}); GH200 projection {gh:.1f} ms"
                    if bound else "") + " |")
-    def pick(cs):
-        vals = [c["umpol_over_best"] for c in cs if c.get("umpol_over_best") is not None]
+    def pick(cs, key="umpol_over_best"):
+        vals = [c[key] for c in cs if c.get(key) is not None]
         return min(vals) if vals else None
     out["grid.cells"] = grid_cells
     out["grid.anchors"] = anchors_out
     out["grid.min_umpol_over_best"] = pick(grid_cells)
     out["grid.min_umpol_over_best_where_states_fit"] = pick([c for c in grid_cells if c.get("states_fit")])
+    out["grid.min_umpol_over_best_at_card_memory"] = pick(grid_cells, "umpol_over_best_at_card_memory")
     bounds = [c["umpol_over_bound"] for c in grid_cells if c.get("umpol_over_bound") is not None]
     out["grid.max_umpol_over_bound"] = max(bounds) if bounds else None
     print(f"device: {device}; commit {commit}")
     if bw:
         print(f"\npinned cudaMemcpy ({bw['bytes'] >> 30} GiB, median of 5): host->GPU {bw['h2d_gbps']:.1f} GB/s, "
               f"GPU->host {bw['d2h_gbps']:.1f} GB/s, both at once {bw['both_ways_gbps_each']:.1f} GB/s each; "
-              f"NVML counted {bw.get('nvml_counted_per_byte_h2d')} / {bw.get('nvml_counted_per_byte_d2h')} bytes per byte")
+              + (f"NVML's PCIe counters counted {bw['nvml_counted_per_byte_h2d']:.3f} / "
+                 f"{bw['nvml_counted_per_byte_d2h']:.3f} bytes per byte copied" if nvml_valid else
+                 "NVML's PCIe counters not used (they did not count a pinned copy as about its size)"))
     print("\n".join(lines))
     print(f"\ngrid.min_umpol_over_best {out['grid.min_umpol_over_best']} (goal >= 1.0); "
           f"where the states fit {out['grid.min_umpol_over_best_where_states_fit']} (goal >= 1.5); "
-          f"grid.max_umpol_over_bound {out['grid.max_umpol_over_bound']} (goal <= 1.25)")
+          f"grid.max_umpol_over_bound {out['grid.max_umpol_over_bound']} (goal <= 1.25); "
+          f"by the card's memory instead of the budget {out['grid.min_umpol_over_best_at_card_memory']}")
     json.dump(out, open(keys_path, "w"), indent=1)
 
 
