@@ -4,7 +4,9 @@
 usage: grid_summary.py DEVICE COMMIT KEYS_JSON DIR [DIR...]
 Prints a markdown summary; writes the keys (to merge into
 bench/results/latest.json) to KEYS_JSON. A later DIR's cells replace an
-earlier one's for the same model and tag.
+earlier one's for the same model and tag; the pinned bandwidth is the first
+DIR's; cells tagged umpol-profiled-* (grid.py drive --profile) only lend
+their CUPTI counts to the umpol cell of the same model and budget.
 
 Per umpol cell:
   memory      the budget; what the card saw in the process (cudaMemGetInfo,
@@ -14,15 +16,17 @@ Per umpol cell:
               most umpol held on the GPU by its own count (report timeline)
   best anchor the fastest anchor run whose card peak is within the budget
               (2% allowed for sampling); umpol_over_best = its ms / umpol's ms,
-              above 1 when umpol is faster
+              above 1 when umpol is faster; the same at the card's figure for
+              umpol instead of its budget (umpol_over_best_at_card_memory)
   bound       the link-bound lower bound: max(compute, h2d/bw_h2d, d2h/bw_d2h),
-              compute being checkpointing alone's step in the same run, the
-              bytes those crossing PCIe each way per timed step (NVML's counters,
-              scaled to payload by what they counted per byte of a pinned copy;
-              without them, the runtime's own prefetch/evict/reclaim bytes plus
-              one read and one write of every host-placed class per step), bw
-              the pinned cudaMemcpy bandwidth measured in the same run. It
-              assumes a full-duplex link and moves hidden behind compute.
+              compute being checkpointing alone's step in the same run, bw the
+              pinned cudaMemcpy bandwidth measured in the same run, and the
+              bytes per timed step each way: NVML's PCIe counters, scaled by
+              what they counted for a pinned copy, where that count is about
+              the copy's size; else migrations (CUPTI's counts of a profiled
+              run of the same budget, else the runtime's own) plus modelled
+              zero-copy traffic (see report_of). It assumes a full-duplex link
+              and moves hidden behind compute.
   gh200       the same bytes over NVLink-C2C at 346 GB/s each way (a paper
               projection, compute unchanged)
 """
