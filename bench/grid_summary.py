@@ -87,7 +87,7 @@ def report_of(row):
             + sum(c.get("reclaim_bytes", 0) for c in r["classes"]) / len(run["losses"]))
     host = sum(c.get("peak_bytes", 0) for c in r["classes"]
                if str(c.get("policy", {}).get("place", "")).startswith("host"))
-    weights = next((c for c in r["classes"] if c["name"] == "weights"), None)
+    weights = next((c for c in r["classes"] if c.get("name") == "weights"), None)
     evicted = 0
     if weights:  # evicted and not brought back (prefetches beyond the first placement)
         back = max(0, weights.get("prefetch_bytes", 0) - weights.get("peak_bytes", 0))
