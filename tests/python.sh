@@ -1,0 +1,82 @@
+#!/bin/sh
+# The umpol Python package without PyTorch or a GPU: `umpol run` puts it on
+# PYTHONPATH and its sitecustomize chains to the one it shadows; the API
+# reaches the preloaded runtime through ctypes (phases in the report, classes
+# in memory_stats, named exits leave inner phases alone); the import hook;
+# the opt-outs (--no-python, UMPOL_PYTHON=0); and, with no runtime, no-ops.
+. "${top_srcdir:-.}/tests/lib.sh"
+command -v python3 >/dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
+[ -f "$top_builddir/.libs/libumpol.so" ] || { echo "SKIP: libumpol.so not built"; exit 77; }
+policy="$tmp/p.umpol"
+printf 'umpol 1;\nclass kv { match tag "kv"; memory device; }\nclass rest { match any; memory device; }\n' >"$policy"
+mkdir "$tmp/other"
+echo 'import os; os.environ["OTHER_SITECUSTOMIZE"] = "ran"' >"$tmp/other/sitecustomize.py"
+
+cat >"$tmp/api.py" <<'PY'
+import os, sys
+import umpol
+assert umpol.active(), "runtime not active"
+assert "torch" not in sys.modules, "importing umpol imported torch"
+assert os.environ.get("OTHER_SITECUSTOMIZE") == "ran", "the shadowed sitecustomize did not run"
+assert sys.modules["sitecustomize"].__file__.endswith("other/sitecustomize.py")
+assert list(umpol.memory_stats()) == ["kv", "rest"], umpol.memory_stats()
+assert set(umpol.memory_stats()["kv"]) >= {"live_bytes", "peak_bytes", "resident_bytes",
+                                          "evict_bytes", "prefetch_bytes", "saved_bytes"}
+
+@umpol.phase("outer")
+def f():
+    umpol._rt.enter("inner")          # a range the job opened itself
+    umpol._rt.exit("outer")           # closing outer by name leaves inner open
+    umpol._rt.enter("outer")          # reopened so that the decorator closes it
+    umpol._rt.exit("inner")
+f()
+with umpol.tag("kv"), umpol.phase("ctx"):
+    umpol.mark("m")
+try:
+    umpol.phase(3)
+except TypeError:
+    pass
+else:
+    raise AssertionError("a non-str phase name was accepted")
+# The import hook: a module imported later is handed over once, after it ran.
+from umpol._importhook import when_imported
+seen = []
+when_imported("json_fake_for_umpol", seen.append)
+sys.path.insert(0, os.environ["FAKE_DIR"])
+import json_fake_for_umpol
+assert seen == [json_fake_for_umpol] and json_fake_for_umpol.ran
+assert json_fake_for_umpol.__loader__.__class__.__name__ != "_Loader"
+print("api ok")
+PY
+mkdir "$tmp/fake"
+echo 'ran = True' >"$tmp/fake/json_fake_for_umpol.py"
+
+expect_status 0 "API through umpol run" env PYTHONPATH="$tmp/other" FAKE_DIR="$tmp/fake" \
+    "$UMPOL_BIN" run -p "$policy" -r "$tmp/report.json" -- python3 "$tmp/api.py"
+grep -q "api ok" "$tmp/out" || { fail "API checks"; cat "$tmp/out"; }
+python3 - "$tmp/report.json" <<'PY' || fail "phases in the report"
+import json, sys
+phases = {p["name"]: p["entries"] for p in json.load(open(sys.argv[1]))["phases"]}
+assert phases == {"outer": 2, "inner": 1, "ctx": 1}, phases
+PY
+
+expect_status 0 "--no-python leaves PYTHONPATH alone" "$UMPOL_BIN" run --no-python -p "$policy" -- \
+    python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("umpol") is not None)'
+expect_status 0 "UMPOL_PYTHON=0: importable, no automatic phases" env UMPOL_PYTHON=0 \
+    "$UMPOL_BIN" run -p "$policy" -- python3 -c '
+import sys, umpol
+assert umpol.active() and not any(type(f).__name__ == "_Finder" for f in sys.meta_path)'
+expect_status 0 "automatic phases wait for torch" "$UMPOL_BIN" run -p "$policy" -- python3 -c '
+import sys
+assert any(type(f).__name__ == "_Finder" and f.name == "torch" for f in sys.meta_path)'
+expect_status 0 "without the runtime everything is a no-op" env PYTHONPATH="$top_builddir/python" \
+    python3 -c '
+import umpol
+assert not umpol.active() and umpol.memory_stats() == {} and umpol.steps() == 0
+with umpol.phase("x"), umpol.tag("y"):
+    umpol.mark("z")
+umpol.enable_auto()'
+for f in "$top_srcdir"/python/umpol/*.py "$top_srcdir"/python/sitecustomize.py; do
+    expect_status 0 "parses: $f" python3 -c "import ast, sys; ast.parse(open(sys.argv[1]).read())" "$f"
+done
+finish
