@@ -7,6 +7,12 @@
 . "${top_srcdir:-.}/tests/lib.sh"
 command -v python3 >/dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
 [ -f "$top_builddir/.libs/libumpol.so" ] || { echo "SKIP: libumpol.so not built"; exit 77; }
+# Python cannot load a sanitizer-built library (and leaks as it pleases); the
+# package's logic does not depend on how the runtime is built.
+if ldd "$top_builddir/.libs/libumpol.so" 2>/dev/null | grep -q 'lib[at]san'; then
+    echo "SKIP: sanitizer build"
+    exit 77
+fi
 policy="$tmp/p.umpol"
 printf 'umpol 1;\nclass kv { match tag "kv"; memory device; }\nclass rest { match any; memory device; }\n' >"$policy"
 mkdir "$tmp/other"
@@ -76,6 +82,30 @@ assert not umpol.active() and umpol.memory_stats() == {} and umpol.steps() == 0
 with umpol.phase("x"), umpol.tag("y"):
     umpol.mark("z")
 umpol.enable_auto()'
+# With a PyTorch (a CPU-only one will do), the automatic phases of an
+# unmodified loop, counted in the runtime's report.
+torch_python=
+for py in python3 /usr/bin/python3; do
+    if command -v "$py" >/dev/null 2>&1 && "$py" -c 'import torch' 2>/dev/null; then
+        torch_python=$py
+        break
+    fi
+done
+if [ -n "$torch_python" ]; then
+    expect_status 0 "automatic phases ($("$torch_python" -c 'import torch; print("PyTorch", torch.__version__)'))" \
+        "$UMPOL_BIN" run -p "$policy" -r "$tmp/torch.json" -- "$torch_python" "$top_srcdir/tests/python_torch.py"
+    grep -q "torch phases ok" "$tmp/out" || { fail "automatic phases"; cat "$tmp/out"; }
+    python3 - "$tmp/torch.json" <<'PY' || fail "automatic phases in the report"
+import json, sys
+phases = {p["name"]: p["entries"] for p in json.load(open(sys.argv[1]))["phases"]}
+want = {"model.init": 2, "forward": 9, "backward": 7, "optimizer.step": 3, "zero_grad": 4,
+        "forward.eval": 1, "forward.recompute": 1, "job.range": 1}
+assert phases == want, phases
+PY
+else
+    echo "no PyTorch: automatic phases not tested here (tests/gpu_python.sh does on a GPU)"
+fi
+
 for f in "$top_srcdir"/python/umpol/*.py "$top_srcdir"/python/sitecustomize.py; do
     expect_status 0 "parses: $f" python3 -c "import ast, sys; ast.parse(open(sys.argv[1]).read())" "$f"
 done

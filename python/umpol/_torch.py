@@ -4,7 +4,7 @@ Through PyTorch's global hooks where it has them (module forward hooks,
 optimizer step hooks, default saved-tensor hooks) and wrappers around the
 library's own entry points where it has none (torch.autograd.backward and
 grad, Module.to/cuda/to_empty, Optimizer.zero_grad and Module.zero_grad, and
-__init__ of nn.Module subclasses defined after torch is imported). The job's
+__init__ of every nn.Module subclass). The job's
 own code is not touched. See umpol-python(7) for the phases and their rules.
 
 Phases are per thread in the runtime's stack but process-wide in effect: a
@@ -230,6 +230,26 @@ class Auto:
                 and not self.backwards)
 
 
+def for_subclasses(base, fn):
+    """Call fn(cls) for BASE and its subclasses, now and when one is defined."""
+    pending, seen = [base], set()
+    while pending:
+        cls = pending.pop()
+        if cls not in seen:
+            seen.add(cls)
+            fn(cls)
+            pending.extend(cls.__subclasses__())
+    previous = base.__dict__.get("__init_subclass__")
+
+    def __init_subclass__(cls, **kwargs):
+        if previous is not None:
+            previous.__get__(None, cls)(**kwargs)
+        else:
+            super(base, cls).__init_subclass__(**kwargs)
+        fn(cls)
+    base.__init_subclass__ = classmethod(__init_subclass__)
+
+
 def install(torch, rt, saved=True):
     """Install the automatic phases into TORCH (once); returns the Auto or None."""
     if getattr(torch, "_umpol_auto", None) is not None:
@@ -250,10 +270,26 @@ def install(torch, rt, saved=True):
     torch.autograd.backward = auto.wrap_backward(torch.autograd.backward)
     torch.autograd.grad = auto.wrap_backward(torch.autograd.grad)
 
-    reg = getattr(torch.optim.optimizer, "register_optimizer_step_pre_hook", None)
+    optim_module = getattr(torch.optim, "optimizer", None)
+    reg = getattr(optim_module, "register_optimizer_step_pre_hook", None)
     if reg is not None:
         reg(auto.step_pre)
-        torch.optim.optimizer.register_optimizer_step_post_hook(auto.step_post)
+        optim_module.register_optimizer_step_post_hook(auto.step_post)
+    else:  # PyTorch < 2.0: no global optimizer hooks; wrap every step()
+        def wrap_step(cls):
+            step = cls.__dict__.get("step")
+            if step is None or getattr(step, "__umpol_wrapped__", False):
+                return
+
+            @functools.wraps(step)
+            def wrapper(self, *args, **kwargs):
+                auto.step_pre(self, args, kwargs)
+                out = step(self, *args, **kwargs)
+                auto.step_post(self, args, kwargs)
+                return out
+            wrapper.__umpol_wrapped__ = True
+            cls.step = wrapper
+        for_subclasses(Optimizer, wrap_step)
     Optimizer.zero_grad = auto.wrap_method(Optimizer.zero_grad, ZERO_GRAD)
     Module.zero_grad = auto.wrap_method(Module.zero_grad, ZERO_GRAD)
 
@@ -262,17 +298,15 @@ def install(torch, rt, saved=True):
             setattr(Module, method, auto.wrap_method(getattr(Module, method), MODEL_INIT,
                                                     auto.init_allowed))
 
-    previous = Module.__dict__.get("__init_subclass__")
-
-    def __init_subclass__(cls, **kwargs):
-        if previous is not None:
-            previous.__func__(cls, **kwargs)
-        else:
-            super(Module, cls).__init_subclass__(**kwargs)
+    # model.init around __init__ of every Module subclass: those defined so far
+    # (torch's own, such as nn.Linear and DistributedDataParallel) and, through
+    # __init_subclass__, those defined later (the job's, transformers').
+    def wrap_init(cls):
         init = cls.__dict__.get("__init__")
         if init is not None and not getattr(init, "__umpol_wrapped__", False):
             cls.__init__ = auto.wrap_method(init, MODEL_INIT, auto.init_allowed)
-    Module.__init_subclass__ = classmethod(__init_subclass__)
+
+    for_subclasses(Module, wrap_init)
 
     torch._umpol_auto = auto
     return auto
