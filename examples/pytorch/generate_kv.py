@@ -10,8 +10,8 @@ generates greedily from a long prompt, with one of three KV caches:
                         umpol.tag("kv"): with policies/inference-kv-offload.umpol
                         they live in host memory, read by the GPU over the link
 
-    python3 examples/pytorch/generate_kv.py --cache none --out none.json
-    python3 examples/pytorch/generate_kv.py --cache offloaded --out offloaded.json
+    PYTHONPATH=python python3 examples/pytorch/generate_kv.py --cache none --out none.json
+    PYTHONPATH=python python3 examples/pytorch/generate_kv.py --cache offloaded --out offloaded.json
     umpol run -p policies/inference-kv-offload.umpol -- \\
         python3 examples/pytorch/generate_kv.py --cache umpol --out umpol.json
 
@@ -86,7 +86,10 @@ def main():
     if args.cache == "offloaded":
         kwargs["cache_implementation"] = "offloaded"
     elif args.cache == "umpol":
-        kwargs["past_key_values"] = TaggedCache()
+        try:
+            kwargs["past_key_values"] = TaggedCache(config=model.config)
+        except TypeError:  # transformers before 4.56
+            kwargs["past_key_values"] = TaggedCache()
 
     torch.cuda.synchronize()
     peak = PeakMemory()
