@@ -82,6 +82,44 @@ assert not umpol.active() and umpol.memory_stats() == {} and umpol.steps() == 0
 with umpol.phase("x"), umpol.tag("y"):
     umpol.mark("z")
 umpol.enable_auto()'
+# Against the fake CUDA runtime, allocations from Python (ctypes) classified
+# by the package's phases and tags: a phase closed by name leaves the job's
+# inner range open; memory_stats counts; umpol_note_saved finds the block.
+fake="$top_builddir/tests/fake/.libs/libfake_cudart.so"
+if [ -f "$fake" ]; then
+    printf 'umpol 1;\nclass kv { match tag "kv"; memory device; }\nclass inner { match phase "inner"; memory device; }\nclass outer { match phase "outer"; memory device; }\nclass rest { match any; memory device; }\n' >"$tmp/classes.umpol"
+    cat >"$tmp/alloc.py" <<'PY'
+import ctypes, umpol
+cuda = ctypes.CDLL(None)  # the preloaded runtime's cudaMalloc, then the fake's
+def alloc(n):
+    p = ctypes.c_void_p()
+    assert cuda.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(n)) == 0
+    return p.value
+def allocations():
+    return {k: v["allocations"] for k, v in umpol.memory_stats().items()}
+with umpol.phase("outer"):
+    alloc(1000)                      # outer
+    umpol._rt.enter("inner")         # the job's own range, opened inside
+a = alloc(3000)                      # inner: still open after outer closed by name
+umpol._rt.exit()                     # the job closes its range
+with umpol.tag("kv"):
+    kv = alloc(5000)
+alloc(7000)                          # rest
+assert allocations() == {"kv": 1, "inner": 1, "outer": 1, "rest": 1}, allocations()
+s = umpol.memory_stats()
+assert s["inner"]["live_bytes"] == 3072 and s["inner"]["resident_bytes"] == 3072, s["inner"]
+assert umpol._rt.note_saved(a) == 1 and umpol._rt.note_saved(a + 512) == -1
+assert umpol.memory_stats()["inner"]["saved"] == 1
+assert umpol.memory_stats()["inner"]["saved_bytes"] == 3072
+assert cuda.cudaFree(ctypes.c_void_p(kv)) == 0
+assert umpol.memory_stats()["kv"]["live_bytes"] == 0 and umpol.memory_stats()["kv"]["frees"] == 1
+print("alloc ok")
+PY
+    expect_status 0 "classes from Python, fake CUDA runtime" env LD_PRELOAD="$top_builddir/.libs/libumpol.so $fake" \
+        UMPOL_POLICY="$tmp/classes.umpol" PYTHONPATH="$top_builddir/python" python3 "$tmp/alloc.py"
+    grep -q "alloc ok" "$tmp/out" || { fail "classes from Python"; cat "$tmp/out"; }
+fi
+
 # With a PyTorch (a CPU-only one will do), the automatic phases of an
 # unmodified loop, counted in the runtime's report.
 torch_python=
