@@ -5,6 +5,8 @@
 #   - an unmodified transformers training loop under `umpol run` gets the same
 #     per-class allocation counts and bytes, within 1%, as the same loop with
 #     NVTX ranges added by hand (zero_code.unmodified_matches_annotated)
+#   - an unmodified transformers Trainer (gradient accumulation): every class
+#     of the fine-tune policy gets allocations, every optimizer step is seen
 # With PYTHON_GPU_OUT set, the reports and figures are kept there.
 . "${top_srcdir:-.}/tests/lib.sh"
 [ -f "$top_builddir/.libs/libumpol.so" ] || { echo "SKIP: libumpol.so not built"; exit 77; }
@@ -52,6 +54,9 @@ json.dump(figures, open(f"{out}/zero_code.json", "w"), indent=1)
 print("zero_code.unmodified_matches_annotated", ok)
 sys.exit(0 if ok else 1)
 PY
+    expect_status 0 "unmodified transformers Trainer" "$UMPOL_BIN" run -p "$policy" \
+        -r "$out/trainer.json" -- python3 "$top_srcdir/tests/gpu/hf_trainer.py"
+    cat "$tmp/out"
 else
     echo "transformers not installed: the zero-code comparison is skipped"
 fi
