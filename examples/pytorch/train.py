@@ -234,6 +234,16 @@ def main():
     tokens_per_s = args.batch * args.seq * world / (median_ms / 1e3)
     say(f"{tokens_per_s:.0f} tokens/s" + (f", peak GPU memory in use {peak_used / 2**30:.2f} GiB above the start"
                                           if peak_used is not None else ""))
+    # Under umpol run, torch.cuda.memory_allocated() reads 0 (umpol-python(7));
+    # the runtime's own per-class figures replace it.
+    try:
+        import umpol
+    except ImportError:
+        umpol = None
+    classes = umpol.memory_stats() if umpol is not None else {}
+    for name, s in classes.items():
+        say(f"  umpol class {name}: {s['allocations']} allocations, peak {s['peak_bytes'] / 2**30:.2f} GiB, "
+            f"on the GPU now {s['resident_bytes'] / 2**30:.2f} GiB, evicted {s['evict_bytes'] / 2**30:.2f} GiB")
     if distributed:
         dist.destroy_process_group()
     if args.json and rank == 0:
@@ -242,7 +252,8 @@ def main():
                        "params": params, "world": world, "tokens_per_s": tokens_per_s,
                        "peak_gpu_used_bytes": peak_used,
                        "allocator": torch.cuda.get_allocator_backend(),
-                       "peak_allocated_bytes": peak, "args": vars(args)}, f, indent=1)
+                       "peak_allocated_bytes": peak, "umpol_classes": classes,
+                       "args": vars(args)}, f, indent=1)
 
 
 if __name__ == "__main__":

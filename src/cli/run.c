@@ -44,6 +44,37 @@ static bool find_library(char *out, size_t len)
     return access(out, R_OK) == 0;
 }
 
+/* DIR holds the Python package's sitecustomize.py. */
+static bool has_sitecustomize(const char *dir)
+{
+    char probe[PATH_MAX + 32];
+    snprintf(probe, sizeof probe, "%s/sitecustomize.py", dir);
+    return access(probe, R_OK) == 0;
+}
+
+/* Where the Python package is: beside this executable (a build tree),
+ * ../share/umpol/python, then the configured data directory. */
+static bool find_python_dir(char *out, size_t len)
+{
+    char exe[PATH_MAX / 2];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            static const char *const rel[] = {"/python", "/../share/umpol/python"};
+            for (size_t i = 0; i < 2; i++) {
+                snprintf(out, len, "%s%s", exe, rel[i]);
+                if (has_sitecustomize(out))
+                    return true;
+            }
+        }
+    }
+    snprintf(out, len, "%s", UMPOL_PYTHONDIR);
+    return has_sitecustomize(out);
+}
+
 static int set(const char *name, const char *value, bool verbose)
 {
     if (setenv(name, value, 1) != 0) {
@@ -77,8 +108,9 @@ static bool read_status(const char *path, unsigned long long *allocs, unsigned l
 int cmd_run(int argc, char **argv)
 {
     const char *policy_path = getenv("UMPOL_POLICY"), *report = NULL;
-    bool verbose = false;
+    bool verbose = false, python = true;
     static const struct option opts[] = {{"policy", required_argument, NULL, 'p'},
+                                         {"no-python", no_argument, NULL, 'P'},
                                          {"report", required_argument, NULL, 'r'},
                                          {"verbose", no_argument, NULL, 'v'},
                                          {0, 0, 0, 0}};
@@ -90,11 +122,13 @@ int cmd_run(int argc, char **argv)
             report = optarg;
         else if (c == 'v')
             verbose = true;
+        else if (c == 'P')
+            python = false;
         else
             return EXIT_USAGE;
     }
     if (optind >= argc) {
-        fputs("usage: umpol run [-p POLICY] [-r REPORT] [-v] -- COMMAND [ARG...]\n", stderr);
+        fputs("usage: umpol run [-p POLICY] [-r REPORT] [-v] [--no-python] -- COMMAND [ARG...]\n", stderr);
         return EXIT_USAGE;
     }
     if (!policy_path || !*policy_path) {
@@ -143,6 +177,20 @@ int cmd_run(int argc, char **argv)
     } else if (verbose) {
         fprintf(stderr, "umpol run: keeping PYTORCH_CUDA_ALLOC_CONF=%s\n",
                 getenv("PYTORCH_CUDA_ALLOC_CONF"));
+    }
+    /* Python jobs import the umpol package at start-up (its sitecustomize),
+     * which opens PyTorch's phases without a change to the job: see umpol-python(7). */
+    char python_dir[PATH_MAX];
+    if (python && find_python_dir(python_dir, sizeof python_dir)) {
+        const char *old_path = getenv("PYTHONPATH");
+        char path[2 * PATH_MAX + 2];
+        snprintf(path, sizeof path, "%s%s%s", python_dir, old_path && *old_path ? ":" : "",
+                 old_path ? old_path : "");
+        if (set("PYTHONPATH", path, verbose))
+            return EXIT_USAGE;
+    } else if (python && verbose) {
+        fprintf(stderr, "umpol run: the umpol Python package is not installed; Python jobs "
+                        "get no automatic phases\n");
     }
     if (verbose && !getenv("UMPOL_LOG"))
         set("UMPOL_LOG", "2", verbose);

@@ -350,6 +350,15 @@ EXPORT void umpol_phase_exit(void)
     }
 }
 
+EXPORT void umpol_phase_exit_named(const char *name)
+{
+    if (phases_ready() && name) {
+        g_depth++;
+        phase_exit_named(&g_rt, name);
+        g_depth--;
+    }
+}
+
 EXPORT void umpol_mark(const char *name)
 {
     if (phases_ready()) {
@@ -357,6 +366,11 @@ EXPORT void umpol_mark(const char *name)
         phase_mark(&g_rt, name);
         g_depth--;
     }
+}
+
+struct runtime *runtime_loaded(void)
+{
+    return g_loaded ? &g_rt : NULL;
 }
 
 EXPORT int umpol_stats(struct umpol_stats *stats)

@@ -187,13 +187,11 @@ void phase_enter(struct runtime *rt, const char *name)
     pthread_mutex_unlock(&rt->lock);
 }
 
-void phase_exit(struct runtime *rt)
+/* Close the opening at position AT of this thread's stack. */
+static void phase_close(struct runtime *rt, size_t at)
 {
-    if (phase_depth == 0) {
-        LOG(LOG_DEBUG, "phase exit without an open phase on this thread; ignored");
-        return;
-    }
-    struct open_phase op = phase_stack[--phase_depth];
+    struct open_phase op = phase_stack[at];
+    memmove(&phase_stack[at], &phase_stack[at + 1], (--phase_depth - at) * sizeof *phase_stack);
     pthread_mutex_lock(&rt->phase_lock);
     count_globs(rt, op.bits, -1);
     uint64_t end = now_ns();
@@ -207,6 +205,31 @@ void phase_exit(struct runtime *rt)
     place_trigger(rt, TRIGGER_EXIT, op.bits, -1);
     pthread_mutex_unlock(&rt->lock);
     free(op.bits);
+}
+
+void phase_exit(struct runtime *rt)
+{
+    if (phase_depth == 0) {
+        LOG(LOG_DEBUG, "phase exit without an open phase on this thread; ignored");
+        return;
+    }
+    phase_close(rt, phase_depth - 1);
+}
+
+/* Automatic phases (the Python package's) close by name, so that the job's own
+ * ranges opened inside them and still open are left alone. */
+void phase_exit_named(struct runtime *rt, const char *name)
+{
+    for (size_t k = phase_depth; k-- > 0;) {
+        pthread_mutex_lock(&rt->phase_lock);
+        bool match = strcmp(rt->phase_stats[phase_stack[k].index].name, name) == 0;
+        pthread_mutex_unlock(&rt->phase_lock);
+        if (match) {
+            phase_close(rt, k);
+            return;
+        }
+    }
+    LOG(LOG_DEBUG, "no open phase named %s on this thread; ignored", name);
 }
 
 void phase_mark(struct runtime *rt, const char *name)

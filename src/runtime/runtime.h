@@ -254,6 +254,7 @@ int phases_init(struct runtime *rt);
 void phases_free(struct runtime *rt);
 void phase_enter(struct runtime *rt, const char *name);
 void phase_exit(struct runtime *rt);
+void phase_exit_named(struct runtime *rt, const char *name);
 void phase_mark(struct runtime *rt, const char *name);
 /* This thread's tag bits (NULL when no tag is pushed). */
 const uint64_t *tag_bits_current(void);
@@ -270,6 +271,9 @@ bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode
 /* The runtime's configuration comes from the environment through here only
  * (secure_getenv where there is one). */
 const char *runtime_env(const char *name);
+
+/* The process's runtime once its policy is loaded, else NULL (hooks.c). */
+struct runtime *runtime_loaded(void);
 
 int runtime_init(struct runtime *rt, const struct program *program, const struct cuda_api *cuda);
 void runtime_destroy(struct runtime *rt);
