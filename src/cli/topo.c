@@ -180,18 +180,11 @@ static const char *yes_no(int v)
 int cmd_topo(int argc, char **argv)
 {
     bool do_measure = false;
-    static const struct option opts[] = {{"measure", no_argument, NULL, 'm'}, {0, 0, 0, 0}};
-    optind = 1;
-    for (int c; (c = getopt_long(argc, argv, "+m", opts, NULL)) != -1;) {
-        if (c == 'm')
+    for (int c; (c = cli_getopt("topo", argc, argv)) != -1;)
+        if (c == OPT_MEASURE)
             do_measure = true;
-        else
-            return EXIT_USAGE;
-    }
-    if (optind != argc) {
-        fputs("usage: umpol topo [--measure]\n", stderr);
-        return EXIT_USAGE;
-    }
+    if (optind != argc)
+        return cli_usage_error("topo", "unexpected argument '%s'", argv[optind]);
     struct topology t;
     topo_probe(&t);
     if (t.gpu_count <= 0) {
