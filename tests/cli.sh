@@ -90,4 +90,12 @@ for v in --version -V version; do
     expect_status 0 "$v" "$UMPOL_BIN" $v
     grep -q '^umpol [0-9]' "$tmp/out" || fail "$v output"
 done
+# topo without a GPU says why in plain words, and that --measure measured nothing.
+expect_status 0 "topo --measure" "$UMPOL_BIN" topo --measure
+if grep -q '^GPUs: none' "$tmp/out"; then
+    grep -q 'insufficient' "$tmp/out" && fail "topo: cudart's 'insufficient driver' wording instead of the cause"
+    grep -Eq '^  (no CUDA driver found|no GPU|no CUDA runtime library found|the CUDA driver is older)' "$tmp/out" ||
+        fail "topo: no plain reason for finding no GPU"
+    grep -q 'nothing measured' "$tmp/out" || fail "topo --measure without a GPU: does not say nothing was measured"
+fi
 finish
