@@ -100,4 +100,35 @@ expect_status 1 "unterminated string at EOF" "$UMPOL_BIN" check "$tmp/unterminat
 grep -q 'E004' "$tmp/out" || fail "unterminated string: no E004"
 printf 'umpol 1;\nclass a { match any; } # comment without newline' >"$tmp/comment.umpol"
 expect_status 0 "comment at EOF" "$UMPOL_BIN" check "$tmp/comment.umpol"
+# Every command answers --help and -h with its own usage, and 'umpol help
+# COMMAND' prints the same; an unknown option names the command's --help.
+commands=$("$UMPOL_BIN" help | sed -n 's/^  umpol \([a-z]*\).*/\1/p')
+[ -n "$commands" ] || fail "umpol help lists no command"
+for cmd in $commands; do
+    for flag in --help -h; do
+        expect_status 0 "$cmd $flag" "$UMPOL_BIN" "$cmd" "$flag"
+        head -1 "$tmp/out" | grep -q "^usage: umpol $cmd" || fail "$cmd $flag: no usage line"
+        grep -q '^example: umpol ' "$tmp/out" || fail "$cmd $flag: no example"
+    done
+    "$UMPOL_BIN" help "$cmd" >"$tmp/help_cmd" 2>&1 || fail "help $cmd: exit status"
+    cmp -s "$tmp/out" "$tmp/help_cmd" || fail "'umpol help $cmd' differs from 'umpol $cmd -h'"
+    expect_status 2 "$cmd --no-such-option" "$UMPOL_BIN" "$cmd" --no-such-option
+    grep -q "umpol $cmd: unknown option '--no-such-option'" "$tmp/out" || fail "$cmd: unknown option message"
+    grep -q "umpol $cmd --help" "$tmp/out" || fail "$cmd: usage error does not name --help"
+done
+expect_status 2 "help for an unknown command" "$UMPOL_BIN" help frobnicate
+expect_status 2 "run -p without its argument" "$UMPOL_BIN" run -p
+grep -q 'needs an argument (POLICY)' "$tmp/out" || fail "run -p: missing-argument message"
+for v in --version -V version; do
+    expect_status 0 "$v" "$UMPOL_BIN" $v
+    grep -q '^umpol [0-9]' "$tmp/out" || fail "$v output"
+done
+# topo without a GPU says why in plain words, and that --measure measured nothing.
+expect_status 0 "topo --measure" "$UMPOL_BIN" topo --measure
+if grep -q '^GPUs: none' "$tmp/out"; then
+    grep -q 'insufficient' "$tmp/out" && fail "topo: cudart's 'insufficient driver' wording instead of the cause"
+    grep -Eq '^  (no CUDA driver found|no GPU|no CUDA runtime library found|the CUDA driver is older)' "$tmp/out" ||
+        fail "topo: no plain reason for finding no GPU"
+    grep -q 'nothing measured' "$tmp/out" || fail "topo --measure without a GPU: does not say nothing was measured"
+fi
 finish

@@ -1,5 +1,4 @@
 /* `umpol check` and `umpol explain`: thin clients of the policy front end. */
-#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,20 +35,13 @@ static struct policy_machine machine_of(const struct topology *t)
 int cmd_check(int argc, char **argv)
 {
     bool json = false, quiet = false, topology = false;
-    static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
-                                         {"quiet", no_argument, NULL, 'q'},
-                                         {"topology", no_argument, NULL, 't'},
-                                         {0, 0, 0, 0}};
-    optind = 1;
-    for (int c; (c = getopt_long(argc, argv, "+jqt", opts, NULL)) != -1;) {
-        if (c == 'j')
+    for (int c; (c = cli_getopt("check", argc, argv)) != -1;) {
+        if (c == OPT_JSON)
             json = true;
         else if (c == 'q')
             quiet = true;
-        else if (c == 't')
+        else if (c == OPT_TOPOLOGY)
             topology = true;
-        else
-            return EXIT_USAGE;
     }
     static struct topology topo;
     struct policy_machine machine;
@@ -57,10 +49,8 @@ int cmd_check(int argc, char **argv)
         topo_probe(&topo);
         machine = machine_of(&topo);
     }
-    if (optind >= argc) {
-        fputs("usage: umpol check [--json] [-q] [--topology] FILE...\n", stderr);
-        return EXIT_USAGE;
-    }
+    if (optind >= argc)
+        return cli_usage_error("check", "no policy file given");
     int worst = EXIT_VALID;
     if (json)
         fputs("{\"files\":[", stdout);
@@ -95,18 +85,11 @@ int cmd_check(int argc, char **argv)
 int cmd_explain(int argc, char **argv)
 {
     bool json = false;
-    static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0, 0, 0, 0}};
-    optind = 1;
-    for (int c; (c = getopt_long(argc, argv, "+j", opts, NULL)) != -1;) {
-        if (c == 'j')
+    for (int c; (c = cli_getopt("explain", argc, argv)) != -1;)
+        if (c == OPT_JSON)
             json = true;
-        else
-            return EXIT_USAGE;
-    }
-    if (optind != argc - 1) {
-        fputs("usage: umpol explain [--json] FILE\n", stderr);
-        return EXIT_USAGE;
-    }
+    if (optind != argc - 1)
+        return cli_usage_error("explain", "give one policy file");
     struct policy pol;
     enum policy_status st = policy_load_file(&pol, argv[optind]);
     if (json) {

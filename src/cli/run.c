@@ -109,28 +109,18 @@ int cmd_run(int argc, char **argv)
 {
     const char *policy_path = getenv("UMPOL_POLICY"), *report = NULL;
     bool verbose = false, python = true;
-    static const struct option opts[] = {{"policy", required_argument, NULL, 'p'},
-                                         {"no-python", no_argument, NULL, 'P'},
-                                         {"report", required_argument, NULL, 'r'},
-                                         {"verbose", no_argument, NULL, 'v'},
-                                         {0, 0, 0, 0}};
-    optind = 1;
-    for (int c; (c = getopt_long(argc, argv, "+p:r:v", opts, NULL)) != -1;) {
+    for (int c; (c = cli_getopt("run", argc, argv)) != -1;) {
         if (c == 'p')
             policy_path = optarg;
         else if (c == 'r')
             report = optarg;
         else if (c == 'v')
             verbose = true;
-        else if (c == 'P')
+        else if (c == OPT_NO_PYTHON)
             python = false;
-        else
-            return EXIT_USAGE;
     }
-    if (optind >= argc) {
-        fputs("usage: umpol run [-p POLICY] [-r REPORT] [-v] [--no-python] -- COMMAND [ARG...]\n", stderr);
-        return EXIT_USAGE;
-    }
+    if (optind >= argc)
+        return cli_usage_error("run", "no command to run");
     if (!policy_path || !*policy_path) {
         fputs("umpol run: no policy: give -p POLICY or set UMPOL_POLICY\n", stderr);
         return EXIT_USAGE;
