@@ -155,6 +155,17 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* With "exit", forked children leave through exit(), so the runtime's
+ * destructor runs in them and writes their reports; else through _exit(). */
+static bool exit_children;
+
+static void leave(int status)
+{
+    if (exit_children)
+        exit(status);
+    _exit(status);
+}
+
 /* In the child of a fork: the runtime must still allocate and free. */
 static int child_work(void)
 {
@@ -175,8 +186,9 @@ int main(int argc, char **argv)
         n_threads = atoi(argv[1]);
     if (argc > 2)
         n_pairs = atol(argv[2]);
+    exit_children = argc > 3 && strcmp(argv[3], "exit") == 0;
     if (n_threads < 1 || n_threads > MAX_THREADS || n_pairs < 1) {
-        fprintf(stderr, "usage: stress [THREADS (1..%d)] [PAIRS]\n", MAX_THREADS);
+        fprintf(stderr, "usage: stress [THREADS (1..%d)] [PAIRS] [exit]\n", MAX_THREADS);
         return 2;
     }
     if (cudaFree(NULL) != cudaSuccess) /* the usual context initialisation */
@@ -190,10 +202,17 @@ int main(int argc, char **argv)
     usleep(20000); /* fork while the workers run */
     pid_t pid = fork();
     if (pid == 0)
-        _exit(child_work());
+        leave(child_work());
     int wstatus = 0;
     waitpid(pid, &wstatus, 0);
     int fork_ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
+    if (exit_children) { /* a child that does nothing at all */
+        pid = fork();
+        if (pid == 0)
+            leave(0);
+        waitpid(pid, &wstatus, 0);
+        fork_ok = fork_ok && WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
+    }
 
     long failed = 0, oom = 0;
     for (int t = 0; t < n_threads; t++) {
