@@ -156,13 +156,12 @@ static int setting(const char *name, const char *const *values, int fallback)
     if (!v || !*v)
         return fallback;
     char list[128] = "";
-    size_t n = 0;
     for (int i = 0; values[i]; i++) {
         if (strcasecmp(v, values[i]) == 0)
             return i;
         const char *sep = i == 0 ? "" : values[i + 1] ? ", " : " or ";
-        n += (size_t)snprintf(list + n, n < sizeof list ? sizeof list - n : 0, "%s%s", sep,
-                              values[i]);
+        size_t n = strlen(list);
+        snprintf(list + n, sizeof list - n, "%s%s", sep, values[i]);
     }
     LOG(LOG_WARN, "%s=%.64s is not %s; using %s", name, v, list, values[fallback]);
     return fallback;
