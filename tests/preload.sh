@@ -103,6 +103,13 @@ for w in "UMPOL_ON_ERROR=xyz is not passthrough or abort" "UMPOL_LOG=abc is not 
     grep -q "$w" "$tmp/out" || fail "no warning '$w'"
 done
 
+# The log names a missing budget plainly.
+printf 'umpol 1;\nclass all { match any; }\n' >"$tmp/nobudget.umpol"
+expect_status 0 "log without a budget" run UMPOL_LOG=2 UMPOL_POLICY="$tmp/nobudget.umpol" "$stress" 1 10
+grep -q "GPU 0: [0-9]* MiB, budget none, managed cap" "$tmp/out" || fail "log: budget none"
+expect_status 0 "log with a budget" run UMPOL_LOG=2 UMPOL_POLICY="$policy" "$stress" 1 10
+grep -q "budget [0-9]* MiB, managed cap" "$tmp/out" || fail "log: budget in MiB"
+
 # A relative UMPOL_POLICY survives a child that changes directory.
 mkdir "$tmp/rel" && cp "$policy" "$tmp/rel/p.umpol"
 expect_status 0 "relative policy, child changes directory" sh -c "cd '$tmp/rel' && env $foreign \
@@ -167,6 +174,13 @@ expect_status 1 "umpol run, driver without the shared runtime" run_job -p "$poli
     "$loader" "$tmp/drv/libcuda.so.1"
 grep -q "1 process used the CUDA driver without the shared CUDA runtime.*nvcc -cudart shared" \
     "$tmp/out" || fail "umpol run: no static-linking hint with the evidence"
+expect_status 137 "umpol run, job killed before it exits" run_job -p "$policy" -- sh -c 'kill -9 $$'
+grep -q "ended without a normal exit.*killed by signal 9" "$tmp/out" ||
+    fail "umpol run, killed job: evidence missing not said"
+if command -v python3 >/dev/null 2>&1; then
+    expect_status 0 "umpol run, Python without CUDA" run_job -p "$policy" -- python3 -c pass
+    grep -q "the job made no CUDA call" "$tmp/out" || fail "umpol run, Python: no plain notice"
+fi
 expect_status 2 "umpol run without a command" "$UMPOL_BIN" run -p "$policy"
 
 # The job loads a snapshot: deleting the policy or changing directory during

@@ -62,6 +62,7 @@ static int set(const char *name, const char *value, bool verbose)
 struct job_status {
     int loaded, off;  /* processes that loaded the runtime; of them, without a policy */
     int exited;       /* processes that reached exit (forked children included) */
+    int silent;       /* processes that loaded it and never reached exit (signal, _exit) */
     unsigned long long allocs, pass;
     int called, runtime, driver, static_driver; /* processes with that evidence */
 };
@@ -75,23 +76,46 @@ static bool read_status(const char *path, struct job_status *js)
     char line[256], state[8];
     long pid;
     unsigned long long a, p;
-    int called, runtime, driver;
+    int called, runtime, driver; /* "called" repeats the cuda line */
+    /* Processes that loaded the runtime and have not reached exit yet (exec
+     * keeps the pid: a shell that execs its command loads it twice). */
+    long *open_pids = NULL;
+    size_t open_count = 0, open_cap = 0;
     while (fgets(line, sizeof line, f)) {
         if (sscanf(line, "load %ld %7s", &pid, state) == 2) {
             js->loaded++;
             js->off += strcmp(state, "on") != 0;
+            bool known = false;
+            for (size_t i = 0; i < open_count && !known; i++)
+                known = open_pids[i] == pid;
+            if (!known && open_count == open_cap) {
+                size_t cap = open_cap ? open_cap * 2 : 16;
+                long *grown = realloc(open_pids, cap * sizeof *grown);
+                if (grown) {
+                    open_pids = grown;
+                    open_cap = cap;
+                }
+            }
+            if (!known && open_count < open_cap)
+                open_pids[open_count++] = pid;
+        } else if (sscanf(line, "cuda %ld", &pid) == 1) {
+            js->called++; /* the first intercepted CUDA call of a process */
         } else if (sscanf(line, "exit %ld %llu %llu %d %d %d", &pid, &a, &p, &called, &runtime,
                           &driver) == 6) {
+            for (size_t i = 0; i < open_count; i++)
+                if (open_pids[i] == pid)
+                    open_pids[i--] = open_pids[--open_count];
             js->exited++;
             js->allocs += a;
             js->pass += p;
-            js->called += called != 0;
             js->runtime += runtime != 0;
             js->driver += driver != 0;
             js->static_driver += driver && !runtime;
         }
     }
     fclose(f);
+    js->silent = (int)open_count;
+    free(open_pids);
     return true;
 }
 
@@ -236,11 +260,20 @@ static void check_alloc_conf(const char *conf)
 }
 
 /* Why the runtime saw no allocation, from what the processes reported. */
-static void explain_no_allocation(const struct job_status *js, int job_exit)
+static void explain_no_allocation(const struct job_status *js, int wstatus)
 {
-    char status[64] = "";
-    if (job_exit > 0)
-        snprintf(status, sizeof status, "; it exited with status %d", job_exit);
+    char status[96] = "";
+    if (WIFSIGNALED(wstatus))
+        snprintf(status, sizeof status, "; it was killed by signal %d (%s)", WTERMSIG(wstatus),
+                 strsignal(WTERMSIG(wstatus)));
+    else if (WEXITSTATUS(wstatus))
+        snprintf(status, sizeof status, "; it exited with status %d", WEXITSTATUS(wstatus));
+    if (js->silent > 0 && WIFSIGNALED(wstatus)) {
+        fprintf(stderr, "umpol run: the runtime saw no CUDA allocation, but %d process%s of the "
+                        "job ended without a normal exit, so what %s did is unknown%s\n", js->silent, js->silent == 1 ? "" : "es",
+                js->silent == 1 ? "it" : "they", status);
+        return;
+    }
     if (js->static_driver > 0) {
         fprintf(stderr, "umpol run: the runtime saw no CUDA allocation: %d process%s used the "
                         "CUDA driver without the shared CUDA runtime, so %s probably linked with "
@@ -388,7 +421,7 @@ int cmd_run(int argc, char **argv)
                         "(see the messages above)\n",
                 js.off, js.loaded, js.loaded == 1 ? "" : "es");
     if (js.allocs == 0 && js.pass == 0)
-        explain_no_allocation(&js, rc);
+        explain_no_allocation(&js, wstatus);
     else if (verbose)
         fprintf(stderr, "umpol run: %llu allocations placed by the policy, %llu passed "
                         "through, in %d process%s\n",

@@ -50,9 +50,14 @@ static void resolve_cuda(void)
 static const struct cuda_api *real(void)
 {
     pthread_once(&g_resolve_once, resolve_cuda);
-    /* Evidence for `umpol run` that the job called the CUDA runtime at all. */
-    if (!__atomic_load_n(&g_cuda_called, __ATOMIC_RELAXED))
-        __atomic_store_n(&g_cuda_called, true, __ATOMIC_RELAXED);
+    /* Evidence for `umpol run` that the job called the CUDA runtime at all,
+     * given at once: a process may end without running its destructor. */
+    if (!__atomic_load_n(&g_cuda_called, __ATOMIC_RELAXED) &&
+        !__atomic_exchange_n(&g_cuda_called, true, __ATOMIC_RELAXED)) {
+        char line[48];
+        snprintf(line, sizeof line, "cuda %ld\n", (long)getpid());
+        process_status(line);
+    }
     return g_cuda_missing ? NULL : &g_cuda;
 }
 
