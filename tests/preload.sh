@@ -194,30 +194,33 @@ grep -q "ran without umpol\|cannot load" "$tmp/out" && fail "umpol run: a child 
 
 # The handshake: a library that is not the runtime, or that the loader
 # refuses, stops `umpol run` before the job runs.
+san_env() {
+    env $foreign ${san:+LD_PRELOAD="$san"} "$@"
+}
 mkdir "$tmp/with space" && cp "$lib" "$tmp/with space/libumpol.so"
 expect_status 2 "umpol run, library path with a space" env UMPOL_LIBRARY="$tmp/with space/libumpol.so" \
     "$UMPOL_BIN" run -p "$policy" -- touch "$tmp/ran"
 grep -q "splits LD_PRELOAD at spaces" "$tmp/out" || fail "space: no reason given"
-expect_status 2 "umpol run, UMPOL_LIBRARY not a library" env UMPOL_LIBRARY="$policy" \
+expect_status 2 "umpol run, UMPOL_LIBRARY not a library" san_env UMPOL_LIBRARY="$policy" \
     "$UMPOL_BIN" run -p "$policy" -- touch "$tmp/ran"
 grep -q "cannot be preloaded" "$tmp/out" || fail "not a library: the loader's words not shown"
 libm=$(ldd "$UMPOL_BIN" | sed -n 's/.*=> \(\/[^ ]*libm\.so[^ ]*\).*/\1/p' | head -1)
 if [ -n "$libm" ]; then
-    expect_status 2 "umpol run, UMPOL_LIBRARY another library" env UMPOL_LIBRARY="$libm" \
+    expect_status 2 "umpol run, UMPOL_LIBRARY another library" san_env UMPOL_LIBRARY="$libm" \
         "$UMPOL_BIN" run -p "$policy" -- touch "$tmp/ran"
     grep -q "not the umpol runtime" "$tmp/out" || fail "another library: no message"
 fi
 [ -e "$tmp/ran" ] && fail "the job ran although the runtime did not load"
 
 # A kept PyTorch allocator setting that hides tensors is a warning, without -v.
-expect_status 0 "kept expandable segments" env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
+expect_status 0 "kept expandable segments" san_env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
     "$UMPOL_BIN" run -p "$policy" -- /bin/true
 grep -q "warning: keeping PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: .*cannot see" \
     "$tmp/out" || fail "expandable segments: no warning"
-expect_status 0 "kept native allocator" env PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128 \
+expect_status 0 "kept native allocator" san_env PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128 \
     "$UMPOL_BIN" run -p "$policy" -- /bin/true
 grep -q "whole segments, not tensors" "$tmp/out" || fail "native allocator: no warning"
-expect_status 0 "kept cudaMallocAsync backend" env \
+expect_status 0 "kept cudaMallocAsync backend" san_env \
     PYTORCH_CUDA_ALLOC_CONF="backend:cudaMallocAsync,expandable_segments:True" \
     "$UMPOL_BIN" run -p "$policy" -- /bin/true
 grep -q "keeping PYTORCH_CUDA_ALLOC_CONF" "$tmp/out" && fail "cudaMallocAsync backend: warned"
