@@ -288,15 +288,21 @@ static void explain_no_allocation(const struct job_status *js, int wstatus)
                         "through it%s\n", status);
         return;
     }
-    if (js->runtime == 0) {
+    void *driver = NULL;
+    if (js->runtime > 0 || !WIFEXITED(wstatus) || WEXITSTATUS(wstatus))
+        driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (js->runtime > 0)
+        fprintf(stderr, "umpol run: the job loaded the CUDA runtime but made no CUDA call%s%s\n",
+                status, driver ? "" : "; no CUDA driver is installed here (libcuda.so.1 cannot "
+                                      "be loaded), so any CUDA call fails");
+    else if (status[0] && !driver)
+        fprintf(stderr, "umpol run: the job loaded no CUDA library%s; no CUDA driver is installed "
+                        "here (libcuda.so.1 cannot be loaded), so a program linked with the "
+                        "static CUDA runtime fails at its first CUDA call without loading one\n",
+                status);
+    else
         fprintf(stderr, "umpol run: the job made no CUDA call (no process loaded the CUDA runtime "
                         "or driver)%s\n", status);
-        return;
-    }
-    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-    fprintf(stderr, "umpol run: the job loaded the CUDA runtime but made no CUDA call%s%s\n",
-            status, driver ? "" : "; no CUDA driver is installed here (libcuda.so.1 cannot be "
-                                  "loaded), so any CUDA call fails");
     if (driver)
         dlclose(driver);
 }
