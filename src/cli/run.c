@@ -58,7 +58,9 @@ static int set(const char *name, const char *value, bool verbose)
     return 0;
 }
 
-/* What the job's processes wrote to the status file (see process.h). */
+/* What the job's processes wrote to the status file: "load PID on|off" when
+ * a process loads the runtime, "cuda PID" at its first intercepted CUDA call,
+ * "exit PID ALLOCATIONS PASSTHROUGH CUDART DRIVER" when it exits normally. */
 struct job_status {
     int loaded, off;  /* processes that loaded the runtime; of them, without a policy */
     int exited;       /* processes that reached exit (forked children included) */
@@ -76,7 +78,7 @@ static bool read_status(const char *path, struct job_status *js)
     char line[256], state[8];
     long pid;
     unsigned long long a, p;
-    int called, runtime, driver; /* "called" repeats the cuda line */
+    int runtime, driver;
     /* Processes that loaded the runtime and have not reached exit yet (exec
      * keeps the pid: a shell that execs its command loads it twice). */
     long *open_pids = NULL;
@@ -100,8 +102,8 @@ static bool read_status(const char *path, struct job_status *js)
                 open_pids[open_count++] = pid;
         } else if (sscanf(line, "cuda %ld", &pid) == 1) {
             js->called++; /* the first intercepted CUDA call of a process */
-        } else if (sscanf(line, "exit %ld %llu %llu %d %d %d", &pid, &a, &p, &called, &runtime,
-                          &driver) == 6) {
+        } else if (sscanf(line, "exit %ld %llu %llu %d %d", &pid, &a, &p, &runtime, &driver) ==
+                   5) {
             for (size_t i = 0; i < open_count; i++)
                 if (open_pids[i] == pid)
                     open_pids[i--] = open_pids[--open_count];

@@ -119,10 +119,9 @@ static void write_run_status(void)
     struct cuda_evidence ev;
     process_cuda_evidence(&ev);
     char line[160];
-    snprintf(line, sizeof line, "exit %ld %llu %llu %d %d %d\n", (long)getpid(),
+    snprintf(line, sizeof line, "exit %ld %llu %llu %d %d\n", (long)getpid(),
              (unsigned long long)(g_loaded ? g_rt.allocations : 0),
-             (unsigned long long)(g_loaded ? g_rt.passthrough : 0),
-             __atomic_load_n(&g_cuda_called, __ATOMIC_RELAXED), ev.runtime, ev.driver);
+             (unsigned long long)(g_loaded ? g_rt.passthrough : 0), ev.runtime, ev.driver);
     process_status(line);
 }
 
