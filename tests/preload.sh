@@ -215,6 +215,15 @@ if [ -n "$libm" ]; then
 fi
 [ -e "$tmp/ran" ] && fail "the job ran although the runtime did not load"
 
+# A job whose processes load no preloaded library (a static program) ran
+# without umpol: said, and exit 2 although the job succeeded.
+static_prog=$(command -v ldconfig || echo /sbin/ldconfig)
+if [ -x "$static_prog" ] && ldd "$static_prog" 2>&1 | grep -q "statically linked\|not a dynamic"; then
+    expect_status 2 "umpol run, static program" san_env "$UMPOL_BIN" run -p "$policy" -- \
+        "$static_prog" --version
+    grep -q "no process of the job loaded the runtime" "$tmp/out" || fail "static program: not said"
+fi
+
 # A kept PyTorch allocator setting that hides tensors is a warning, without -v.
 expect_status 0 "kept expandable segments" san_env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
     "$UMPOL_BIN" run -p "$policy" -- /bin/true
