@@ -78,12 +78,12 @@ fi
 # A process that cannot load its policy runs without umpol, unless
 # UMPOL_ON_ERROR=abort stops it before it starts.
 printf 'umpol 1;\nclass a { match anything; }\n' >"$tmp/bad.umpol"
-expect_status 0 "bad policy: the job runs without umpol" run UMPOL_POLICY="$tmp/bad.umpol" "$stress" 1 10
+expect_status 0 "bad policy: the job runs without umpol" run UMPOL_POLICY="$tmp/bad.umpol" "$stress" 1 10 nofork
 grep -q "cannot load the policy.*running without umpol" "$tmp/out" || fail "bad policy: no message"
 grep -q "bad.umpol:2:17: error" "$tmp/out" || fail "bad policy: no diagnostic"
 grep -q "umpol: not active" "$tmp/out" || fail "bad policy: runtime should be inactive"
-expect_status 0 "missing policy: the job runs" run UMPOL_POLICY="$tmp/none.umpol" "$stress" 1 10
-expect_status 0 "unset policy: the job runs" run "$stress" 1 10
+expect_status 0 "missing policy: the job runs" run UMPOL_POLICY="$tmp/none.umpol" "$stress" 1 10 nofork
+expect_status 0 "unset policy: the job runs" run "$stress" 1 10 nofork
 grep -q "UMPOL_POLICY is not set" "$tmp/out" || fail "unset policy: no message"
 expect_status 1 "UMPOL_ON_ERROR=abort stops the job" \
     run UMPOL_ON_ERROR=abort UMPOL_POLICY="$tmp/bad.umpol" "$stress" 1 10
@@ -91,7 +91,7 @@ grep -q "stopping before the job starts" "$tmp/out" || fail "abort: no message"
 expect_status 1 "UMPOL_ON_ERROR is case-insensitive" \
     run UMPOL_ON_ERROR=ABORT UMPOL_POLICY="$tmp/none.umpol" "$stress" 1 10
 expect_status 0 "UMPOL_ON_ERROR=passthrough" \
-    run UMPOL_ON_ERROR=passthrough UMPOL_POLICY="$tmp/bad.umpol" "$stress" 2 1000
+    run UMPOL_ON_ERROR=passthrough UMPOL_POLICY="$tmp/bad.umpol" "$stress" 2 1000 nofork
 grep -q "umpol: not active" "$tmp/out" || fail "passthrough: runtime should be inactive"
 
 # Unrecognised values are warnings that name the accepted ones.
@@ -105,9 +105,9 @@ done
 
 # The log names a missing budget plainly.
 printf 'umpol 1;\nclass all { match any; }\n' >"$tmp/nobudget.umpol"
-expect_status 0 "log without a budget" run UMPOL_LOG=2 UMPOL_POLICY="$tmp/nobudget.umpol" "$stress" 1 10
+expect_status 0 "log without a budget" run UMPOL_LOG=2 UMPOL_POLICY="$tmp/nobudget.umpol" "$stress" 1 10 nofork
 grep -q "GPU 0: [0-9]* MiB, budget none, managed cap" "$tmp/out" || fail "log: budget none"
-expect_status 0 "log with a budget" run UMPOL_LOG=2 UMPOL_POLICY="$policy" "$stress" 1 10
+expect_status 0 "log with a budget" run UMPOL_LOG=2 UMPOL_POLICY="$policy" "$stress" 1 10 nofork
 grep -q "budget [0-9]* MiB, managed cap" "$tmp/out" || fail "log: budget in MiB"
 
 # A relative UMPOL_POLICY survives a child that changes directory.
