@@ -131,4 +131,14 @@ if grep -q '^GPUs: none' "$tmp/out"; then
         fail "topo: no plain reason for finding no GPU"
     grep -q 'nothing measured' "$tmp/out" || fail "topo --measure without a GPU: does not say nothing was measured"
 fi
+# umpol run checks that the runtime loads before it runs the job.
+printf 'umpol 1;\nclass a { match any; }\n' >"$tmp/run.umpol"
+expect_status 2 "run: UMPOL_LIBRARY is not a library" env UMPOL_LIBRARY="$tmp/run.umpol" \
+    "$UMPOL_BIN" run -p "$tmp/run.umpol" -- touch "$tmp/job-ran"
+grep -q "did not load in a test process" "$tmp/out" || fail "run, not a library: no error"
+mkdir "$tmp/a b" && cp "$tmp/run.umpol" "$tmp/a b/libumpol.so"
+expect_status 2 "run: library path with a space" env UMPOL_LIBRARY="$tmp/a b/libumpol.so" \
+    "$UMPOL_BIN" run -p "$tmp/run.umpol" -- touch "$tmp/job-ran"
+grep -q "splits LD_PRELOAD at spaces" "$tmp/out" || fail "run, space: no reason"
+[ -e "$tmp/job-ran" ] && fail "run: the job ran without the runtime"
 finish

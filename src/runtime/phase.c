@@ -293,3 +293,30 @@ void tag_pop(void)
     if (t >= 0 && --tag_counts[t] == 0)
         tag_bits[t / 64] &= ~(1ull << (t % 64));
 }
+
+/* In the child of a fork, only the forking thread is left: the phases it has
+ * open stay open (from the fork on, each with a new span), the phases other
+ * threads had open are closed, and the counts start again. */
+void phases_after_fork_child(struct runtime *rt)
+{
+    for (size_t i = 0; i < rt->phase_stat_count; i++) {
+        rt->phase_stats[i].entries = 0;
+        rt->phase_stats[i].total_ns = 0;
+        memset(&rt->phase_stats[i].um, 0, sizeof rt->phase_stats[i].um);
+    }
+    memset(rt->phase_open_count, 0,
+           (rt->program->phase_glob_count + 1) * sizeof *rt->phase_open_count);
+    for (size_t w = 0; w < rt->phase_words; w++)
+        atomic_store(&rt->phase_bits[w], 0);
+    rt->span_count = rt->spans_dropped = 0;
+    uint64_t now = now_ns();
+    for (size_t d = 0; d < phase_depth; d++) {
+        struct open_phase *op = &phase_stack[d];
+        count_globs(rt, op->bits, +1);
+        op->start_ns = now;
+        op->span = rt->span_count < rt->span_cap ? rt->span_count++ : SIZE_MAX;
+        if (op->span != SIZE_MAX)
+            rt->spans[op->span] = (struct phase_span){now, 0, profile_timestamp(rt), 0,
+                                                      (uint32_t)op->index, (uint32_t)d};
+    }
+}

@@ -2,6 +2,7 @@
  * budget with eviction by priority, least recently placed first. Everything
  * here is a hint to the driver: a failed call is counted and logged, never an
  * error for the job. Called with rt->lock held. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,10 +63,12 @@ struct device_state *device_get(struct runtime *rt, int device)
     }
     dev->known = true;
     profile_device_seen(rt);
-    LOG(LOG_INFO, "GPU %d: %llu MiB, budget %s%llu MiB, managed cap %llu MiB, host NUMA node %d",
-        device, (unsigned long long)(total_b >> 20), dev->budget_bytes == UINT64_MAX ? "none " : "",
-        dev->budget_bytes == UINT64_MAX ? 0ull : (unsigned long long)(dev->budget_bytes >> 20),
-        (unsigned long long)(dev->cap_bytes >> 20), numa);
+    char budget[32] = "none";
+    if (dev->budget_bytes != UINT64_MAX)
+        snprintf(budget, sizeof budget, "%llu MiB", (unsigned long long)(dev->budget_bytes >> 20));
+    LOG(LOG_INFO, "GPU %d: %llu MiB, budget %s, managed cap %llu MiB, host NUMA node %d", device,
+        (unsigned long long)(total_b >> 20), budget, (unsigned long long)(dev->cap_bytes >> 20),
+        numa);
     return dev;
 }
 

@@ -128,6 +128,22 @@ void runtime_destroy(struct runtime *rt)
     pthread_mutex_destroy(&rt->lock);
 }
 
+void runtime_after_fork_child(struct runtime *rt)
+{
+    rt->allocations = rt->passthrough = rt->frees = rt->foreign_managed = 0;
+    rt->runtime_ns = rt->place_ns = rt->reclaim_ns = rt->evict_ns = 0;
+    for (size_t c = 0; c < rt->program->class_count; c++) {
+        const struct class_stats *s = &rt->class_stats[c];
+        rt->class_stats[c] = (struct class_stats){.live_bytes = s->live_bytes,
+                                                  .peak_bytes = s->live_bytes,
+                                                  .slabs = s->slabs,
+                                                  .slab_bytes = s->slab_bytes};
+    }
+    rt->timeline_count = rt->timeline_dropped = 0;
+    phases_after_fork_child(rt);
+    profile_after_fork_child(rt);
+}
+
 static bool stream_capturing(const struct runtime *rt, cudaStream_t stream)
 {
     enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;

@@ -260,6 +260,8 @@ void phase_mark(struct runtime *rt, const char *name);
 const uint64_t *tag_bits_current(void);
 void tag_push(struct runtime *rt, const char *name);
 void tag_pop(void);
+/* In the child of a fork: the forking thread's phases stay open, counts restart. */
+void phases_after_fork_child(struct runtime *rt);
 
 /* Allocation front doors shared by the CUDA hooks and the pluggable allocator. */
 cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
@@ -277,6 +279,10 @@ struct runtime *runtime_loaded(void);
 
 int runtime_init(struct runtime *rt, const struct program *program, const struct cuda_api *cuda);
 void runtime_destroy(struct runtime *rt);
+/* In the child of a fork: every counter starts again, so that parent and child
+ * each report their own work; what the child inherited stays (live blocks,
+ * slabs, policy, open phases). */
+void runtime_after_fork_child(struct runtime *rt);
 uint64_t now_ns(void);
 
 /* The address index (range_lock inside) and the timeline (rt->lock held). */
@@ -295,6 +301,7 @@ void profile_flush(struct runtime *rt);        /* no lock held */
 void profile_free(struct runtime *rt);
 void profile_lock_all(struct runtime *rt); /* around fork */
 void profile_unlock_all(struct runtime *rt);
+void profile_after_fork_child(struct runtime *rt); /* counters start again */
 void profile_report(const struct runtime *rt, FILE *out);
 void profile_print_um(FILE *out, const struct um_counters *c);
 
