@@ -236,4 +236,8 @@ expect_status 0 "kept cudaMallocAsync backend" san_env \
     PYTORCH_CUDA_ALLOC_CONF="backend:cudaMallocAsync,expandable_segments:True" \
     "$UMPOL_BIN" run -p "$policy" -- /bin/true
 grep -q "keeping PYTORCH_CUDA_ALLOC_CONF" "$tmp/out" && fail "cudaMallocAsync backend: warned"
+expect_status 0 "kept PYTORCH_ALLOC_CONF" san_env PYTORCH_ALLOC_CONF=expandable_segments:True \
+    "$UMPOL_BIN" run -p "$policy" -- /bin/true
+grep -q "warning: keeping PYTORCH_ALLOC_CONF=expandable_segments:True" "$tmp/out" ||
+    fail "PYTORCH_ALLOC_CONF: no warning"
 finish

@@ -263,7 +263,7 @@ static bool probe_runtime(const struct run_dir *d, const char *lib)
 }
 
 /* PyTorch settings the user kept that hide tensors from the runtime. */
-static void check_alloc_conf(const char *conf)
+static void check_alloc_conf(const char *name, const char *conf)
 {
     bool async = false, expandable = false;
     for (const char *p = conf; *p;) {
@@ -281,15 +281,15 @@ static void check_alloc_conf(const char *conf)
     if (async)
         return;
     if (expandable)
-        fprintf(stderr, "umpol run: warning: keeping PYTORCH_CUDA_ALLOC_CONF=%s: with expandable "
-                        "segments PyTorch maps its memory through the CUDA driver, which umpol "
-                        "cannot see, so the policy places no tensor; add "
-                        "backend:cudaMallocAsync or unset it\n", conf);
+        fprintf(stderr, "umpol run: warning: keeping %s=%s: with expandable segments PyTorch "
+                        "maps its memory through the CUDA driver, which umpol cannot see, so the "
+                        "policy places no tensor; add backend:cudaMallocAsync or unset it\n",
+                name, conf);
     else
-        fprintf(stderr, "umpol run: warning: keeping PYTORCH_CUDA_ALLOC_CONF=%s: PyTorch's own "
-                        "caching allocator then carves tensors out of large segments, so umpol "
-                        "sees and places whole segments, not tensors; add "
-                        "backend:cudaMallocAsync or unset it\n", conf);
+        fprintf(stderr, "umpol run: warning: keeping %s=%s: PyTorch's own caching allocator "
+                        "then carves tensors out of large segments, so umpol sees and places "
+                        "whole segments, not tensors; add backend:cudaMallocAsync or unset it\n",
+                name, conf);
 }
 
 /* Why the runtime saw no allocation, from what the processes reported. */
@@ -401,16 +401,18 @@ int cmd_run(int argc, char **argv)
         run_dir_remove(&dir);
         return EXIT_USAGE;
     }
+    /* PyTorch reads PYTORCH_ALLOC_CONF first, PYTORCH_CUDA_ALLOC_CONF after. */
+    const char *general = getenv("PYTORCH_ALLOC_CONF");
     const char *conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
-    if (!conf) {
-        if (set("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", verbose)) {
-            run_dir_remove(&dir);
-            return EXIT_USAGE;
-        }
-    } else {
-        check_alloc_conf(conf);
+    const char *kept = general && *general ? "PYTORCH_ALLOC_CONF" : conf ? "PYTORCH_CUDA_ALLOC_CONF"
+                                                                         : NULL;
+    if (kept) {
+        check_alloc_conf(kept, getenv(kept));
         if (verbose)
-            fprintf(stderr, "umpol run: keeping PYTORCH_CUDA_ALLOC_CONF=%s\n", conf);
+            fprintf(stderr, "umpol run: keeping %s=%s\n", kept, getenv(kept));
+    } else if (set("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", verbose)) {
+        run_dir_remove(&dir);
+        return EXIT_USAGE;
     }
     /* Python jobs import the umpol package at start-up (its sitecustomize),
      * which opens PyTorch's phases without a change to the job: see umpol-python(7). */
