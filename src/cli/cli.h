@@ -11,4 +11,41 @@ int cmd_run(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_topo(int argc, char **argv);
 
+/* Keys of options that have a long name only (short options use their letter). */
+enum { OPT_JSON = 256, OPT_TOPOLOGY, OPT_TRACE, OPT_MEASURE, OPT_NO_PYTHON };
+
+/* One option of a command, as its --help, its synopsis and getopt see it. */
+struct cli_option {
+    int key;          /* the short letter (-q), or an OPT_* key for a long-only option */
+    const char *name; /* the long name, without "--" */
+    const char *arg;  /* the argument's name; NULL: the option takes none */
+    const char *help;
+};
+
+/* A command: the one place its usage is written (commands.c). */
+struct cli_command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *args;    /* positional arguments, as the synopsis shows them */
+    const char *summary; /* one line */
+    const char *exits;   /* what its exit status means */
+    const char *example;
+    const struct cli_option *options; /* ends with a zeroed entry */
+};
+
+extern const struct cli_command cli_commands[]; /* ends with a zeroed entry */
+
+const struct cli_command *cli_find(const char *name);
+
+/* getopt_long over command NAME's options: returns an option's key, or -1
+ * after the last option (optind is then the first operand). Answers -h and
+ * --help itself (the command's help on stdout, exit 0); an unknown option or
+ * a missing argument is a usage error (message on stderr, exit 2). */
+int cli_getopt(const char *name, int argc, char **argv);
+
+/* "umpol NAME: MESSAGE", the command's synopsis and where its help is, on
+ * stderr; returns EXIT_USAGE. */
+int cli_usage_error(const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 #endif

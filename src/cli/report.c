@@ -433,22 +433,14 @@ int cmd_report(int argc, char **argv)
 {
     bool json = false;
     const char *trace = NULL;
-    static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
-                                         {"trace", required_argument, NULL, 't'},
-                                         {0, 0, 0, 0}};
-    optind = 1;
-    for (int c; (c = getopt_long(argc, argv, "+jt:", opts, NULL)) != -1;) {
-        if (c == 'j')
+    for (int c; (c = cli_getopt("report", argc, argv)) != -1;) {
+        if (c == OPT_JSON)
             json = true;
-        else if (c == 't')
+        else if (c == OPT_TRACE)
             trace = optarg;
-        else
-            return EXIT_USAGE;
     }
-    if (optind >= argc) {
-        fputs("usage: umpol report [--json] [--trace OUT.json] REPORT...\n", stderr);
-        return EXIT_USAGE;
-    }
+    if (optind >= argc)
+        return cli_usage_error("report", "no report given");
     struct summary s = {0};
     int rc = load(&s, argc - optind, argv + optind);
     if (rc == EXIT_VALID) {

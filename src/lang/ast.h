@@ -78,10 +78,12 @@ struct directive {
 };
 
 struct class_decl {
-    char *name;
+    char *name; /* NULL for a body read after a broken class header */
     struct loc name_loc;
     struct loc loc;
     struct directive *directives, **tail;
+    bool recovered; /* read after a syntax error in its header: name may be wrong */
+    bool had_error; /* a directive was lost to a syntax error */
     struct class_decl *next;
 };
 
@@ -108,6 +110,8 @@ struct policy_ast {
     size_t class_count;
     bool first_item_is_version;
     bool saw_any_item;
+    bool error_before_first_item; /* the header itself may be what was lost */
+    size_t syntax_errors;         /* errors while reading: the tree may lack parts */
 };
 
 void ast_init(struct policy_ast *ast);

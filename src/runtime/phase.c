@@ -177,13 +177,11 @@ const uint64_t *phases_push(struct runtime *rt, const char *name, uint64_t ts)
     return bits;
 }
 
-uint64_t *phases_pop(struct runtime *rt, uint64_t ts)
+/* Close the opening at position AT of this thread's stack; returns its bits. */
+static uint64_t *phase_close(struct runtime *rt, size_t at, uint64_t ts)
 {
-    if (phase_depth == 0) {
-        LOG(LOG_DEBUG, "phase exit without an open phase on this thread; ignored");
-        return NULL;
-    }
-    struct open_phase op = phase_stack[--phase_depth];
+    struct open_phase op = phase_stack[at];
+    memmove(&phase_stack[at], &phase_stack[at + 1], (--phase_depth - at) * sizeof *phase_stack);
     pthread_mutex_lock(&rt->phase_lock);
     count_globs(rt, op.bits, -1);
     uint64_t end = now_ns();
@@ -194,6 +192,30 @@ uint64_t *phases_pop(struct runtime *rt, uint64_t ts)
     }
     pthread_mutex_unlock(&rt->phase_lock);
     return op.bits;
+}
+
+uint64_t *phases_pop(struct runtime *rt, uint64_t ts)
+{
+    if (phase_depth == 0) {
+        LOG(LOG_DEBUG, "phase exit without an open phase on this thread; ignored");
+        return NULL;
+    }
+    return phase_close(rt, phase_depth - 1, ts);
+}
+
+/* Automatic phases (the Python package's) close by name, so that the job's own
+ * ranges opened inside them and still open are left alone. */
+uint64_t *phases_pop_named(struct runtime *rt, const char *name, uint64_t ts)
+{
+    for (size_t k = phase_depth; k-- > 0;) {
+        pthread_mutex_lock(&rt->phase_lock);
+        bool match = strcmp(rt->phase_stats[phase_stack[k].index].name, name) == 0;
+        pthread_mutex_unlock(&rt->phase_lock);
+        if (match)
+            return phase_close(rt, k, ts);
+    }
+    LOG(LOG_DEBUG, "no open phase named %s on this thread; ignored", name);
+    return NULL;
 }
 
 const uint64_t *tag_bits_current(void)
@@ -246,4 +268,31 @@ void tag_pop(void)
     int t = tag_stack[--tag_depth];
     if (t >= 0 && --tag_counts[t] == 0)
         tag_bits[t / 64] &= ~(1ull << (t % 64));
+}
+
+/* In the child of a fork, only the forking thread is left: the phases it has
+ * open stay open (from the fork on, each with a new span), the phases other
+ * threads had open are closed, and the counts start again. */
+void phases_after_fork_child(struct runtime *rt, uint64_t ts)
+{
+    for (size_t i = 0; i < rt->phase_stat_count; i++) {
+        rt->phase_stats[i].entries = 0;
+        rt->phase_stats[i].total_ns = 0;
+        memset(&rt->phase_stats[i].um, 0, sizeof rt->phase_stats[i].um);
+    }
+    memset(rt->phase_open_count, 0,
+           (rt->program->phase_glob_count + 1) * sizeof *rt->phase_open_count);
+    for (size_t w = 0; w < rt->phase_words; w++)
+        atomic_store(&rt->phase_bits[w], 0);
+    rt->span_count = rt->spans_dropped = 0;
+    uint64_t now = now_ns();
+    for (size_t d = 0; d < phase_depth; d++) {
+        struct open_phase *op = &phase_stack[d];
+        count_globs(rt, op->bits, +1);
+        op->start_ns = now;
+        op->span = rt->span_count < rt->span_cap ? rt->span_count++ : SIZE_MAX;
+        if (op->span != SIZE_MAX)
+            rt->spans[op->span] = (struct phase_span){now, 0, ts, 0,
+                                                      (uint32_t)op->index, (uint32_t)d};
+    }
 }

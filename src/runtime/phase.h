@@ -18,6 +18,12 @@ const uint64_t *phases_push(struct runtime *rt, const char *name, uint64_t ts);
 /* Close this thread's innermost phase. Returns its glob bits, which the
  * caller frees; NULL when none is open. */
 uint64_t *phases_pop(struct runtime *rt, uint64_t ts);
+/* Close this thread's innermost phase named NAME, with the phases opened
+ * inside it left open; NULL when none is open. */
+uint64_t *phases_pop_named(struct runtime *rt, const char *name, uint64_t ts);
+/* In the child of a fork: the forking thread's phases stay open (new spans
+ * stamped TS), counts restart. */
+void phases_after_fork_child(struct runtime *rt, uint64_t ts);
 
 /* This thread's tag bits (NULL when no tag is pushed). */
 const uint64_t *tag_bits_current(void);

@@ -4,6 +4,7 @@
  * here is a hint to the driver: a failed call is counted and logged, never an
  * error for the job. Called with rt->lock held. */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,14 +33,16 @@ void placement_configure_device(struct runtime *rt, int device)
             LOG(LOG_WARN, "GPU %d: class '%s': advise read_mostly is not applied under a budget "
                           "(a read-only GPU copy would outlive an eviction)", device,
                 p->classes[c].name);
-    /* Without a cap, 90% of the GPU: an oversubscribed card can hang. */
-    dev->cap_bytes = !p->cap_managed.given  ? total_b / 100 * 90
+    /* Without a cap, PROGRAM_DEFAULT_CAP_PERCENT of the GPU: an oversubscribed card can hang. */
+    dev->cap_bytes = !p->cap_managed.given  ? total_b / 100 * PROGRAM_DEFAULT_CAP_PERCENT
                      : p->cap_managed.percent ? total_b / 100 * p->cap_managed.value
                                               : p->cap_managed.value;
-    LOG(LOG_INFO, "GPU %d: %llu MiB, budget %s%llu MiB, managed cap %llu MiB, host NUMA node %d",
-        device, (unsigned long long)(total_b >> 20), dev->budget_bytes == UINT64_MAX ? "none " : "",
-        dev->budget_bytes == UINT64_MAX ? 0ull : (unsigned long long)(dev->budget_bytes >> 20),
-        (unsigned long long)(dev->cap_bytes >> 20), dev->host_numa_id);
+    char budget[32] = "none";
+    if (dev->budget_bytes != UINT64_MAX)
+        snprintf(budget, sizeof budget, "%llu MiB", (unsigned long long)(dev->budget_bytes >> 20));
+    LOG(LOG_INFO, "GPU %d: %llu MiB, budget %s, managed cap %llu MiB, host NUMA node %d", device,
+        (unsigned long long)(total_b >> 20), budget, (unsigned long long)(dev->cap_bytes >> 20),
+        dev->host_numa_id);
 }
 
 /* The report's record of moves and refusals (only when a report was asked for). */

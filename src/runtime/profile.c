@@ -213,6 +213,15 @@ void profile_unlock_all(struct runtime *rt)
     }
 }
 
+void profile_after_fork_child(struct runtime *rt)
+{
+    struct profile *pr = rt->profile;
+    if (pr) {
+        pr->records = pr->kept = pr->dropped_buffers = 0;
+        memset(&pr->unattributed, 0, sizeof pr->unattributed);
+    }
+}
+
 void profile_free(struct runtime *rt)
 {
     struct profile *pr = rt->profile;

@@ -52,6 +52,7 @@ void profile_flush(struct runtime *rt); /* no lock held */
 void profile_free(struct runtime *rt);
 void profile_lock_all(struct runtime *rt); /* around fork */
 void profile_unlock_all(struct runtime *rt);
+void profile_after_fork_child(struct runtime *rt); /* counters start again */
 void profile_report(const struct runtime *rt, FILE *out);
 void profile_print_um(FILE *out, const struct um_counters *c);
 

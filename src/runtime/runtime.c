@@ -56,6 +56,22 @@ void runtime_destroy(struct runtime *rt)
     pthread_mutex_destroy(&rt->lock);
 }
 
+void runtime_after_fork_child(struct runtime *rt)
+{
+    rt->allocations = rt->passthrough = rt->frees = rt->foreign_managed = 0;
+    rt->runtime_ns = rt->place_ns = rt->reclaim_ns = rt->evict_ns = 0;
+    for (size_t c = 0; c < rt->program->class_count; c++) {
+        const struct class_stats *s = &rt->class_stats[c];
+        rt->class_stats[c] = (struct class_stats){.live_bytes = s->live_bytes,
+                                                  .peak_bytes = s->live_bytes,
+                                                  .slabs = s->slabs,
+                                                  .slab_bytes = s->slab_bytes};
+    }
+    rt->timeline_count = rt->timeline_dropped = 0;
+    phases_after_fork_child(rt, profile_timestamp(rt));
+    profile_after_fork_child(rt);
+}
+
 /* DEVICE's state, learned on first use: the mechanism opens it, the policy
  * sets its budget and cap, the profiler configures its counters. */
 static struct device_state *device_get(struct runtime *rt, int device)
@@ -343,6 +359,21 @@ void phase_enter(struct runtime *rt, const char *name)
 void phase_exit(struct runtime *rt)
 {
     uint64_t *bits = phases_pop(rt, profile_timestamp(rt));
+    if (!bits)
+        return;
+    pthread_mutex_lock(&rt->lock);
+    if (rt->learn)
+        learn_phase(rt, STEP_EXIT, bits, 0);
+    place_trigger(rt, TRIGGER_EXIT, bits, -1);
+    rt->phase_tick = rt->tick;
+    place_ahead(rt);
+    pthread_mutex_unlock(&rt->lock);
+    free(bits);
+}
+
+void phase_exit_named(struct runtime *rt, const char *name)
+{
+    uint64_t *bits = phases_pop_named(rt, name, profile_timestamp(rt));
     if (!bits)
         return;
     pthread_mutex_lock(&rt->lock);

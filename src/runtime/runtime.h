@@ -17,6 +17,12 @@
 
 int runtime_init(struct runtime *rt, const struct program *program, const struct cuda_api *cuda);
 void runtime_destroy(struct runtime *rt);
+/* In the child of a fork: every counter starts again, so that parent and child
+ * each report their own work; what the child inherited stays (live blocks,
+ * slabs, policy, open phases). */
+void runtime_after_fork_child(struct runtime *rt);
+/* The process's runtime once its policy is loaded, else NULL (hooks.c). */
+struct runtime *runtime_loaded(void);
 
 /* Allocation front doors shared by the CUDA hooks and the pluggable allocator. */
 cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
@@ -28,6 +34,9 @@ bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode
 /* Phases and marks: counted, then their triggers fired. */
 void phase_enter(struct runtime *rt, const char *name);
 void phase_exit(struct runtime *rt);
+/* Close the innermost open phase named NAME (the Python package's automatic
+ * phases), leaving the phases opened inside it open. */
+void phase_exit_named(struct runtime *rt, const char *name);
 void phase_mark(struct runtime *rt, const char *name);
 
 #endif
