@@ -24,7 +24,8 @@ static struct expr *range_expr(enum expr_kind kind, struct range r, YYLTYPE loc)
 static struct expr *text_expr(enum expr_kind kind, char *text, YYLTYPE loc, YYLTYPE text_loc);
 static struct expr *binary_expr(enum expr_kind kind, struct expr *l, struct expr *r, YYLTYPE loc);
 static struct range range_cmp(int op, uint64_t v);
-static void add_global(struct parse_state *st, enum global_kind kind, struct amount a, YYLTYPE loc);
+static struct global_decl *add_global(struct parse_state *st, enum global_kind kind, struct amount a,
+                                      YYLTYPE loc);
 static int begin_class(struct parse_state *st, char *name, YYLTYPE name_loc, YYLTYPE loc,
                        bool recovered);
 static void end_class(struct parse_state *st);
@@ -60,7 +61,7 @@ static void skipped_item(struct parse_state *st);
 %token EXIT "exit" MARK "mark" GPU "gpu" HOST "host" NUMA "numa" NEAR "near" NONE "none"
 %token MANAGED "managed" DEVICE "device" READ_MOSTLY "read_mostly"
 %token SIZE_KW "size" PHASE "phase" TAG "tag" API "api" NTH "nth" ANY "any"
-%token AND "and" OR "or" NOT "not"
+%token AND "and" OR "or" NOT "not" LEARN "learn"
 %token DOTDOT ".." LE "<=" GE ">=" EQ "==" NE "!="
 %token <num> NUMBER "number" SIZE "size value" PERCENT "percentage"
 %token <str> STRING "string" IDENT "identifier"
@@ -100,6 +101,23 @@ item:
     | BUDGET GPU amount semi    { add_global(st, GLOBAL_BUDGET, $3, @$); }
     | CAP MANAGED amount semi   { add_global(st, GLOBAL_CAP, $3, @$); }
     | SLAB byte_count semi      { add_global(st, GLOBAL_SLAB, (struct amount){false, $2, @2}, @$); }
+    | LEARN IDENT STRING semi
+        {
+            /* `step` is a word only here, so it stays free for class names. */
+            if (strcmp($2, "step") != 0) {
+                diag_add(st->diags, DIAG_ERROR, E_UNKNOWN_KEYWORD, @2,
+                         "unknown word '%s': write 'learn step \"PHASE-GLOB\";'", $2);
+            } else {
+                struct global_decl *g = add_global(st, GLOBAL_LEARN, (struct amount){false, 0, @3}, @$);
+                if (g) {
+                    g->pattern = $3;
+                    g->pattern_loc = @3;
+                    $3 = NULL;
+                }
+            }
+            free($2);
+            free($3);
+        }
     | class
     | error ';'                 { skipped_item(st); yyerrok; }
     | error '}'                 { skipped_item(st); yyerrok; }
@@ -446,17 +464,19 @@ static struct expr *binary_expr(enum expr_kind kind, struct expr *l, struct expr
     return e;
 }
 
-static void add_global(struct parse_state *st, enum global_kind kind, struct amount a, YYLTYPE loc)
+static struct global_decl *add_global(struct parse_state *st, enum global_kind kind, struct amount a,
+                                      YYLTYPE loc)
 {
     st->ast->saw_any_item = true;
     struct global_decl *g = calloc(1, sizeof *g);
     if (!g)
-        return;
+        return NULL;
     g->kind = kind;
     g->amount = a;
     g->loc = loc;
     *st->ast->globals_tail = g;
     st->ast->globals_tail = &g->next;
+    return g;
 }
 
 int yylex(YYSTYPE *lval, YYLTYPE *lloc, yyscan_t scanner);

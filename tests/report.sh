@@ -80,6 +80,14 @@ expect_status 2 "report without a file" "$UMPOL_BIN" report
 # topo always answers: without a GPU it says so and shows the host.
 expect_status 0 "topo" "$UMPOL_BIN" topo
 grep -q "^GPUs: " "$tmp/out" || fail "topo: no GPU line"
+# A report of `learn step`: the step's repetitions and each class's predictions.
+sed 's/^ "devices": \[/ "step": {"phase": "forward*", "steps": 12, "matched": 10, "differed": 1, "departures": 1, "events_per_step": 40, "fallback": "steps that departed"},\n "devices": [/; s/"name": "weights",/"name": "weights", "next_use": {"predictions": 10, "hits": 9, "error_events": 3, "ahead_bytes": 4294967296, "demand_bytes": 1073741824},/' \
+    "$r0" >"$tmp/step.json"
+expect_status 0 "report of a learned step" "$UMPOL_BIN" report "$tmp/step.json"
+grep -q 'learned step (phase "forward\*"): 12 steps, 10 repeated the one before, 1 differed, 1 departed part way; steps that departed' "$tmp/out" ||
+    fail "report: no step line"
+grep -q "class 'weights': 10 uses predicted, 9 at the predicted event (mean error 0.3 events); to the GPU ahead of use 4.0 GiB, on demand 1.0 GiB" "$tmp/out" ||
+    fail "report: no next-use line"
 printf 'umpol 1;\nclass a { match any; place host numa 999; }\n' >"$tmp/numa.umpol"
 expect_status 0 "check --topology" "$UMPOL_BIN" check --topology "$tmp/numa.umpol"
 grep -q "warning\[W104\]: class 'a': this machine has no NUMA node 999" "$tmp/out" || fail "check --topology: no W104"

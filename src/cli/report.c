@@ -254,6 +254,38 @@ static void print_hints(const struct summary *s)
         puts("  - nothing stands out: no GPU page faults, evictions or refusals.");
 }
 
+/* `learn step`: how often the step repeated, and per class what it predicted. */
+static void print_steps(const struct summary *s)
+{
+    char b[2][32];
+    for (size_t i = 0; i < s->n; i++) {
+        const struct jv *st = jv_get(s->docs[i], "step");
+        if (!st || st->type != JV_OBJECT)
+            continue;
+        const char *phase = jv_str(st, "phase");
+        const char *fallback = jv_str(st, "fallback");
+        printf("%s: learned step (phase \"%s\"): %.0f steps, %.0f repeated the one before, %.0f "
+               "differed, %.0f departed part way%s%s\n",
+               s->paths[i], phase ? phase : "?", jv_num(st, "steps", 0), jv_num(st, "matched", 0),
+               jv_num(st, "differed", 0), jv_num(st, "departures", 0), fallback ? "; " : "",
+               fallback ? fallback : "");
+        const struct jv *classes = jv_get(s->docs[i], "classes");
+        for (size_t k = 0; classes && k < classes->count; k++) {
+            const struct jv *nu = jv_get(&classes->items[k], "next_use");
+            double n = jv_num(nu, "predictions", 0);
+            if (!nu || (n == 0 && jv_num(nu, "demand_bytes", 0) == 0))
+                continue;
+            printf("  class '%s': %.0f uses predicted, %.0f at the predicted event (mean error "
+                   "%.1f events); to the GPU ahead of use %s, on demand %s\n",
+                   jv_str(&classes->items[k], "name"), n, jv_num(nu, "hits", 0),
+                   n ? jv_num(nu, "error_events", 0) / n : 0.0,
+                   human(jv_num(nu, "ahead_bytes", 0), b[0], 32),
+                   human(jv_num(nu, "demand_bytes", 0), b[1], 32));
+        }
+        putchar('\n');
+    }
+}
+
 static void print_text(const struct summary *s)
 {
     char b[6][32];
@@ -284,6 +316,7 @@ static void print_text(const struct summary *s)
         printf(" (placing on allocation %.1f ms, taking back freed space %.1f ms, evicting %.1f ms)",
                place_ns / 1e6, reclaim_ns / 1e6, evict_ns / 1e6);
     printf("\n\n");
+    print_steps(s);
     print_hints(s);
     struct row *classes = malloc(s->nclasses * sizeof *classes);
     if (classes && s->nclasses) {

@@ -87,7 +87,7 @@ struct class_decl {
     struct class_decl *next;
 };
 
-enum global_kind { GLOBAL_BUDGET, GLOBAL_CAP, GLOBAL_SLAB, GLOBAL_VERSION };
+enum global_kind { GLOBAL_BUDGET, GLOBAL_CAP, GLOBAL_SLAB, GLOBAL_VERSION, GLOBAL_LEARN };
 
 struct amount {
     bool percent;
@@ -98,6 +98,8 @@ struct amount {
 struct global_decl {
     enum global_kind kind;
     struct amount amount; /* VERSION keeps its number in amount.value */
+    char *pattern;        /* LEARN: the step phase's glob */
+    struct loc pattern_loc;
     struct loc loc;
     struct global_decl *next;
 };

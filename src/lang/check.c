@@ -199,8 +199,9 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
 static const struct global_decl *check_globals(const struct policy_ast *ast,
                                                struct diag_list *diags)
 {
-    const struct global_decl *first[GLOBAL_VERSION + 1] = {0};
-    static const char *const names[] = {"budget gpu", "cap managed", "slab", "umpol"};
+    const struct global_decl *first[GLOBAL_LEARN + 1] = {0};
+    static const char *const names[] = {"budget gpu", "cap managed", "slab", "umpol",
+                                        "learn step"};
     for (const struct global_decl *g = ast->globals; g; g = g->next) {
         if (first[g->kind]) {
             struct diag *d = diag_add(diags, DIAG_ERROR, E_DUP_GLOBAL, g->loc,
@@ -234,6 +235,11 @@ static const struct global_decl *check_globals(const struct policy_ast *ast,
             if (a->value < (1ull << 20) || a->value > (1ull << 40))
                 diag_add(diags, DIAG_ERROR, E_OUT_OF_RANGE, a->loc,
                          "slab size must be between 1 MiB and 1 TiB");
+            break;
+        case GLOBAL_LEARN:
+            if (!g->pattern || !*g->pattern)
+                diag_add(diags, DIAG_ERROR, E_EMPTY_PATTERN, g->pattern_loc,
+                         "'learn step' needs the phase that starts each step, e.g. \"forward\"");
             break;
         }
     }

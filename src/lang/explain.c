@@ -138,7 +138,12 @@ void program_explain(FILE *out, const struct program *p)
     struct program_limit cap = cap_applied(p, &cap_default);
     print_limit(out, "budget gpu:", p->budget_gpu, false);
     print_limit(out, "cap managed:", cap, cap_default);
-    fprintf(out, "%-13s %s\n\n", "slab:", format_bytes(p->slab_bytes, buf, sizeof buf));
+    fprintf(out, "%-13s %s\n", "slab:", format_bytes(p->slab_bytes, buf, sizeof buf));
+    if (p->step_glob >= 0)
+        fprintf(out, "%-13s each opening of phase \"%s\" starts a step; from the second step on, "
+                     "eviction by predicted next use and prefetch one phase ahead\n",
+                "learn step:", p->phase_globs[p->step_glob]);
+    fputc('\n', out);
     fprintf(out, "Classes, in the order they are tried (the first match wins):\n\n");
     size_t name_w = 5;
     for (size_t i = 0; i < p->class_count; i++)
@@ -207,7 +212,12 @@ void program_explain_json(FILE *out, const struct program *p)
     json_limit(out, p->budget_gpu, false);
     fputs(",\"cap_managed\":", out);
     json_limit(out, cap, cap_default);
-    fprintf(out, ",\"slab_bytes\":%" PRIu64 ",\"classes\":[", p->slab_bytes);
+    fprintf(out, ",\"slab_bytes\":%" PRIu64, p->slab_bytes);
+    if (p->step_glob >= 0) {
+        fputs(",\"learn_step\":", out);
+        json_print_string(out, p->phase_globs[p->step_glob]);
+    }
+    fputs(",\"classes\":[", out);
     for (size_t i = 0; i < p->class_count; i++) {
         const struct program_class *c = &p->classes[i];
         fprintf(out, "%s{\"order\":%zu,\"name\":", i ? "," : "", i + 1);

@@ -211,7 +211,12 @@ struct program *program_compile(const struct policy_ast *ast)
     names_init(&cc.tags, &p->tags, &p->tag_count);
     names_init(&cc.marks, &p->marks, &p->mark_count);
     p->slab_bytes = PROGRAM_DEFAULT_SLAB;
+    p->step_glob = -1;
     for (const struct global_decl *g = ast->globals; g; g = g->next) {
+        if (g->kind == GLOBAL_LEARN && g->pattern) {
+            p->step_glob = (int32_t)intern(&cc, &cc.phases, g->pattern);
+            continue;
+        }
         struct program_limit lim = {true, g->amount.percent, g->amount.value};
         if (g->kind == GLOBAL_BUDGET)
             p->budget_gpu = lim;

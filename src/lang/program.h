@@ -85,6 +85,9 @@ struct program {
     size_t tag_count;
     char **marks;
     size_t mark_count;
+    /* `learn step "GLOB"`: the phase glob whose opening starts a step; -1: the
+     * step model is off. */
+    int32_t step_glob;
 };
 
 /* Everything known about one allocation when it is classified. */

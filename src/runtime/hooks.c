@@ -17,6 +17,7 @@
 #include "lang/policy.h"
 #include "runtime/log.h"
 #include "runtime/process.h"
+#include "runtime/profile.h"
 #include "runtime/runtime.h"
 #include "umpol.h"
 

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "runtime/runtime.h"
+#include "util/env.h"
 
 static bool same_file(const struct stat *a, const char *path)
 {

@@ -25,6 +25,7 @@
 #include "runtime/log.h"
 #include "runtime/profile.h"
 #include "util/dlsyms.h"
+#include "util/env.h"
 
 static struct runtime *the_rt; /* CUPTI's callbacks carry no context */
 
@@ -109,7 +110,9 @@ void profile_attribute(struct runtime *rt, CUpti_ActivityUnifiedMemoryCounterKin
                        uint64_t value, uint64_t address, uint64_t ts)
 {
     struct profile *pr = rt->profile;
-    int cls = ranges_class_of(rt, (uintptr_t)address);
+    pthread_mutex_lock(&rt->range_lock);
+    int cls = ranges_class_of(&rt->ranges, (uintptr_t)address);
+    pthread_mutex_unlock(&rt->range_lock);
     pthread_mutex_lock(&rt->phase_lock);
     long phase = phase_at(rt, ts);
     const char *phase_name = phase >= 0 ? rt->phase_stats[phase].name : NULL;

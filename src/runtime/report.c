@@ -7,7 +7,10 @@
 #include <unistd.h>
 
 #include "lang/json.h"
-#include "runtime/runtime.h"
+#include "runtime/profile.h"
+#include "runtime/report.h"
+#include "runtime/state.h"
+#include "util/env.h"
 
 /* This process's rank as its launcher set it (torchrun, Slurm, Open MPI), or NULL. */
 static const char *rank_of_process(void)
@@ -92,6 +95,13 @@ static void write_class(FILE *f, const struct runtime *rt, size_t c)
             s->prefetches, s->prefetch_bytes, s->evictions, s->evict_bytes, s->cap_refusals,
             s->budget_skips, s->advice_errors, s->cross_stream_reuses, s->discards, s->discard_bytes,
             s->reclaims, s->reclaim_bytes);
+    if (rt->learn) /* predicted uses against the actual ones, and how bytes reached the GPU */
+        fprintf(f,
+                ", \"next_use\": {\"predictions\": %" PRIu64 ", \"hits\": %" PRIu64
+                ", \"error_events\": %" PRIu64 ", \"ahead_bytes\": %" PRIu64
+                ", \"demand_bytes\": %" PRIu64 "}",
+                s->next_use_predictions, s->next_use_hits, s->next_use_error, s->ahead_bytes,
+                s->demand_bytes);
     if (rt->profile) {
         fputs(", \"um\": ", f);
         profile_print_um(f, &s->um);
@@ -155,6 +165,24 @@ int report_write(const struct runtime *rt, const char *path)
             ", \"evict_ns\": %" PRIu64 "},\n",
             rt->allocations, rt->frees, rt->passthrough, rt->foreign_managed, rt->runtime_ns,
             rt->place_ns, rt->reclaim_ns, rt->evict_ns);
+    if (rt->learn) {
+        const struct step_model *m = &rt->step;
+        const char *fallback = m->steps < 2 ? "fewer than two steps: nothing was predicted"
+                               : m->departures ? "steps that departed from the one before were "
+                                                 "placed by the static rules from there on"
+                                               : NULL;
+        fputs("  \"step\": {\"phase\": ", f);
+        json_print_string(f, rt->program->phase_globs[rt->program->step_glob]);
+        fprintf(f,
+                ", \"steps\": %" PRIu64 ", \"matched\": %" PRIu64 ", \"differed\": %" PRIu64
+                ", \"departures\": %" PRIu64 ", \"events_per_step\": %zu, \"fallback\": ",
+                m->steps, m->matched, m->differed, m->departures, m->ref.len);
+        if (fallback)
+            json_print_string(f, fallback);
+        else
+            fputs("null", f);
+        fputs("},\n", f);
+    }
     fputs("  \"devices\": [", f);
     bool first = true;
     for (int d = 0; d < RT_MAX_DEVICES; d++) {
