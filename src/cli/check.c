@@ -10,6 +10,7 @@
 #include "cli/topo.h"
 #include "lang/json.h"
 #include "lang/policy.h"
+#include "lang/text.h"
 
 static bool want_color(FILE *out)
 {
@@ -90,17 +91,20 @@ int cmd_check(int argc, char **argv)
         } else {
             if (!quiet || st != POLICY_VALID)
                 diag_print(stderr, &pol.src, &pol.diags, want_color(stderr));
-            if (!quiet)
-                fprintf(st == POLICY_VALID ? stdout : stderr, "%s: %s (%zu error%s, %zu warning%s)\n",
-                        argv[i], st == POLICY_VALID ? "valid" : "invalid", pol.diags.errors,
+            if (!quiet) {
+                FILE *out = st == POLICY_VALID ? stdout : stderr;
+                text_print_visible(out, argv[i]);
+                fprintf(out, ": %s (%zu error%s, %zu warning%s)\n",
+                        st == POLICY_VALID ? "valid" : "invalid", pol.diags.errors,
                         pol.diags.errors == 1 ? "" : "s", pol.diags.warnings,
                         pol.diags.warnings == 1 ? "" : "s");
+            }
         }
         policy_free(&pol);
     }
     if (json)
         fputs("]}\n", stdout);
-    return worst;
+    return cli_finish_stdout("check", worst);
 }
 
 int cmd_explain(int argc, char **argv)
@@ -125,10 +129,12 @@ int cmd_explain(int argc, char **argv)
         if (json) {
             program_explain_json(stdout, pol.program);
         } else {
-            printf("policy:       %s\n", argv[optind]);
+            fputs("policy:       ", stdout);
+            text_print_visible(stdout, argv[optind]);
+            putchar('\n');
             program_explain(stdout, pol.program);
         }
     }
     policy_free(&pol);
-    return (int)st;
+    return cli_finish_stdout("explain", (int)st);
 }

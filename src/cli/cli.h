@@ -11,4 +11,8 @@ int cmd_run(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_topo(int argc, char **argv);
 
+/* RC, or EXIT_USAGE with the reason on stderr when stdout could not be
+ * written (a full disk, /dev/full, a closed pipe): call before returning. */
+int cli_finish_stdout(const char *command, int rc);
+
 #endif

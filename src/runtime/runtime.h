@@ -294,7 +294,7 @@ void profile_unlock_all(struct runtime *rt);
 void profile_report(const struct runtime *rt, FILE *out);
 void profile_print_um(FILE *out, const struct um_counters *c);
 
-/* The JSON report (see umpol(7)). */
+/* The JSON report (see umpol(7)): 0, or -errno when it could not be written. */
 int report_write(const struct runtime *rt, const char *path);
 /* Expand %p (pid) and %r (rank) in a report path. */
 void report_expand_path(const char *pattern, char *out, size_t len);
