@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "lang/text.h"
 
@@ -218,7 +219,10 @@ static bool parse_number(struct parser *ps, struct jv *out)
         negative = true;
         p++;
     }
-    if (!is_digit(p, end)) return fail(ps, "unexpected character");
+    if (end - p >= 3 && (strncasecmp(p, "nan", 3) == 0 || strncasecmp(p, "inf", 3) == 0))
+        return fail(ps, "NaN and Infinity are not JSON numbers");
+    if (!is_digit(p, end))
+        return fail(ps, "unexpected character");
     if (*p == '0')
         p++;
     else
