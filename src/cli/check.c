@@ -107,6 +107,28 @@ int cmd_check(int argc, char **argv)
     return cli_finish_stdout("check", worst);
 }
 
+/* The explanation, line by line, with control characters that a policy's
+ * strings may hold escaped for the terminal. */
+static void print_explained(const struct program *p)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (!mem)
+        return;
+    program_explain(mem, p);
+    if (fclose(mem) == 0) {
+        for (char *line = text, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+            nl = strchr(line, '\n');
+            if (nl)
+                *nl = '\0';
+            text_print_visible(stdout, line);
+            putchar('\n');
+        }
+    }
+    free(text);
+}
+
 int cmd_explain(int argc, char **argv)
 {
     bool json = false;
@@ -132,7 +154,7 @@ int cmd_explain(int argc, char **argv)
             fputs("policy:       ", stdout);
             text_print_visible(stdout, argv[optind]);
             putchar('\n');
-            program_explain(stdout, pol.program);
+            print_explained(pol.program);
         }
     }
     policy_free(&pol);
