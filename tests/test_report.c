@@ -45,7 +45,8 @@ static void test_report_reads_a_recorded_report(void **state)
         "   \"policy\": {\"place\": \"gpu\", \"access\": [], \"prefetch\": [\"gpu on alloc\"],"
         "   \"read_mostly\": true, \"priority\": 5}}],"
         " \"phases\": [{\"name\": \"f\\u00e9\", \"entries\": 2, \"total_ns\": 10}],"
-        " \"timeline\": {\"spans\": [{\"phase\": 0, \"start_ns\": 1, \"end_ns\": null, \"depth\": 0}],"
+        " \"timeline\": {\"spans\": [{\"phase\": 0, \"start_ns\": 1, \"end_ns\": null, \"depth\": "
+        "0}],"
         "   \"events\": [{\"t_ns\": 3, \"kind\": \"evict\", \"class\": 0, \"device\": 0,"
         "   \"bytes\": 8, \"resident_bytes\": 0}]}}";
     struct report r;
@@ -86,9 +87,12 @@ static const struct {
     {"{\"umpol_report\": 1, \"totals\": {\"allocations\": inf}}", "NaN and Infinity are not JSON"},
     {"{\"umpol_report\": 1, \"totals\": {\"allocations\": -Infinity}}", "NaN and Infinity"},
     {"{\"umpol_report\": 1, \"totals\": {\"allocations\": 1e400}}", "number out of range"},
-    {"{\"umpol_report\": 1, \"totals\": {\"allocations\": -1}}", "totals.allocations: expected an integer"},
-    {"{\"umpol_report\": 1, \"totals\": {\"allocations\": 1.5}}", "totals.allocations: expected an integer"},
-    {"{\"umpol_report\": 1, \"totals\": {\"allocations\": 18446744073709551616}}", "expected an integer"},
+    {"{\"umpol_report\": 1, \"totals\": {\"allocations\": -1}}",
+     "totals.allocations: expected an integer"},
+    {"{\"umpol_report\": 1, \"totals\": {\"allocations\": 1.5}}",
+     "totals.allocations: expected an integer"},
+    {"{\"umpol_report\": 1, \"totals\": {\"allocations\": 18446744073709551616}}",
+     "expected an integer"},
     {"{\"umpol_report\": 1, \"rank\": 1e300}", "rank: expected an integer from 0 to 2147483647"},
     {"{\"umpol_report\": 1, \"pid\": -5}", "pid: expected an integer"},
     {"{\"umpol_report\": 1, \"phases\": [{\"name\": \"a\"}], \"timeline\": {\"spans\": "
@@ -105,7 +109,8 @@ static const struct {
     {"{\"umpol_report\": 1, \"classes\": [{\"allocations\": 1}]}", "classes[0]: no \"name\""},
     {"{\"umpol_report\": 1, \"classes\": [{\"name\": 5}]}", "classes[0].name: expected a string"},
     {"{\"umpol_report\": 1, \"classes\": [{\"name\": \"\xff\"}]}", "invalid UTF-8 in a string"},
-    {"{\"umpol_report\": 1, \"classes\": [{\"name\": \"a\x01\"}]}", "control character in a string"},
+    {"{\"umpol_report\": 1, \"classes\": [{\"name\": \"a\x01\"}]}",
+     "control character in a string"},
     {"{\"umpol_report\": 1, \"classes\": {}}", "classes: expected an array"},
     {"{\"umpol_report\": 1, \"classes\": [", "invalid JSON: unexpected end at byte 32"},
     {"{\"umpol_report\": 1} x", "invalid JSON: trailing characters at byte 20"},
@@ -178,12 +183,12 @@ static void test_report_names_are_bounded_and_utf8(void **state)
     /* Escapes decode to UTF-8; lone surrogates and U+0000 become U+FFFD. */
     struct report r;
     char why[256];
-    assert_int_equal(parse(&r, "{\"umpol_report\": 1, \"phases\": [{\"name\": "
-                               "\"\\ud83d\\ude00|\\ud800|\\u0000|\\u001b|\\/\"}]}",
+    assert_int_equal(parse(&r,
+                           "{\"umpol_report\": 1, \"phases\": [{\"name\": "
+                           "\"\\ud83d\\ude00|\\ud800|\\u0000|\\u001b|\\/\"}]}",
                            why, sizeof why),
                      REPORT_OK);
-    assert_string_equal(r.phases[0].name,
-                        "\xf0\x9f\x98\x80|\xef\xbf\xbd|\xef\xbf\xbd|\x1b|/");
+    assert_string_equal(r.phases[0].name, "\xf0\x9f\x98\x80|\xef\xbf\xbd|\xef\xbf\xbd|\x1b|/");
     report_free(&r);
 }
 
@@ -309,8 +314,7 @@ static struct writer *writer_setup(const char *policy_text)
 static void writer_teardown(struct writer *w)
 {
     for (int d = 0; d < RT_MAX_DEVICES; d++)
-        if (w->rt.devices[d].follow_event)
-            cudaEventDestroy(w->rt.devices[d].follow_event);
+        if (w->rt.devices[d].follow_event) cudaEventDestroy(w->rt.devices[d].follow_event);
     runtime_destroy(&w->rt);
     policy_free(&w->pol);
     free(w);

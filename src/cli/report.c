@@ -17,17 +17,17 @@
 /* Counters summed per class and per phase, as doubles: sums of many reports
  * may pass 2^64. */
 static const enum report_class_counter summed[] = {
-    RC_ALLOCATIONS, RC_FREES,       RC_BYTES_REQUESTED, RC_PEAK_BYTES,    RC_SLABS,
-    RC_SLAB_BYTES,  RC_PREFETCHES,  RC_PREFETCH_BYTES,  RC_EVICTIONS,     RC_EVICT_BYTES,
-    RC_CAP_REFUSALS, RC_BUDGET_SKIPS, RC_ADVICE_ERRORS, RC_DISCARD_BYTES};
+    RC_ALLOCATIONS,  RC_FREES,        RC_BYTES_REQUESTED, RC_PEAK_BYTES,   RC_SLABS,
+    RC_SLAB_BYTES,   RC_PREFETCHES,   RC_PREFETCH_BYTES,  RC_EVICTIONS,    RC_EVICT_BYTES,
+    RC_CAP_REFUSALS, RC_BUDGET_SKIPS, RC_ADVICE_ERRORS,   RC_DISCARD_BYTES};
 enum { NSUM = sizeof summed / sizeof summed[0] };
 
 struct row {
-    const char *name;  /* owned by the report it first appears in */
-    char *shown;       /* the name with control characters escaped, for the terminal */
+    const char *name; /* owned by the report it first appears in */
+    char *shown;      /* the name with control characters escaped, for the terminal */
     double v[RC_COUNT];
     double um[UM_COUNT];
-    double entries, total_ns; /* phases */
+    double entries, total_ns;           /* phases */
     const struct report_policy *policy; /* from the first report that has the class */
 };
 
@@ -61,8 +61,7 @@ static uint64_t hash_name(const char *s)
 static bool rows_rehash(struct rows *t, size_t nslots)
 {
     size_t *slots = calloc(nslots, sizeof *slots);
-    if (!slots)
-        return false;
+    if (!slots) return false;
     for (size_t i = 0; i < t->count; i++) {
         size_t s = hash_name(t->items[i].name) & (nslots - 1);
         while (slots[s])
@@ -82,21 +81,18 @@ static size_t find_row(struct rows *t, const char *name)
         return SIZE_MAX;
     size_t s = hash_name(name) & (t->nslots - 1);
     for (; t->slots[s]; s = (s + 1) & (t->nslots - 1))
-        if (strcmp(t->items[t->slots[s] - 1].name, name) == 0)
-            return t->slots[s] - 1;
+        if (strcmp(t->items[t->slots[s] - 1].name, name) == 0) return t->slots[s] - 1;
     if (t->count == t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 16;
         struct row *grown = realloc(t->items, cap * sizeof *grown);
-        if (!grown)
-            return SIZE_MAX;
+        if (!grown) return SIZE_MAX;
         t->items = grown;
         t->cap = cap;
     }
     struct row *r = &t->items[t->count];
     memset(r, 0, sizeof *r);
     r->name = name;
-    if (!(r->shown = text_visible(name)))
-        return SIZE_MAX;
+    if (!(r->shown = text_visible(name))) return SIZE_MAX;
     t->slots[s] = ++t->count;
     return t->count - 1;
 }
@@ -122,8 +118,7 @@ static int load(struct summary *s, int argc, char **argv)
     s->reports = calloc(s->n, sizeof *s->reports);
     s->paths_shown = calloc(s->n, sizeof *s->paths_shown);
     s->class_row = calloc(s->n, sizeof *s->class_row);
-    if (!s->reports || !s->paths_shown || !s->class_row)
-        goto oom;
+    if (!s->reports || !s->paths_shown || !s->class_row) goto oom;
     for (size_t i = 0; i < s->n; i++) {
         char why[512];
         enum report_status st = report_load(&s->reports[i], argv[i], why, sizeof why);
@@ -140,8 +135,7 @@ static int load(struct summary *s, int argc, char **argv)
         for (size_t c = 0; c < r->class_count; c++) {
             const struct report_class *cls = &r->classes[c];
             size_t k = find_row(&s->classes, cls->name);
-            if (k == SIZE_MAX)
-                goto oom;
+            if (k == SIZE_MAX) goto oom;
             s->class_row[i][c] = k;
             struct row *row = &s->classes.items[k];
             for (int f = 0; f < RC_COUNT; f++)
@@ -150,14 +144,12 @@ static int load(struct summary *s, int argc, char **argv)
                 add_um(row->um, cls->um);
                 s->profiled = true;
             }
-            if (!row->policy && cls->policy.present)
-                row->policy = &cls->policy;
+            if (!row->policy && cls->policy.present) row->policy = &cls->policy;
         }
         for (size_t p = 0; p < r->phase_count; p++) {
             const struct report_phase *ph = &r->phases[p];
             size_t k = find_row(&s->phases, ph->name);
-            if (k == SIZE_MAX)
-                goto oom;
+            if (k == SIZE_MAX) goto oom;
             struct row *row = &s->phases.items[k];
             row->entries += (double)ph->entries;
             row->total_ns += (double)ph->total_ns;
@@ -185,7 +177,8 @@ static void free_summary(struct summary *s)
     rows_free(&s->phases);
 }
 
-/* What a row costs the job: bytes moved by faults or by the runtime, faults weighted by a 64 KiB page. */
+/* What a row costs the job: bytes moved by faults or by the runtime, faults weighted by a 64 KiB
+ * page. */
 static double class_cost(const struct row *r)
 {
     return r->um[UM_HTOD_BYTES] + r->um[UM_DTOH_BYTES] + r->um[UM_GPU_FAULTS] * 65536.0 +
@@ -219,8 +212,7 @@ static const char *human(double bytes, char *buf, size_t len)
 static bool policy_prefetches_gpu(const struct report_policy *policy)
 {
     for (size_t i = 0; policy && i < policy->prefetch_count; i++)
-        if (strncmp(policy->prefetch[i], "gpu", 3) == 0)
-            return true;
+        if (strncmp(policy->prefetch[i], "gpu", 3) == 0) return true;
     return false;
 }
 
@@ -252,8 +244,7 @@ static void print_hints(const struct summary *s)
     if (worst) {
         printf("  - class '%s' takes the most GPU page faults: %.0f of %.0f (%.0f%%)", worst->shown,
                worst->um[UM_GPU_FAULTS], faults, 100 * worst->um[UM_GPU_FAULTS] / faults);
-        if (worst_phase)
-            printf(", most of all in phase '%s'", worst_phase->shown);
+        if (worst_phase) printf(", most of all in phase '%s'", worst_phase->shown);
         puts(".");
         if (policy_places_host(worst->policy) && worst->um[UM_HTOD_BYTES] == 0)
             printf("    Its pages stay on the host, where its policy places them (nothing moved "
@@ -261,7 +252,8 @@ static void print_hints(const struct summary *s)
                    "it to the GPU only if the budget has room for all of it.\n");
         else if (!policy_prefetches_gpu(worst->policy))
             printf("    It is never prefetched to the GPU: add 'prefetch gpu on enter \"%s\";' "
-                   "to class %s.\n", worst_phase ? worst_phase->shown : "PHASE", worst->shown);
+                   "to class %s.\n",
+                   worst_phase ? worst_phase->shown : "PHASE", worst->shown);
         else
             printf("    It is prefetched, but faults remain: prefetch earlier (on the enclosing "
                    "phase), or add 'access gpu' so the GPU maps pages instead of faulting them.\n");
@@ -283,7 +275,8 @@ static void print_hints(const struct summary *s)
         }
         if (r->v[RC_BUDGET_SKIPS] > 0) {
             printf("  - class '%s': %.0f placements skipped under the budget (nothing of lower "
-                   "priority to evict).\n", r->shown, r->v[RC_BUDGET_SKIPS]);
+                   "priority to evict).\n",
+                   r->shown, r->v[RC_BUDGET_SKIPS]);
             hints++;
         }
     }
@@ -300,14 +293,12 @@ static void print_per_rank(const struct summary *s)
     /* Per row and report, the class of that report (+1; 0 when it has none). */
     size_t *cell = nrows && s->n <= SIZE_MAX / nrows ? calloc(nrows * s->n, sizeof *cell) : NULL;
     if (!cell) {
-        if (nrows)
-            fputs("umpol report: out of memory for the per-rank table\n", stderr);
+        if (nrows) fputs("umpol report: out of memory for the per-rank table\n", stderr);
         return;
     }
     for (size_t i = 0; i < s->n; i++)
         for (size_t c = 0; c < s->reports[i].class_count; c++)
-            if (!cell[s->class_row[i][c] * s->n + i])
-                cell[s->class_row[i][c] * s->n + i] = c + 1;
+            if (!cell[s->class_row[i][c] * s->n + i]) cell[s->class_row[i][c] * s->n + i] = c + 1;
     printf("\nPer rank (peak bytes / GPU faults):\n  %-16s", "class");
     for (size_t i = 0; i < s->n; i++)
         printf(" %20s", s->paths_shown[i]);
@@ -350,8 +341,9 @@ static void print_text(const struct summary *s)
     printf(": %.0f allocations placed, %.0f passed through, %.1f ms in runtime-issued CUDA work",
            t[TOT_ALLOCATIONS], t[TOT_PASSTHROUGH], t[TOT_RUNTIME_NS] / 1e6);
     if (t[TOT_PLACE_NS] + t[TOT_RECLAIM_NS] + t[TOT_EVICT_NS] > 0)
-        printf(" (placing on allocation %.1f ms, taking back freed space %.1f ms, evicting %.1f ms)",
-               t[TOT_PLACE_NS] / 1e6, t[TOT_RECLAIM_NS] / 1e6, t[TOT_EVICT_NS] / 1e6);
+        printf(
+            " (placing on allocation %.1f ms, taking back freed space %.1f ms, evicting %.1f ms)",
+            t[TOT_PLACE_NS] / 1e6, t[TOT_RECLAIM_NS] / 1e6, t[TOT_EVICT_NS] / 1e6);
     printf("\n\n");
     print_hints(s);
     size_t nclasses = s->classes.count, nphases = s->phases.count;
@@ -364,10 +356,9 @@ static void print_text(const struct summary *s)
         for (size_t i = 0; i < nclasses; i++) {
             const struct row *r = &classes[i];
             printf("  %-16s %10.0f %10s %10.0f %10s %10s %11s %9.0f\n", r->shown,
-                   r->v[RC_ALLOCATIONS], human(r->v[RC_PEAK_BYTES], b[0], 32),
-                   r->um[UM_GPU_FAULTS], human(r->um[UM_HTOD_BYTES], b[1], 32),
-                   human(r->um[UM_DTOH_BYTES], b[2], 32), human(r->v[RC_PREFETCH_BYTES], b[3], 32),
-                   r->v[RC_EVICTIONS]);
+                   r->v[RC_ALLOCATIONS], human(r->v[RC_PEAK_BYTES], b[0], 32), r->um[UM_GPU_FAULTS],
+                   human(r->um[UM_HTOD_BYTES], b[1], 32), human(r->um[UM_DTOH_BYTES], b[2], 32),
+                   human(r->v[RC_PREFETCH_BYTES], b[3], 32), r->v[RC_EVICTIONS]);
         }
     }
     free(classes);
@@ -385,8 +376,7 @@ static void print_text(const struct summary *s)
         }
     }
     free(phases);
-    if (s->n > 1)
-        print_per_rank(s);
+    if (s->n > 1) print_per_rank(s);
 }
 
 static void print_um_json(const double *um)
@@ -401,8 +391,7 @@ static void print_json(const struct summary *s)
 {
     printf("{\"umpol_report_summary\": 1, \"reports\": %zu, \"files\": [", s->n);
     for (size_t i = 0; i < s->n; i++) {
-        if (i)
-            fputs(", ", stdout);
+        if (i) fputs(", ", stdout);
         json_print_string(stdout, s->paths[i]);
     }
     fputs("],\n \"classes\": [", stdout);
@@ -442,12 +431,18 @@ static int write_trace(const struct summary *s, const char *path)
     for (size_t i = 0; i < s->n; i++) {
         const struct report *r = &s->reports[i];
         long pid = r->rank >= 0 ? r->rank : (long)i;
-        fprintf(f, "%s{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %ld, \"args\": {\"name\": \"rank %ld\"}}",
+        fprintf(f,
+                "%s{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %ld, \"args\": {\"name\": "
+                "\"rank %ld\"}}",
                 SEP(), pid, pid);
-        fprintf(f, "%s{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %ld, \"tid\": 1, \"args\": {\"name\": \"phases\"}}",
+        fprintf(f,
+                "%s{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %ld, \"tid\": 1, \"args\": "
+                "{\"name\": \"phases\"}}",
                 SEP(), pid);
         for (size_t c = 0; c < r->class_count; c++) {
-            fprintf(f, "%s{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %ld, \"tid\": %zu, \"args\": {\"name\": ",
+            fprintf(f,
+                    "%s{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %ld, \"tid\": %zu, "
+                    "\"args\": {\"name\": ",
                     SEP(), pid, 10 + c);
             json_print_string(f, r->classes[c].name);
             fputs("}}", f);
@@ -455,7 +450,9 @@ static int write_trace(const struct summary *s, const char *path)
         for (size_t k = 0; k < r->span_count; k++) {
             const struct report_span *sp = &r->spans[k];
             double start = (double)sp->start_ns, end = sp->open ? start : (double)sp->end_ns;
-            fprintf(f, "%s{\"ph\": \"X\", \"pid\": %ld, \"tid\": 1, \"ts\": %.3f, \"dur\": %.3f, \"name\": ",
+            fprintf(f,
+                    "%s{\"ph\": \"X\", \"pid\": %ld, \"tid\": 1, \"ts\": %.3f, \"dur\": %.3f, "
+                    "\"name\": ",
                     SEP(), pid, start / 1e3, (end - start) / 1e3);
             json_print_string(f, r->phases[sp->phase].name);
             fputc('}', f);
@@ -463,20 +460,23 @@ static int write_trace(const struct summary *s, const char *path)
         for (size_t k = 0; k < r->event_count; k++) {
             const struct report_event *e = &r->events[k];
             double t = (double)e->t_ns / 1e3;
-            fprintf(f, "%s{\"ph\": \"i\", \"s\": \"t\", \"pid\": %ld, \"tid\": %ld, \"ts\": %.3f, \"name\": \"%s\", "
-                       "\"args\": {\"bytes\": %" PRIu64 ", \"device\": %d}}",
+            fprintf(f,
+                    "%s{\"ph\": \"i\", \"s\": \"t\", \"pid\": %ld, \"tid\": %ld, \"ts\": %.3f, "
+                    "\"name\": \"%s\", "
+                    "\"args\": {\"bytes\": %" PRIu64 ", \"device\": %d}}",
                     SEP(), pid, 10 + (e->class_index < 0 ? 0 : e->class_index), t,
                     report_event_kinds[e->kind], e->bytes, e->device);
-            fprintf(f, "%s{\"ph\": \"C\", \"pid\": %ld, \"ts\": %.3f, \"name\": \"GPU %d placed bytes\", "
-                       "\"args\": {\"bytes\": %" PRIu64 "}}",
-                    SEP(), pid, t, e->device, e->resident_bytes);
+            fprintf(
+                f,
+                "%s{\"ph\": \"C\", \"pid\": %ld, \"ts\": %.3f, \"name\": \"GPU %d placed bytes\", "
+                "\"args\": {\"bytes\": %" PRIu64 "}}",
+                SEP(), pid, t, e->device, e->resident_bytes);
         }
     }
 #undef SEP
     fputs("\n]}\n", f);
     int err = ferror(f) ? EIO : 0;
-    if (fclose(f) != 0 && !err)
-        err = errno;
+    if (fclose(f) != 0 && !err) err = errno;
     if (err) {
         fputs("umpol report: cannot write ", stderr);
         text_print_visible(stderr, path);
@@ -490,9 +490,8 @@ int cmd_report(int argc, char **argv)
 {
     bool json = false;
     const char *trace = NULL;
-    static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
-                                         {"trace", required_argument, NULL, 't'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'}, {"trace", required_argument, NULL, 't'}, {0, 0, 0, 0}};
     optind = 1;
     for (int c; (c = getopt_long(argc, argv, "+jt:", opts, NULL)) != -1;) {
         if (c == 'j')
@@ -509,8 +508,7 @@ int cmd_report(int argc, char **argv)
     struct summary s = {0};
     int rc = load(&s, argc - optind, argv + optind);
     if (rc == EXIT_VALID) {
-        if (trace)
-            rc = write_trace(&s, trace);
+        if (trace) rc = write_trace(&s, trace);
         if (json)
             print_json(&s);
         else if (!trace)

@@ -221,8 +221,7 @@ static bool parse_number(struct parser *ps, struct jv *out)
     }
     if (end - p >= 3 && (strncasecmp(p, "nan", 3) == 0 || strncasecmp(p, "inf", 3) == 0))
         return fail(ps, "NaN and Infinity are not JSON numbers");
-    if (!is_digit(p, end))
-        return fail(ps, "unexpected character");
+    if (!is_digit(p, end)) return fail(ps, "unexpected character");
     if (*p == '0')
         p++;
     else

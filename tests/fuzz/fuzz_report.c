@@ -20,8 +20,7 @@ static void roundtrip(const char *s, size_t max, bool exact)
     char *text = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&text, &len);
-    if (!mem)
-        return;
+    if (!mem) return;
     json_print_string_max(mem, s, max);
     if (fclose(mem) != 0) {
         free(text);
@@ -32,8 +31,7 @@ static void roundtrip(const char *s, size_t max, bool exact)
     struct jv *v = jv_parse(text, len, &error, &offset);
     if (!v || v->type != JV_STRING)
         abort(); /* the writer wrote something that is not a JSON string */
-    if (exact && strcmp(v->string, s) != 0)
-        abort();
+    if (exact && strcmp(v->string, s) != 0) abort();
     jv_free(v);
     free(text);
 }
@@ -43,8 +41,7 @@ static void show(const char *s)
     char *shown = text_visible(s);
     /* Nothing a terminal acts on may remain. */
     for (const unsigned char *p = (const unsigned char *)shown; p && *p; p++)
-        if (*p < 0x20 || *p == 0x7f)
-            abort();
+        if (*p < 0x20 || *p == 0x7f) abort();
     free(shown);
 }
 
@@ -62,8 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             show(r.phases[i].name);
         }
         for (size_t i = 0; i < r.span_count; i++)
-            if (r.spans[i].phase >= r.phase_count)
-                abort();
+            if (r.spans[i].phase >= r.phase_count) abort();
         for (size_t i = 0; i < r.event_count; i++)
             if (r.events[i].class_index >= (long)r.class_count || r.events[i].class_index < -1)
                 abort();
