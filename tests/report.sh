@@ -109,6 +109,17 @@ bad_number phase '{"umpol_report": 1, "phases": [{"name": "a"}], "timeline": {"s
     "timeline.spans[0].phase: expected an integer from 0 to 2147483647"
 bad_number negative '{"umpol_report": 1, "classes": [{"name": "a", "frees": -3}]}' "classes[0].frees: expected an integer"
 
+# The report fuzzer's corpus (recorded reports, the schema's variants, inputs
+# that once leaked): each a clean verdict, exit 0 or 1, within 10 seconds.
+for input in "$top_srcdir"/tests/fuzz/report-corpus/*; do
+    timeout 10 "$UMPOL_BIN" report --json "$input" >"$tmp/out" 2>&1
+    status=$?
+    case $status in
+    0 | 1) pass ;;
+    *) fail "report corpus $(basename "$input"): exit $status"; head -5 "$tmp/out" >&2 ;;
+    esac
+done
+
 # topo always answers: without a GPU it says so and shows the host.
 expect_status 0 "topo" "$UMPOL_BIN" topo
 grep -q "^GPUs: " "$tmp/out" || fail "topo: no GPU line"
