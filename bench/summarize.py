@@ -4,7 +4,8 @@
 usage: summarize.py OUT DEVICE COMMIT [PREVIOUS_LATEST_JSON]
 Every ratio compares runs made side by side in the same session. The
 constrained figures come from OUT/constrained (bench/run-constrained.sh);
-the two-GPU keys (ddp2.*, fsdp2.*, made by bench/run-ddp.sh) are carried over
+the two-GPU keys (ddp2.*, fsdp2.*, made by bench/run-ddp.sh) and the grid keys
+(grid.*, bench/run-grid.sh, unless OUT/grid holds a new run) are carried over
 from PREVIOUS_LATEST_JSON."""
 import json
 import os
@@ -162,9 +163,12 @@ if con:
     steps = load(os.path.join("constrained", "constrained-fsdp-cpu-offload.json"))
     if steps:
         latest["constrained.steps"] = len(steps["losses"])
+grid = load(os.path.join("grid", "latest-grid.json"))  # bench/run-grid.sh, when run into OUT/grid
+if grid:
+    latest.update(grid)
 if previous and os.path.exists(previous):
     for key, value in json.load(open(previous)).items():
-        if key.startswith(("ddp2.", "fsdp2.")):
+        if key.startswith(("ddp2.", "fsdp2.")) or (key.startswith("grid.") and key not in latest):
             latest[key] = value
 
 json.dump(latest, open(os.path.join(out, "latest.json"), "w"), indent=1)

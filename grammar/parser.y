@@ -24,13 +24,16 @@ static struct expr *range_expr(enum expr_kind kind, struct range r, YYLTYPE loc)
 static struct expr *text_expr(enum expr_kind kind, char *text, YYLTYPE loc, YYLTYPE text_loc);
 static struct expr *binary_expr(enum expr_kind kind, struct expr *l, struct expr *r, YYLTYPE loc);
 static struct range range_cmp(int op, uint64_t v);
-static void add_global(struct parse_state *st, enum global_kind kind, struct amount a, YYLTYPE loc);
-static int begin_class(struct parse_state *st, char *name, YYLTYPE name_loc, YYLTYPE loc);
+static struct global_decl *add_global(struct parse_state *st, enum global_kind kind, struct amount a,
+                                      YYLTYPE loc);
+static int begin_class(struct parse_state *st, char *name, YYLTYPE name_loc, YYLTYPE loc,
+                       bool recovered);
+static void end_class(struct parse_state *st);
+static void skipped_item(struct parse_state *st);
 }
 
 %define api.pure full
 %define parse.error custom
-%define parse.lac full
 %locations
 %expect 0
 %lex-param {yyscan_t scanner}
@@ -58,7 +61,7 @@ static int begin_class(struct parse_state *st, char *name, YYLTYPE name_loc, YYL
 %token EXIT "exit" MARK "mark" GPU "gpu" HOST "host" NUMA "numa" NEAR "near" NONE "none"
 %token MANAGED "managed" DEVICE "device" READ_MOSTLY "read_mostly"
 %token SIZE_KW "size" PHASE "phase" TAG "tag" API "api" NTH "nth" ANY "any"
-%token AND "and" OR "or" NOT "not"
+%token AND "and" OR "or" NOT "not" LEARN "learn"
 %token DOTDOT ".." LE "<=" GE ">=" EQ "==" NE "!="
 %token <num> NUMBER "number" SIZE "size value" PERCENT "percentage"
 %token <str> STRING "string" IDENT "identifier"
@@ -89,18 +92,47 @@ policy:
     ;
 
 item:
-      UMPOL NUMBER ';'
+      UMPOL NUMBER semi
         {
             if (!st->ast->saw_any_item)
                 st->ast->first_item_is_version = true;
             add_global(st, GLOBAL_VERSION, (struct amount){false, $2, @2}, @$);
         }
-    | BUDGET GPU amount ';'     { add_global(st, GLOBAL_BUDGET, $3, @$); }
-    | CAP MANAGED amount ';'    { add_global(st, GLOBAL_CAP, $3, @$); }
-    | SLAB byte_count ';'       { add_global(st, GLOBAL_SLAB, (struct amount){false, $2, @2}, @$); }
+    | BUDGET GPU amount semi    { add_global(st, GLOBAL_BUDGET, $3, @$); }
+    | CAP MANAGED amount semi   { add_global(st, GLOBAL_CAP, $3, @$); }
+    | SLAB byte_count semi      { add_global(st, GLOBAL_SLAB, (struct amount){false, $2, @2}, @$); }
+    | LEARN IDENT STRING semi
+        {
+            /* `step` is a word only here, so it stays free for class names. */
+            if (strcmp($2, "step") != 0) {
+                diag_add(st->diags, DIAG_ERROR, E_UNKNOWN_KEYWORD, @2,
+                         "unknown word '%s': write 'learn step \"PHASE-GLOB\";'", $2);
+            } else {
+                struct global_decl *g = add_global(st, GLOBAL_LEARN, (struct amount){false, 0, @3}, @$);
+                if (g) {
+                    g->pattern = $3;
+                    g->pattern_loc = @3;
+                    $3 = NULL;
+                }
+            }
+            free($2);
+            free($3);
+        }
     | class
-    | error ';'                 { yyerrok; }
-    | error '}'                 { yyerrok; }
+    | error ';'                 { skipped_item(st); yyerrok; }
+    | error '}'                 { skipped_item(st); yyerrok; }
+    ;
+
+/* A statement's ';'. When it is missing at the end of a line (or before '}'),
+ * the error report says so and the statement is kept as if it were there. */
+semi:
+      ';'
+    | error
+        {
+            if (st->semi_missing)
+                yyerrok;
+            st->semi_missing = false;
+        }
     ;
 
 amount:
@@ -114,15 +146,43 @@ byte_count:
     ;
 
 class:
-      CLASS IDENT '{'
+      CLASS IDENT open
         {
             /* The class owns the name now; error recovery must not free it. */
             char *name = $2;
             $2 = NULL;
-            if (begin_class(st, name, @2, @1) != 0) YYNOMEM;
+            if (begin_class(st, name, @2, @1, false) != 0) YYNOMEM;
         }
-      directives '}'   { st->current_class = NULL; }
-    | CLASS error '}'  { st->current_class = NULL; yyerrok; }
+      body
+    /* A class whose keyword is misspelt (`Class a {`) or whose name is not an
+     * identifier: its body is still read, so its own mistakes are reported. */
+    | error IDENT '{'
+        {
+            char *name = $2;
+            $2 = NULL;
+            if (begin_class(st, name, @2, @3, true) != 0) YYNOMEM;
+        }
+      body
+    | error '{'
+        {
+            if (begin_class(st, NULL, @2, @2, true) != 0) YYNOMEM;
+        }
+      body
+    ;
+
+open:
+      '{'
+    | error
+        {
+            if (st->open_missing)
+                yyerrok;
+            st->open_missing = false;
+        }
+    ;
+
+body:
+      directives '}'          { end_class(st); }
+    | directives error '}'    { st->current_class->had_error = true; end_class(st); yyerrok; }
     ;
 
 directives:
@@ -131,7 +191,7 @@ directives:
     ;
 
 directive:
-      MATCH expr ';'
+      MATCH expr semi
         {
             struct directive *d = directive_new(DIR_MATCH, @1);
             if (!d) { expr_free($2); YYNOMEM; }
@@ -148,7 +208,7 @@ directive:
             d->value_loc = @2;
             add_directive(st, d);
         }
-    | MEMORY MANAGED ';'
+    | MEMORY MANAGED semi
         {
             struct directive *d = directive_new(DIR_MEMORY, @1);
             if (!d) YYNOMEM;
@@ -156,7 +216,7 @@ directive:
             d->value_loc = @2;
             add_directive(st, d);
         }
-    | MEMORY DEVICE ';'
+    | MEMORY DEVICE semi
         {
             struct directive *d = directive_new(DIR_MEMORY, @1);
             if (!d) YYNOMEM;
@@ -164,14 +224,14 @@ directive:
             d->value_loc = @2;
             add_directive(st, d);
         }
-    | ADVISE READ_MOSTLY ';'
+    | ADVISE READ_MOSTLY semi
         {
             struct directive *d = directive_new(DIR_ADVISE, @1);
             if (!d) YYNOMEM;
             d->value_loc = @2;
             add_directive(st, d);
         }
-    | PLACE location ';'
+    | PLACE location semi
         {
             struct directive *d = directive_new(DIR_PLACE, @1);
             if (!d) YYNOMEM;
@@ -179,12 +239,12 @@ directive:
             d->value_loc = @2;
             add_directive(st, d);
         }
-    | ACCESS access_list ';'
+    | ACCESS access_list semi
         {
             $2->loc = @1;
             add_directive(st, $2);
         }
-    | PREFETCH opt_location ON trigger ';'
+    | PREFETCH opt_location ON trigger semi
         {
             struct directive *d = directive_new(DIR_PREFETCH, @1);
             if (!d) { free($4.pattern); YYNOMEM; }
@@ -196,7 +256,7 @@ directive:
             d->value_loc = @4;
             add_directive(st, d);
         }
-    | PRIORITY NUMBER ';'
+    | PRIORITY NUMBER semi
         {
             struct directive *d = directive_new(DIR_PRIORITY, @1);
             if (!d) YYNOMEM;
@@ -204,7 +264,7 @@ directive:
             d->value_loc = @2;
             add_directive(st, d);
         }
-    | error ';'   { yyerrok; }
+    | error ';'   { st->current_class->had_error = true; yyerrok; }
     ;
 
 access_list:
@@ -305,7 +365,8 @@ static void add_directive(struct parse_state *st, struct directive *d)
     c->tail = &d->next;
 }
 
-static int begin_class(struct parse_state *st, char *name, YYLTYPE name_loc, YYLTYPE loc)
+static int begin_class(struct parse_state *st, char *name, YYLTYPE name_loc, YYLTYPE loc,
+                       bool recovered)
 {
     struct class_decl *c = calloc(1, sizeof *c);
     if (!c) {
@@ -315,6 +376,7 @@ static int begin_class(struct parse_state *st, char *name, YYLTYPE name_loc, YYL
     c->name = name;
     c->name_loc = name_loc;
     c->loc = loc;
+    c->recovered = recovered;
     c->tail = &c->directives;
     *st->ast->classes_tail = c;
     st->ast->classes_tail = &c->next;
@@ -322,6 +384,19 @@ static int begin_class(struct parse_state *st, char *name, YYLTYPE name_loc, YYL
     st->ast->saw_any_item = true;
     st->current_class = c;
     return 0;
+}
+
+static void end_class(struct parse_state *st)
+{
+    st->current_class = NULL;
+}
+
+/* A top-level statement dropped by error recovery: if nothing came before it,
+ * it may have been the version header, so a missing header is no news. */
+static void skipped_item(struct parse_state *st)
+{
+    if (!st->ast->saw_any_item)
+        st->ast->error_before_first_item = true;
 }
 
 /* UINT64_MAX stands for "no index given" (the current GPU, any node). */
@@ -389,17 +464,19 @@ static struct expr *binary_expr(enum expr_kind kind, struct expr *l, struct expr
     return e;
 }
 
-static void add_global(struct parse_state *st, enum global_kind kind, struct amount a, YYLTYPE loc)
+static struct global_decl *add_global(struct parse_state *st, enum global_kind kind, struct amount a,
+                                      YYLTYPE loc)
 {
     st->ast->saw_any_item = true;
     struct global_decl *g = calloc(1, sizeof *g);
     if (!g)
-        return;
+        return NULL;
     g->kind = kind;
     g->amount = a;
     g->loc = loc;
     *st->ast->globals_tail = g;
     st->ast->globals_tail = &g->next;
+    return g;
 }
 
 int yylex(YYSTYPE *lval, YYLTYPE *lloc, yyscan_t scanner);
@@ -441,10 +518,76 @@ static const char *keyword_hint(const struct parse_state *st, const yysymbol_kin
     return count ? diag_suggest(st->last_ident, cands, count) : NULL;
 }
 
+static bool expects(const yysymbol_kind_t *expected, int n, yysymbol_kind_t sym)
+{
+    for (int i = 0; i < n; i++)
+        if (expected[i] == sym)
+            return true;
+    return false;
+}
+
+/* Keywords that begin a statement: before one of them, the previous statement
+ * has ended, whether or not its ';' or '}' was written. */
+static bool starts_directive(yysymbol_kind_t sym)
+{
+    return sym == YYSYMBOL_MATCH || sym == YYSYMBOL_MEMORY || sym == YYSYMBOL_ADVISE ||
+           sym == YYSYMBOL_PLACE || sym == YYSYMBOL_ACCESS || sym == YYSYMBOL_PREFETCH ||
+           sym == YYSYMBOL_PRIORITY;
+}
+
+static bool starts_item(yysymbol_kind_t sym)
+{
+    return sym == YYSYMBOL_UMPOL || sym == YYSYMBOL_BUDGET || sym == YYSYMBOL_CAP ||
+           sym == YYSYMBOL_SLAB || sym == YYSYMBOL_CLASS;
+}
+
+static int item_token(yysymbol_kind_t sym)
+{
+    switch (sym) {
+    case YYSYMBOL_UMPOL: return UMPOL;
+    case YYSYMBOL_BUDGET: return BUDGET;
+    case YYSYMBOL_CAP: return CAP;
+    case YYSYMBOL_SLAB: return SLAB;
+    default: return CLASS;
+    }
+}
+
+/* Where a missing token belongs: right after the previous token. */
+static YYLTYPE after_previous(const struct parse_state *st)
+{
+    return (YYLTYPE){st->prev_loc.last_line, st->prev_loc.last_column, st->prev_loc.last_line,
+                     st->prev_loc.last_column + 1};
+}
+
+/* The previous token as a message shows it: strings in their own quotes. */
+static const char *previous_token(const struct parse_state *st, char *buf, size_t len)
+{
+    if (st->prev_text[0] == '"')
+        return st->prev_text;
+    snprintf(buf, len, "'%s'", st->prev_text);
+    return buf;
+}
+
+static void report_unclosed_class(struct parse_state *st, yysymbol_kind_t got)
+{
+    const struct class_decl *c = st->current_class;
+    char tok[64];
+    char what[96] = "this class";
+    if (c && c->name)
+        snprintf(what, sizeof what, "class '%s'", c->name);
+    struct diag *d = diag_add(st->diags, DIAG_ERROR, E_SYNTAX, after_previous(st),
+                              "%s is not closed: missing '}' after %s%s", what,
+                              previous_token(st, tok, sizeof tok),
+                              got == YYSYMBOL_YYEOF ? " at the end of the file" : "");
+    if (c)
+        diag_note(d, c->name_loc, "%s begins here", what);
+}
+
 static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, struct parse_state *st)
 {
     (void)scanner;
-    if (st->stopped)
+    st->semi_missing = st->open_missing = false; /* each report decides anew */
+    if (st->diags->stopped)
         return 0;
     yysymbol_kind_t expected[YYNTOKENS];
     int n = yypcontext_expected_tokens(ctx, expected, YYNTOKENS);
@@ -452,6 +595,45 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, stru
         n = 0;
     yysymbol_kind_t got = yypcontext_token(ctx);
     const YYLTYPE *loc = yypcontext_location(ctx);
+    char tok[64];
+    if (got == YYSYMBOL_YYEOF && st->current_class)
+        st->current_class->had_error = true;
+    /* The '}' of a class that was closed early (a class inside a class): the
+     * mistake is reported already. */
+    if (got == YYTRANSLATE('}') && !st->current_class && st->closed_early > 0) {
+        st->closed_early--;
+        return 0;
+    }
+
+    /* A missing ';' or '{' is reported after the token that lacks it, and the
+     * grammar's `semi` and `open` rules go on as if it had been written. */
+    bool new_line = loc->first_line > st->prev_loc.last_line;
+    if (expects(expected, n, YYTRANSLATE(';')) &&
+        (new_line || got == YYSYMBOL_YYEOF || got == YYTRANSLATE('}') || starts_directive(got) ||
+         starts_item(got))) {
+        diag_add(st->diags, DIAG_ERROR, E_SYNTAX, after_previous(st), "missing ';' after %s",
+                 previous_token(st, tok, sizeof tok));
+        st->semi_missing = true;
+        return 0;
+    }
+    if (expects(expected, n, YYTRANSLATE('{')) && starts_directive(got)) {
+        diag_add(st->diags, DIAG_ERROR, E_SYNTAX, after_previous(st), "missing '{' after %s",
+                 previous_token(st, tok, sizeof tok));
+        st->open_missing = true;
+        return 0;
+    }
+    /* A class left open: close it, then read the statement that follows. */
+    if (expects(expected, n, YYTRANSLATE('}')) && (starts_item(got) || got == YYSYMBOL_YYEOF)) {
+        report_unclosed_class(st, got);
+        if (got != YYSYMBOL_YYEOF) {
+            st->inject_token = '}';
+            st->closed_early++;
+            st->replay_token = item_token(got);
+            st->replay_loc = *loc;
+        }
+        return 0;
+    }
+
     if (got == YYSYMBOL_IDENT) {
         const char *hint = keyword_hint(st, expected, n);
         if (hint) {
@@ -460,7 +642,7 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, stru
             return 0;
         }
     }
-    char msg[512], tok[64];
+    char msg[512];
     int len = snprintf(msg, sizeof msg, "unexpected %s", token_display(got, tok, sizeof tok));
     if (got == YYSYMBOL_IDENT)
         len += snprintf(msg + len, sizeof msg - (size_t)len, " '%s'", st->last_ident);

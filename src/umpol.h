@@ -19,6 +19,9 @@ void umpol_tag_pop(void);
 /* Phases: process-wide, like NVTX ranges (which drive them too). */
 void umpol_phase_enter(const char *name);
 void umpol_phase_exit(void);
+/* Close the innermost phase named NAME opened by this thread, wherever it is
+ * in the thread's stack (phases opened inside it stay open). */
+void umpol_phase_exit_named(const char *name);
 
 /* Marks fire `prefetch … on mark "NAME"`. */
 void umpol_mark(const char *name);
@@ -34,6 +37,30 @@ struct umpol_stats {
 };
 /* Returns 0 and fills STATS, or -1 when no policy is active. */
 int umpol_stats(struct umpol_stats *stats);
+
+/* Per class, in policy order (index 0 .. umpol_class_count()-1). The byte
+ * counts are of the runtime's blocks: requests rounded up to 512 bytes. */
+struct umpol_class_stats {
+    unsigned long long allocations, frees;
+    unsigned long long live_bytes;     /* in live blocks now */
+    unsigned long long peak_bytes;     /* the most live_bytes ever held */
+    unsigned long long resident_bytes; /* of live_bytes, on the GPU now (device memory: all) */
+    unsigned long long prefetches, prefetch_bytes; /* moved by the runtime (to GPU or host) */
+    unsigned long long evictions, evict_bytes;     /* sent to the host for the budget */
+    unsigned long long saved, saved_bytes; /* blocks reported by umpol_note_saved, and their size */
+};
+/* Number of classes, or -1 when no policy is active. */
+int umpol_class_count(void);
+/* The class's name (owned by the runtime), or NULL for a bad index. */
+const char *umpol_class_name(int index);
+/* Returns 0 and fills STATS, or -1 (no policy, bad index). */
+int umpol_class_stats(int index, struct umpol_class_stats *stats);
+
+/* PTR, the start of a block the runtime handed out, holds a tensor saved for
+ * the backward pass (PyTorch's saved-tensor hooks call it once per block and
+ * forward pass): counted in the block's class as saved / saved_bytes.
+ * Returns the class index, or -1 when PTR is not a live block of the runtime. */
+int umpol_note_saved(const void *ptr);
 
 /* PyTorch pluggable allocator entry points
  * (torch.cuda.memory.CUDAPluggableAllocator(path, "umpol_torch_alloc", "umpol_torch_free")). */

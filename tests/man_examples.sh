@@ -4,7 +4,7 @@
 # cannot drift from the language. The error-code table must list every code
 # that the checker can emit.
 . "${top_srcdir:-.}/tests/lib.sh"
-man5="$top_srcdir/man/umpol.5"
+man5="${top_builddir:-.}/man/umpol.5"
 awk -v dir="$tmp" '
     /^\.EX/ { inblock = 1; n++; file = dir "/example" n ".umpol"; first = 1; next }
     /^\.EE/ { inblock = 0; next }

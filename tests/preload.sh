@@ -55,26 +55,227 @@ assert r["devices"][0]["managed_bytes"] <= r["devices"][0]["cap_bytes"]
 PY
 fi
 
+# A fork under load: the child counts only its own work, a child that does
+# nothing writes no report, and the summed reports count each allocation once.
+mkdir "$tmp/fork"
+expect_status 0 "stress with forked children that exit" env $foreign LD_PRELOAD="$preload" \
+    UMPOL_POLICY="$policy" UMPOL_REPORT="$tmp/fork/r-%p.json" "$stress" 4 20000 exit
+grep -q 'fork child ok' "$tmp/out" || fail "fork: a child failed"
+parent=$(sed -n 's/^umpol: \([0-9]*\) allocations.*/\1/p' "$tmp/out")
+n=$(ls "$tmp/fork" | wc -l)
+[ "$n" -eq 2 ] || fail "fork: $n reports, expected 2 (parent and the child that allocated)"
+if command -v python3 >/dev/null 2>&1 && [ -n "$parent" ]; then
+    "$UMPOL_BIN" report --json "$tmp/fork"/*.json >"$tmp/fork.json" || fail "fork: umpol report"
+    python3 - "$tmp/fork.json" "$parent" <<'PY' || fail "fork: summed allocations"
+import json, sys
+r = json.load(open(sys.argv[1]))
+total = sum(c["allocations"] for c in r["classes"])
+assert total == int(sys.argv[2]) + 1000, (total, sys.argv[2])
+assert sum(c["frees"] for c in r["classes"]) == total
+PY
+fi
+
+# A process that cannot load its policy runs without umpol, unless
+# UMPOL_ON_ERROR=abort stops it before it starts.
 printf 'umpol 1;\nclass a { match anything; }\n' >"$tmp/bad.umpol"
-expect_status 1 "bad policy stops the job" run UMPOL_POLICY="$tmp/bad.umpol" "$stress" 1 10
-grep -q "cannot load the policy" "$tmp/out" || fail "bad policy: no message"
+expect_status 0 "bad policy: the job runs without umpol" run UMPOL_POLICY="$tmp/bad.umpol" "$stress" 1 10 nofork
+grep -q "cannot load the policy.*running without umpol" "$tmp/out" || fail "bad policy: no message"
 grep -q "bad.umpol:2:17: error" "$tmp/out" || fail "bad policy: no diagnostic"
-expect_status 1 "missing policy stops the job" run UMPOL_POLICY="$tmp/none.umpol" "$stress" 1 10
-expect_status 1 "unset policy stops the job" run "$stress" 1 10
+grep -q "umpol: not active" "$tmp/out" || fail "bad policy: runtime should be inactive"
+expect_status 0 "missing policy: the job runs" run UMPOL_POLICY="$tmp/none.umpol" "$stress" 1 10 nofork
+expect_status 0 "unset policy: the job runs" run "$stress" 1 10 nofork
 grep -q "UMPOL_POLICY is not set" "$tmp/out" || fail "unset policy: no message"
-expect_status 0 "passthrough on error" \
-    run UMPOL_ON_ERROR=passthrough UMPOL_POLICY="$tmp/bad.umpol" "$stress" 2 1000
+expect_status 1 "UMPOL_ON_ERROR=abort stops the job" \
+    run UMPOL_ON_ERROR=abort UMPOL_POLICY="$tmp/bad.umpol" "$stress" 1 10
+grep -q "stopping before the job starts" "$tmp/out" || fail "abort: no message"
+expect_status 1 "UMPOL_ON_ERROR is case-insensitive" \
+    run UMPOL_ON_ERROR=ABORT UMPOL_POLICY="$tmp/none.umpol" "$stress" 1 10
+expect_status 0 "UMPOL_ON_ERROR=passthrough" \
+    run UMPOL_ON_ERROR=passthrough UMPOL_POLICY="$tmp/bad.umpol" "$stress" 2 1000 nofork
 grep -q "umpol: not active" "$tmp/out" || fail "passthrough: runtime should be inactive"
+
+# Unrecognised values are warnings that name the accepted ones.
+expect_status 0 "unrecognised UMPOL_* values" env $foreign LD_PRELOAD="$preload" \
+    UMPOL_POLICY="$policy" UMPOL_ON_ERROR=xyz UMPOL_LOG=abc UMPOL_DISCARD=yes UMPOL_PROFILE=true \
+    /bin/true
+for w in "UMPOL_ON_ERROR=xyz is not passthrough or abort" "UMPOL_LOG=abc is not 0, 1, 2 or 3" \
+    "UMPOL_DISCARD=yes is not 0 or 1" "UMPOL_PROFILE=true is not 0 or 1"; do
+    grep -q "$w" "$tmp/out" || fail "no warning '$w'"
+done
+
+# The log names a missing budget plainly.
+printf 'umpol 1;\nclass all { match any; }\n' >"$tmp/nobudget.umpol"
+expect_status 0 "log without a budget" run UMPOL_LOG=2 UMPOL_POLICY="$tmp/nobudget.umpol" "$stress" 1 10 nofork
+grep -q "GPU 0: [0-9]* MiB, budget none, managed cap" "$tmp/out" || fail "log: budget none"
+expect_status 0 "log with a budget" run UMPOL_LOG=2 UMPOL_POLICY="$policy" "$stress" 1 10 nofork
+grep -q "budget [0-9]* MiB, managed cap" "$tmp/out" || fail "log: budget in MiB"
+
+# A relative UMPOL_POLICY survives a child that changes directory.
+mkdir "$tmp/rel" && cp "$policy" "$tmp/rel/p.umpol"
+expect_status 0 "relative policy, child changes directory" sh -c "cd '$tmp/rel' && env $foreign \
+    LD_PRELOAD='$preload' UMPOL_POLICY=p.umpol UMPOL_ON_ERROR=abort sh -c 'cd / && /bin/true'"
+
+# Loaded with dlopen (PyTorch's pluggable allocator), the runtime never ends
+# the process: without a policy it passes allocations through, or refuses
+# them under UMPOL_ON_ERROR=abort.
+loader="$top_builddir/tests/preload/.libs/loader"
+[ -x "$loader" ] || loader="$top_builddir/tests/preload/loader"
+fake="$top_builddir/tests/fake/.libs/libfake_cudart.so"
+expect_status 0 "dlopen, missing policy" env LD_PRELOAD="${san:+$san }$fake" \
+    UMPOL_POLICY="$tmp/none.umpol" "$loader" "$lib"
+grep -q "alloc ok" "$tmp/out" || fail "dlopen, missing policy: allocation not passed through"
+expect_status 0 "dlopen, missing policy, abort" env LD_PRELOAD="${san:+$san }$fake" \
+    UMPOL_ON_ERROR=abort UMPOL_POLICY="$tmp/none.umpol" "$loader" "$lib"
+grep -q "alloc refused" "$tmp/out" || fail "dlopen, abort: allocation not refused"
+grep -q "refusing allocations" "$tmp/out" || fail "dlopen, abort: no message"
+expect_status 0 "dlopen, valid policy" env LD_PRELOAD="${san:+$san }$fake" \
+    UMPOL_POLICY="$policy" "$loader" "$lib"
+grep -q "alloc ok" "$tmp/out" || fail "dlopen, valid policy: no allocation"
+
+# A setuid process runs without umpol and says so (needs root and a
+# filesystem that honours setuid; skipped otherwise).
+if [ "$(id -u)" -eq 0 ] && [ -z "$san" ] && id nobody >/dev/null 2>&1; then
+    cp "$loader" "$tmp/suid-loader" && chown nobody "$tmp/suid-loader" && chmod 4755 "$tmp/suid-loader"
+    expect_status 0 "setuid process" env UMPOL_POLICY="$policy" UMPOL_ON_ERROR=abort \
+        "$tmp/suid-loader" "$lib"
+    if grep -q "secure 1" "$tmp/out"; then
+        grep -q "dlopen ok" "$tmp/out" || fail "setuid: dlopen failed"
+        [ "$(grep -c "runs setuid or setgid: running without umpol" "$tmp/out")" -eq 1 ] ||
+            fail "setuid: not said exactly once"
+    fi
+fi
 
 # umpol run: checks the policy, preloads, reports, returns the job's status.
 expect_status 0 "umpol run" env ${san:+LD_PRELOAD="$san"} "$UMPOL_BIN" run -p "$policy" \
     -r "$tmp/run.json" -- "$stress" 2 1000
 [ -s "$tmp/run.json" ] || fail "umpol run: no report"
+grep -q "saw no CUDA allocation\|made no CUDA call" "$tmp/out" && fail "umpol run: wrong notice"
 expect_status 1 "umpol run with a bad policy" "$UMPOL_BIN" run -p "$tmp/bad.umpol" -- true
-expect_status 3 "umpol run returns the job's status" env $foreign ${san:+LD_PRELOAD="$san"} \
-    "$UMPOL_BIN" run -p "$policy" -- sh -c 'exit 3'
-expect_status 0 "umpol run, job without allocations" env $foreign ${san:+LD_PRELOAD="$san"} \
-    "$UMPOL_BIN" run -p "$policy" -- /bin/true
-grep -q "saw no CUDA allocation" "$tmp/out" || fail "umpol run: no zero-allocation notice"
+run_job() {
+    env $foreign ${san:+LD_PRELOAD="$san"} "$UMPOL_BIN" run "$@"
+}
+expect_status 3 "umpol run returns the job's status" run_job -p "$policy" -- sh -c 'exit 3'
+# (where no CUDA driver is installed, the notice says so, since a program
+# with the static CUDA runtime would then load no CUDA library either)
+grep -q "the job made no CUDA call.*exited with status 3\|the job loaded no CUDA library; it exited with status 3; no CUDA driver" \
+    "$tmp/out" || fail "umpol run, failing job: no plain notice"
+grep -q "nvcc -cudart shared" "$tmp/out" && fail "umpol run, failing job: static-linking hint given"
+expect_status 0 "umpol run, job without CUDA" run_job -p "$policy" -- /bin/true
+grep -q "the job made no CUDA call (no process loaded" "$tmp/out" ||
+    fail "umpol run, true: no 'made no CUDA call'"
+grep -q "static" "$tmp/out" && fail "umpol run, true: static-linking hint given"
+expect_status 2 "umpol run, job with the CUDA runtime that fails first" run_job -p "$policy" -- \
+    "$stress" 0
+grep -q "loaded the CUDA runtime but made no CUDA call; it exited with status 2" "$tmp/out" ||
+    fail "umpol run, failing CUDA job: no plain notice"
+grep -q "static" "$tmp/out" && fail "umpol run, failing CUDA job: static-linking hint given"
+# The static-linking hint needs evidence: the CUDA driver loaded in a process
+# that has no shared CUDA runtime (what the static runtime does). A library
+# loaded under the driver's name stands in for it.
+mkdir "$tmp/drv" && cp "$fake" "$tmp/drv/libcuda.so.1"
+expect_status 1 "umpol run, driver without the shared runtime" run_job -p "$policy" -- \
+    "$loader" "$tmp/drv/libcuda.so.1"
+grep -q "1 process used the CUDA driver without the shared CUDA runtime.*nvcc -cudart shared" \
+    "$tmp/out" || fail "umpol run: no static-linking hint with the evidence"
+expect_status 137 "umpol run, job killed before it exits" run_job -p "$policy" -- sh -c 'kill -9 $$'
+grep -q "ended without a normal exit.*killed by signal 9" "$tmp/out" ||
+    fail "umpol run, killed job: evidence missing not said"
+if command -v python3 >/dev/null 2>&1; then
+    expect_status 0 "umpol run, Python without CUDA" run_job -p "$policy" -- python3 -c pass
+    grep -q "the job made no CUDA call" "$tmp/out" || fail "umpol run, Python: no plain notice"
+fi
 expect_status 2 "umpol run without a command" "$UMPOL_BIN" run -p "$policy"
+
+# The job loads a snapshot: deleting the policy or changing directory during
+# the run changes nothing for its processes.
+cp "$policy" "$tmp/rel/q.umpol"
+expect_status 0 "umpol run, policy deleted during the run" sh -c "cd '$tmp/rel' && env $foreign \
+    ${san:+LD_PRELOAD=$san} UMPOL_ON_ERROR=abort '$UMPOL_BIN' run -p q.umpol -- \
+    sh -c 'rm q.umpol && cd / && /bin/true && /bin/true'"
+grep -q "ran without umpol\|cannot load" "$tmp/out" && fail "umpol run: a child lost the policy"
+[ -e "$tmp/rel/q.umpol" ] && fail "snapshot test: the policy was not deleted"
+
+# The handshake: a library that is not the runtime, or that the loader
+# refuses, stops `umpol run` before the job runs.
+san_env() {
+    env $foreign ${san:+LD_PRELOAD="$san"} "$@"
+}
+mkdir "$tmp/with space" && cp "$lib" "$tmp/with space/libumpol.so"
+expect_status 2 "umpol run, library path with a space" env UMPOL_LIBRARY="$tmp/with space/libumpol.so" \
+    "$UMPOL_BIN" run -p "$policy" -- touch "$tmp/ran"
+grep -q "splits LD_PRELOAD at spaces" "$tmp/out" || fail "space: no reason given"
+expect_status 2 "umpol run, UMPOL_LIBRARY not a library" san_env UMPOL_LIBRARY="$policy" \
+    "$UMPOL_BIN" run -p "$policy" -- touch "$tmp/ran"
+grep -q "cannot be preloaded" "$tmp/out" || fail "not a library: the loader's words not shown"
+libm=$(ldd "$UMPOL_BIN" | sed -n 's/.*=> \(\/[^ ]*libm\.so[^ ]*\).*/\1/p' | head -1)
+if [ -n "$libm" ]; then
+    expect_status 2 "umpol run, UMPOL_LIBRARY another library" san_env UMPOL_LIBRARY="$libm" \
+        "$UMPOL_BIN" run -p "$policy" -- touch "$tmp/ran"
+    grep -q "not the umpol runtime" "$tmp/out" || fail "another library: no message"
+fi
+[ -e "$tmp/ran" ] && fail "the job ran although the runtime did not load"
+
+# A job whose processes load no preloaded library (a static program) ran
+# without umpol: said, and exit 2 although the job succeeded.
+static_prog=$(command -v ldconfig || echo /sbin/ldconfig)
+if [ -x "$static_prog" ] && ldd "$static_prog" 2>&1 | grep -q "statically linked\|not a dynamic"; then
+    expect_status 2 "umpol run, static program" san_env "$UMPOL_BIN" run -p "$policy" -- \
+        "$static_prog" --version
+    grep -q "no process of the job loaded the runtime" "$tmp/out" || fail "static program: not said"
+fi
+
+# A kept PyTorch allocator setting that hides tensors is a warning, without -v.
+expect_status 0 "kept expandable segments" san_env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
+    "$UMPOL_BIN" run -p "$policy" -- /bin/true
+grep -q "warning: keeping PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: .*cannot see" \
+    "$tmp/out" || fail "expandable segments: no warning"
+expect_status 0 "kept native allocator" san_env PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128 \
+    "$UMPOL_BIN" run -p "$policy" -- /bin/true
+grep -q "whole segments, not tensors" "$tmp/out" || fail "native allocator: no warning"
+expect_status 0 "kept cudaMallocAsync backend" san_env \
+    PYTORCH_CUDA_ALLOC_CONF="backend:cudaMallocAsync,expandable_segments:True" \
+    "$UMPOL_BIN" run -p "$policy" -- /bin/true
+grep -q "keeping PYTORCH_CUDA_ALLOC_CONF" "$tmp/out" && fail "cudaMallocAsync backend: warned"
+expect_status 0 "kept PYTORCH_ALLOC_CONF" san_env PYTORCH_ALLOC_CONF=expandable_segments:True \
+    "$UMPOL_BIN" run -p "$policy" -- /bin/true
+grep -q "warning: keeping PYTORCH_ALLOC_CONF=expandable_segments:True" "$tmp/out" ||
+    fail "PYTORCH_ALLOC_CONF: no warning"
+
+# The report is never written through a symlink: links planted at the report's
+# name and at its first temporary name (the pid is the shell's, kept by exec)
+# leave the files they point to untouched; the report replaces the link.
+phases="$top_builddir/tests/preload/.libs/phases"
+[ -x "$phases" ] || phases="$top_builddir/tests/preload/phases"
+echo precious >"$tmp/victim"
+expect_status 0 "report beside planted symlinks" env REPORT="$tmp/linked.json" VICTIM="$tmp/victim" \
+    LIB="$preload" POLICY="$policy" PHASES="$phases" sh -c 'ln -s "$VICTIM" "$REPORT.tmp.$$" &&
+    ln -s "$VICTIM" "$REPORT" && exec env LD_PRELOAD="$LIB" UMPOL_POLICY="$POLICY" \
+    UMPOL_REPORT="$REPORT" "$PHASES" step'
+[ "$(cat "$tmp/victim")" = precious ] || fail "the report was written through a symlink"
+[ -f "$tmp/linked.json" ] && [ ! -L "$tmp/linked.json" ] || fail "the report did not replace the link"
+# An unwritable report says why.
+expect_status 0 "report to a missing directory" run UMPOL_POLICY="$policy" \
+    UMPOL_REPORT="$tmp/no/such/dir/r.json" "$phases" step
+grep -q "cannot write the report to $tmp/no/such/dir/r.json: No such file or directory" "$tmp/out" ||
+    fail "report write error: no reason"
+
+# Phase names of any bytes, and of any length, give a report any strict JSON
+# parser reads: escaped, invalid UTF-8 replaced, cut at 4096 bytes.
+if command -v python3 >/dev/null 2>&1; then
+    huge=$(python3 -c 'print("n" * 100000)')
+    expect_status 0 "hostile phase names" run UMPOL_POLICY="$policy" UMPOL_REPORT="$tmp/names.json" \
+        "$phases" 'q"uo\te' "$(printf 'ctl\001\033[31m\tend')" "$(printf 'bad\377\300utf8')" "$huge"
+    python3 - "$tmp/names.json" <<'PY' || fail "hostile phase names: report is not strict JSON"
+import json, sys
+def no_constant(name):
+    raise ValueError(name)
+r = json.loads(open(sys.argv[1], "rb").read().decode("utf-8", errors="strict"),
+               parse_constant=no_constant)
+names = [p["name"] for p in r["phases"]]
+assert names[0] == 'q"uo\\te', names[0]
+assert names[1] == "ctl\x01\x1b[31m\tend", names[1]
+assert names[2] == "bad\ufffd\ufffdutf8", names[2]
+assert names[3] == "n" * 4096, len(names[3])
+PY
+fi
 finish

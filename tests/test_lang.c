@@ -6,9 +6,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "lang/check.h"
 #include "lang/glob.h"
 #include "lang/parse.h"
 #include "lang/policy.h"
@@ -221,6 +223,222 @@ static void test_check_error_cap(void **state)
     policy_free(&pol);
 }
 
+static size_t count_code(const struct policy *pol, enum diag_code code)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < pol->diags.count; i++)
+        n += pol->diags.items[i].code == code;
+    return n;
+}
+
+/* A policy as text made of COUNT copies of LINE after the header; the caller frees it. */
+static char *repeated(const char *line, size_t count, const char *tail)
+{
+    size_t len = strlen("umpol 1;\n") + strlen(line) * count + strlen(tail) + 1;
+    char *text = malloc(len), *p = text;
+    assert_non_null(text);
+    p += sprintf(p, "umpol 1;\n");
+    for (size_t i = 0; i < count; i++)
+        p += sprintf(p, "%s", line);
+    strcpy(p, tail);
+    return text;
+}
+
+/* Eight independent mistakes, syntax and semantic, all reported in one run. */
+static void test_recovery_reports_every_mistake(void **state)
+{
+    (void)state;
+    struct policy pol = load("umpol 1;\n"
+                             "budget gpu 120%;\n"
+                             "class w {\n"
+                             "    match size >= 64MB;\n"
+                             "    place gpu\n"
+                             "    priority 10;\n"
+                             "}\n"
+                             "Class s { match tag \"s\"; }\n"
+                             "class o { match any; memory devices; prefetch on alloc; }\n"
+                             "class w { match tag \"f\"; }\n"
+                             "class k { match api cudaMaloc; }\n");
+    assert_int_equal(pol.diags.errors, 8);
+    static const enum diag_code want[] = {E_PERCENT,         E_UNKNOWN_UNIT,    E_SYNTAX,
+                                          E_UNKNOWN_KEYWORD, E_UNKNOWN_KEYWORD, E_PREFETCH_NO_LOC,
+                                          E_DUP_CLASS,       E_UNKNOWN_API};
+    size_t n = 0;
+    for (size_t i = 0; i < pol.diags.count; i++) /* errors in the order of the file */
+        if (pol.diags.items[i].severity == DIAG_ERROR)
+            assert_int_equal(pol.diags.items[i].code, want[n++]);
+    assert_int_equal(n, 8);
+    policy_free(&pol);
+}
+
+/* A missing ';' is placed right after the token that lacks it, and the
+ * statement is kept: no follow-on error, the next line is read normally. */
+static void test_recovery_missing_semicolon_after_token(void **state)
+{
+    (void)state;
+    struct policy pol = load("umpol 1;\nclass a {\n    place gpu\n    match any;\n}\n");
+    assert_int_equal(pol.diags.errors, 1);
+    const struct diag *d = &pol.diags.items[0];
+    assert_int_equal(d->code, E_SYNTAX);
+    assert_int_equal(d->loc.first_line, 3);
+    assert_int_equal(d->loc.first_column, 14); /* just past "gpu" */
+    assert_non_null(strstr(d->message, "missing ';' after 'gpu'"));
+    assert_false(has_code(&pol, E_NO_MATCH)); /* `match any;` on the next line was read */
+    policy_free(&pol);
+
+    pol = load("umpol 1\nclass a { match phase \"x\" }\n");
+    assert_int_equal(pol.diags.errors, 2);
+    assert_int_equal(pol.diags.items[0].loc.first_line, 1);
+    assert_int_equal(pol.diags.items[0].loc.first_column, 8);
+    assert_non_null(strstr(pol.diags.items[1].message, "missing ';' after \"x\""));
+    policy_free(&pol);
+}
+
+/* A misspelt or capitalised keyword gives one error, and the block after it
+ * is still read for mistakes of its own. */
+static void test_recovery_misspelt_class_keyword(void **state)
+{
+    (void)state;
+    struct policy pol = load("umpol 1;\nClass a { match any; }\n");
+    assert_int_equal(pol.diags.errors, 1);
+    assert_int_equal(pol.diags.items[0].code, E_UNKNOWN_KEYWORD);
+    assert_non_null(strstr(pol.diags.items[0].message, "did you mean 'class'?"));
+    policy_free(&pol);
+    pol = load("umpol 1;\nklass a { match api cudaMaloc; }\nclass rest { match any; }\n");
+    assert_int_equal(pol.diags.errors, 2);
+    assert_true(has_code(&pol, E_UNKNOWN_API));
+    policy_free(&pol);
+}
+
+/* A class left open ends before the next statement; the next class is read. */
+static void test_recovery_unclosed_class(void **state)
+{
+    (void)state;
+    struct policy pol = load("umpol 1;\nclass a { match size > 1;\nclass b { match tag; }\n");
+    assert_int_equal(pol.diags.errors, 2);
+    assert_non_null(strstr(pol.diags.items[0].message, "class 'a' is not closed"));
+    assert_true(pol.diags.items[0].has_note);
+    assert_int_equal(pol.diags.items[1].loc.first_line, 3); /* `tag;` in class b */
+    policy_free(&pol);
+}
+
+/* 65,000 copies of one class name: a capped list, not 129,998 diagnostics. */
+static void test_check_semantic_error_cap(void **state)
+{
+    (void)state;
+    char *text = repeated("class a { match any; }\n", 65000, "");
+    struct policy pol = load(text);
+    free(text);
+    assert_null(pol.program);
+    assert_int_equal(count_code(&pol, E_DUP_CLASS), DIAG_MAX_ERRORS);
+    assert_int_equal(count_code(&pol, E_TOO_MANY_ERRORS), 1);
+    assert_true(pol.diags.count <= 2 * DIAG_MAX_ERRORS + 2);
+    policy_free(&pol);
+}
+
+/* Warnings past the cap are counted, not kept. */
+static void test_check_warning_cap(void **state)
+{
+    (void)state;
+    char line[64];
+    char *text = repeated("", 0, "class all { match any; }\n");
+    size_t len = strlen(text);
+    for (int i = 0; i < 200; i++) {
+        snprintf(line, sizeof line, "class c%d { match any; }\n", i);
+        text = realloc(text, len + strlen(line) + 1);
+        assert_non_null(text);
+        strcpy(text + len, line);
+        len += strlen(line);
+    }
+    struct policy pol = load(text);
+    free(text);
+    assert_non_null(pol.program);
+    assert_int_equal(pol.diags.warnings, 200);
+    assert_int_equal(pol.diags.count, DIAG_MAX_WARNINGS);
+    assert_int_equal(pol.diags.hidden_warnings, 200 - DIAG_MAX_WARNINGS);
+    policy_free(&pol);
+}
+
+static bool only_node_zero(int node, const void *ctx)
+{
+    (void)ctx;
+    return node == 0;
+}
+
+static struct policy load_on(const char *text, const struct policy_machine *m)
+{
+    char path[] = "/tmp/umpol-test-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    struct policy pol;
+    policy_load_file_on(&pol, path, m);
+    unlink(path);
+    return pol;
+}
+
+/* --topology: W104 points at the location token; with no GPU visible, one
+ * note says which GPU numbers went unchecked. */
+static void test_check_machine(void **state)
+{
+    (void)state;
+    static const char text[] = "umpol 1;\n"
+                               "class a {\n"
+                               "    match device 5;\n"
+                               "    place gpu 3;\n"
+                               "    access gpu, host numa 2;\n"
+                               "}\n"
+                               "class rest { match any; }\n";
+    struct policy_machine two = {2, NULL, only_node_zero, NULL};
+    struct policy pol = load_on(text, &two);
+    assert_int_equal(count_code(&pol, W_TOPOLOGY), 3);
+    assert_int_equal(pol.diags.notes, 0);
+    const struct diag *place = &pol.diags.items[1];
+    assert_int_equal(place->loc.first_line, 4);
+    assert_int_equal(place->loc.first_column, 11); /* "gpu 3", not "class" */
+    assert_non_null(strstr(place->message, "no GPU 3 (it has 2)"));
+    assert_non_null(pol.program);
+    policy_free(&pol);
+
+    struct policy_machine none = {-1, "no CUDA driver", only_node_zero, NULL};
+    pol = load_on(text, &none);
+    assert_int_equal(pol.diags.notes, 1);
+    assert_int_equal(pol.diags.warnings, 1); /* the NUMA node is still checked */
+    const struct diag *note = &pol.diags.items[0];
+    assert_int_equal(note->severity, DIAG_NOTE);
+    assert_int_equal(note->loc.first_line, 3);
+    assert_string_equal(note->message, "no GPU visible (no CUDA driver): GPU numbers not checked "
+                                       "(device 5, and 1 more)");
+    assert_non_null(pol.program);
+    policy_free(&pol);
+}
+
+static void test_program_explain_default_cap(void **state)
+{
+    (void)state;
+    struct policy pol = load("umpol 1;\nclass a { match any; }\n");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    program_explain(out, pol.program);
+    program_explain_json(out, pol.program);
+    fclose(out);
+    assert_non_null(strstr(text, "budget gpu:   none\n"));
+    assert_non_null(strstr(text, "cap managed:  90% of each GPU's memory (default)\n"));
+    assert_non_null(strstr(text, "\"cap_managed\":{\"percent\":90,\"default\":true}"));
+    free(text);
+    policy_free(&pol);
+    pol = load("umpol 1;\ncap managed 50%;\nbudget gpu 8GiB;\nclass a { match any; }\n");
+    out = open_memstream(&text, &len);
+    program_explain(out, pol.program);
+    fclose(out);
+    assert_non_null(strstr(text, "cap managed:  50% of each GPU's memory\n"));
+    assert_non_null(strstr(text, "budget gpu:   8 GiB per GPU\n"));
+    free(text);
+    policy_free(&pol);
+}
+
 static void test_check_warnings_keep_policy_valid(void **state)
 {
     (void)state;
@@ -426,6 +644,14 @@ int main(void)
         cmocka_unit_test(test_source_size_limit),
         cmocka_unit_test(test_check_rejects_each_error),
         cmocka_unit_test(test_check_error_cap),
+        cmocka_unit_test(test_recovery_reports_every_mistake),
+        cmocka_unit_test(test_recovery_missing_semicolon_after_token),
+        cmocka_unit_test(test_recovery_misspelt_class_keyword),
+        cmocka_unit_test(test_recovery_unclosed_class),
+        cmocka_unit_test(test_check_semantic_error_cap),
+        cmocka_unit_test(test_check_warning_cap),
+        cmocka_unit_test(test_check_machine),
+        cmocka_unit_test(test_program_explain_default_cap),
         cmocka_unit_test(test_check_warnings_keep_policy_valid),
         cmocka_unit_test(test_program_globals),
         cmocka_unit_test(test_program_classify_first_match_wins),

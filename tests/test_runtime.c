@@ -666,6 +666,50 @@ static void test_runtime_phases_nest_and_count(void **state)
     teardown(f);
 }
 
+/* After fork the child's counters start at zero (each allocation is counted
+ * once over parent and child); its blocks stay live and the phase its thread
+ * had open stays open, from the fork on. */
+static void test_runtime_fork_child_counts_only_its_own_work(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nclass b { match phase \"step\"; }\n"
+                              "class rest { match any; }\n");
+    void *a = alloc(f, 4096, API_CUDA_MALLOC_ASYNC, S1);
+    phase_enter(&f->rt, "step");
+    void *b = alloc(f, 8192, API_CUDA_MALLOC_ASYNC, S1);
+    phase_enter(&f->rt, "inner");
+    phase_exit(&f->rt);
+    assert_int_equal(f->rt.allocations, 2);
+    assert_int_equal(f->rt.span_count, 2);
+    uint64_t live_b = f->rt.class_stats[0].live_bytes;
+
+    runtime_after_fork_child(&f->rt);
+    assert_int_equal(f->rt.allocations, 0);
+    assert_int_equal(f->rt.class_stats[0].allocations, 0);
+    assert_int_equal(f->rt.class_stats[1].bytes_requested, 0);
+    assert_int_equal(f->rt.class_stats[0].live_bytes, live_b);
+    assert_int_equal(f->rt.class_stats[0].peak_bytes, live_b);
+    for (size_t i = 0; i < f->rt.phase_stat_count; i++)
+        assert_int_equal(f->rt.phase_stats[i].entries, 0);
+    assert_int_equal(f->rt.span_count, 1); /* "step", still open */
+    assert_int_equal(f->rt.spans[0].end_ns, 0);
+
+    void *c = alloc(f, 1024, API_CUDA_MALLOC_ASYNC, S1);
+    assert_int_equal(map_find(&f->rt.map, (uintptr_t)c)->class_idx, 0); /* "step" still open */
+    assert_int_equal(f->rt.allocations, 1);
+    phase_exit(&f->rt);
+    assert_int_not_equal(f->rt.spans[0].end_ns, 0);
+    void *d = alloc(f, 1024, API_CUDA_MALLOC_ASYNC, S1);
+    assert_int_equal(map_find(&f->rt.map, (uintptr_t)d)->class_idx, 1);
+    release(f, a, S1, MODE_STREAM);
+    release(f, b, S1, MODE_STREAM);
+    release(f, c, S1, MODE_STREAM);
+    release(f, d, S1, MODE_STREAM);
+    assert_int_equal(f->rt.frees, 4);
+    assert_int_equal(f->rt.class_stats[0].live_bytes + f->rt.class_stats[1].live_bytes, 0);
+    teardown(f);
+}
+
 static void test_runtime_passthrough_and_capture(void **state)
 {
     (void)state;
@@ -891,6 +935,7 @@ int main(void)
         cmocka_unit_test(test_runtime_devices_have_own_pools),
         cmocka_unit_test(test_runtime_map_random_churn),
         cmocka_unit_test(test_runtime_report_is_written_atomically),
+        cmocka_unit_test(test_runtime_fork_child_counts_only_its_own_work),
         cmocka_unit_test(test_runtime_profile_attributes_to_class_and_phase),
         cmocka_unit_test(test_runtime_profile_step_window),
     };

@@ -10,7 +10,8 @@ ranges around the phases that umpol policies match on:
     backward        the backward pass (allocations on autograd threads too)
     optimizer.step  the optimizer step (AdamW state is created at the first)
 
-Run it plain, or under umpol:
+It needs PyTorch built for CUDA (examples/pytorch/requirements.txt) and a
+GPU; --check says whether both are there. Run it plain, or under umpol:
 
     python3 examples/pytorch/train.py --steps 20
     umpol run -p policies/llm-finetune.umpol -- python3 examples/pytorch/train.py --steps 20
@@ -35,12 +36,18 @@ import math
 import time
 
 import os
+import sys
 import threading
 
-import torch
-import torch.distributed as dist
-import torch.nn as nn
-import torch.nn.functional as F
+# Needs PyTorch built for CUDA and a GPU: pip install -r examples/pytorch/requirements.txt
+try:
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError as e:
+    sys.exit(f"train.py needs PyTorch ({e}); install it with "
+             "'pip install -r examples/pytorch/requirements.txt'")
 
 
 class RMSNorm(nn.Module):
@@ -158,7 +165,16 @@ def main():
     p.add_argument("--gpu-limit", type=int, metavar="BYTES",
                    help="hold PyTorch's allocator to this many bytes of the GPU "
                         "(torch.cuda.set_per_process_memory_fraction); past it the step fails with out-of-memory")
+    p.add_argument("--check", action="store_true",
+                   help="only say whether PyTorch and a CUDA GPU are there (exit 0) or not (exit 1)")
     args = p.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit(f"train.py needs a CUDA GPU: PyTorch {torch.__version__} sees none "
+                 f"(built for CUDA {torch.version.cuda or 'no CUDA'})")
+    if args.check:
+        print(f"train.py: PyTorch {torch.__version__}, {torch.cuda.device_count()} GPU(s): "
+              f"{torch.cuda.get_device_name(0)}")
+        return
     if args.cpu_offload and not args.fsdp:
         p.error("--cpu-offload needs --fsdp")
     ffn = args.ffn or int(math.ceil(args.dim * 8 / 3 / 256) * 256)
@@ -234,6 +250,16 @@ def main():
     tokens_per_s = args.batch * args.seq * world / (median_ms / 1e3)
     say(f"{tokens_per_s:.0f} tokens/s" + (f", peak GPU memory in use {peak_used / 2**30:.2f} GiB above the start"
                                           if peak_used is not None else ""))
+    # Under umpol run, torch.cuda.memory_allocated() reads 0 (umpol-python(7));
+    # the runtime's own per-class figures replace it.
+    try:
+        import umpol
+    except ImportError:
+        umpol = None
+    classes = umpol.memory_stats() if umpol is not None else {}
+    for name, s in classes.items():
+        say(f"  umpol class {name}: {s['allocations']} allocations, peak {s['peak_bytes'] / 2**30:.2f} GiB, "
+            f"on the GPU now {s['resident_bytes'] / 2**30:.2f} GiB, evicted {s['evict_bytes'] / 2**30:.2f} GiB")
     if distributed:
         dist.destroy_process_group()
     if args.json and rank == 0:
@@ -242,7 +268,8 @@ def main():
                        "params": params, "world": world, "tokens_per_s": tokens_per_s,
                        "peak_gpu_used_bytes": peak_used,
                        "allocator": torch.cuda.get_allocator_backend(),
-                       "peak_allocated_bytes": peak, "args": vars(args)}, f, indent=1)
+                       "peak_allocated_bytes": peak, "umpol_classes": classes,
+                       "args": vars(args)}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -24,13 +24,9 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "cli/jsonv.h"
 #include "lang/policy.h"
+#include "report/report.h"
 
-#define REPORT_MAX_BYTES (256u << 20)
-#define MAX_SITES 4096
-#define MAX_PHASES 4096
-#define MAX_CLASSES 65536
 #define SMALL_BYTES (1u << 20) /* smaller blocks stay plain device memory */
 
 /* ---- what the analysis reads: one run, possibly several ranks ---- */
@@ -70,7 +66,7 @@ static void profile_free(struct run_profile *p)
     free(p->classes);
 }
 
-/* ---- the adapter from today's reader ---- */
+/* ---- the adapter from the report module (report/report.h) ---- */
 
 /* Why a report cannot be used. */
 struct bad {
@@ -84,31 +80,6 @@ __attribute__((format(printf, 2, 3))) static bool fail(struct bad *b, const char
     vsnprintf(b->why, sizeof b->why, fmt, ap);
     va_end(ap);
     return false;
-}
-
-/* A count: a whole number from 0 to 2^53 (exact in a double). */
-static bool count_of(const struct jv *obj, const char *key, uint64_t *out, struct bad *b)
-{
-    const struct jv *v = jv_get(obj, key);
-    if (!v || v->type != JV_NUMBER || !isfinite(v->number) || v->number < 0 ||
-        v->number > 9007199254740992.0 || v->number != floor(v->number))
-        return fail(b, "field '%s' is missing or not a count", key);
-    *out = (uint64_t)v->number;
-    return true;
-}
-
-static const struct jv *array_of(const struct jv *doc, const char *key, size_t max, struct bad *b)
-{
-    const struct jv *v = jv_get(doc, key);
-    if (!v || v->type != JV_ARRAY) {
-        fail(b, "no '%s' array", key);
-        return NULL;
-    }
-    if (v->count > max) {
-        fail(b, "too many '%s'", key);
-        return NULL;
-    }
-    return v;
 }
 
 static bool printable(const char *s)
@@ -125,138 +96,81 @@ static bool grow(void **arr, size_t n, size_t more, size_t size)
     return g != NULL;
 }
 
-static bool profile_from_report(struct run_profile *p, const struct jv *doc, struct bad *b)
+/* R, already checked against the schema by report_load, into P; the names
+ * stay R's, so R outlives P. */
+static bool profile_from_report(struct run_profile *p, const struct report *r, struct bad *b)
 {
-    const struct jv *version = jv_get(doc, "umpol_report");
-    if (!version || version->type != JV_NUMBER) return fail(b, "not an umpol report");
-    if (version->number != 1)
-        return fail(b, "report schema version %g; this umpol reads version 1", version->number);
-    const struct jv *devices = array_of(doc, "devices", 64, b);
-    if (!devices) return false;
-    if (devices->count != 1)
-        return fail(b, devices->count ? "the report covers several GPUs; give one report per GPU "
-                                        "(rank)"
-                                      : "the report saw no GPU");
-    uint64_t total, budget = 0;
-    if (!count_of(&devices->items[0], "total_bytes", &total, b)) return false;
-    const struct jv *bj = jv_get(&devices->items[0], "budget_bytes");
-    if (bj && bj->type != JV_NULL && !count_of(&devices->items[0], "budget_bytes", &budget, b))
-        return false;
-    if (p->reports && total != p->gpu_bytes)
+    if (r->device_count != 1)
+        return fail(b, r->device_count ? "the report covers several GPUs; give one report per GPU "
+                                         "(rank)"
+                                       : "the report saw no GPU");
+    const struct report_device *dev = &r->devices[0];
+    if (p->reports && dev->total_bytes != p->gpu_bytes)
         return fail(b, "recorded on a GPU of %" PRIu64 " bytes, the others on one of %" PRIu64,
-                    total, p->gpu_bytes);
-    p->gpu_bytes = total;
-    p->budget_bytes = budget;
-    const struct jv *classes = array_of(doc, "classes", MAX_CLASSES, b);
-    const struct jv *phases = classes ? array_of(doc, "phases", MAX_PHASES, b) : NULL;
-    if (!phases) return false;
-    if (!jv_get(doc, "sites"))
+                    dev->total_bytes, p->gpu_bytes);
+    p->gpu_bytes = dev->total_bytes;
+    p->budget_bytes = dev->has_budget ? dev->budget_bytes : 0;
+    if (!r->has_sites)
         return fail(b, "no allocation sites: written by an older umpol; record the run again "
                        "(umpol suggest -- COMMAND, or umpol run -r)");
-    const struct jv *sites = array_of(doc, "sites", MAX_SITES, b);
-    if (!sites) return false;
     size_t class_base = p->nclasses;
-    if (!grow((void **)&p->classes, p->nclasses, classes->count, sizeof *p->classes) ||
-        !grow((void **)&p->phases, p->nphases, phases->count, sizeof *p->phases) ||
-        !grow((void **)&p->sites, p->nsites, sites->count, sizeof *p->sites))
+    if (!grow((void **)&p->classes, p->nclasses, r->class_count, sizeof *p->classes) ||
+        !grow((void **)&p->phases, p->nphases, r->phase_count, sizeof *p->phases) ||
+        !grow((void **)&p->sites, p->nsites, r->site_count, sizeof *p->sites))
         return fail(b, "out of memory");
-    for (size_t i = 0; i < classes->count; i++) {
-        const struct jv *c = &classes->items[i];
+    for (size_t i = 0; i < r->class_count; i++) {
+        const struct report_class *c = &r->classes[i];
         struct run_class *rc = &p->classes[class_base + i];
-        memset(rc, 0, sizeof *rc);
-        rc->name = jv_str(c, "name");
-        if (!rc->name || !printable(rc->name)) return fail(b, "a class without a printable name");
-        if (!count_of(c, "peak_bytes", &rc->peak_bytes, b) ||
-            !count_of(c, "evictions", &rc->evictions, b) ||
-            !count_of(c, "evict_bytes", &rc->evict_bytes, b) ||
-            !count_of(c, "prefetch_bytes", &rc->prefetch_bytes, b))
-            return false;
-        const struct jv *um = jv_get(c, "um");
-        rc->profiled = um != NULL;
-        if (um && (!count_of(um, "gpu_faults", &rc->gpu_faults, b) ||
-                   !count_of(um, "htod_bytes", &rc->htod, b) ||
-                   !count_of(um, "dtoh_bytes", &rc->dtoh, b)))
-            return false;
+        if (!printable(c->name)) return fail(b, "a class without a printable name");
+        *rc = (struct run_class){.name = c->name,
+                                 .peak_bytes = c->v[RC_PEAK_BYTES],
+                                 .evictions = c->v[RC_EVICTIONS],
+                                 .evict_bytes = c->v[RC_EVICT_BYTES],
+                                 .prefetch_bytes = c->v[RC_PREFETCH_BYTES],
+                                 .gpu_faults = c->um[UM_GPU_FAULTS],
+                                 .htod = c->um[UM_HTOD_BYTES],
+                                 .dtoh = c->um[UM_DTOH_BYTES],
+                                 .profiled = c->has_um};
     }
-    p->nclasses += classes->count;
-    /* Phases are merged by name across reports; sites refer to this report's indices. */
-    const char *local[MAX_PHASES];
-    for (size_t i = 0; i < phases->count; i++) {
-        const struct jv *ph = &phases->items[i];
-        const char *name = jv_str(ph, "name");
-        if (!name || !printable(name)) return fail(b, "a phase without a printable name");
-        uint64_t entries, ns;
-        if (!count_of(ph, "entries", &entries, b) || !count_of(ph, "total_ns", &ns, b))
-            return false;
+    p->nclasses += r->class_count;
+    /* Phases are merged by name across reports; sites and spans refer to this
+     * report's indices. */
+    for (size_t i = 0; i < r->phase_count; i++) {
+        const struct report_phase *ph = &r->phases[i];
+        if (!printable(ph->name)) return fail(b, "a phase without a printable name");
         struct run_phase *rp = NULL;
         for (size_t k = 0; k < p->nphases && !rp; k++)
-            if (strcmp(p->phases[k].name, name) == 0) rp = &p->phases[k];
+            if (strcmp(p->phases[k].name, ph->name) == 0) rp = &p->phases[k];
         if (!rp) {
             rp = &p->phases[p->nphases++];
-            *rp = (struct run_phase){.name = name, .depth = -1};
+            *rp = (struct run_phase){.name = ph->name, .depth = -1};
         }
-        rp->entries = entries > rp->entries ? entries : rp->entries;
-        rp->total_ns += ns;
-        local[i] = name;
+        rp->entries = ph->entries > rp->entries ? ph->entries : rp->entries;
+        rp->total_ns += ph->total_ns;
     }
-    const struct jv *spans = jv_get(jv_get(doc, "timeline"), "spans");
-    for (size_t i = 0; spans && spans->type == JV_ARRAY && i < spans->count; i++) {
-        double ph = jv_num(&spans->items[i], "phase", -1),
-               depth = jv_num(&spans->items[i], "depth", -1);
-        if (ph < 0 || ph >= (double)phases->count || ph != floor(ph) || depth < 0 || depth > 1e6)
-            continue;
+    for (size_t i = 0; i < r->span_count; i++) {
+        const struct report_span *sp = &r->spans[i];
+        const char *name = r->phases[sp->phase].name;
         for (size_t k = 0; k < p->nphases; k++)
-            if (strcmp(p->phases[k].name, local[(size_t)ph]) == 0 &&
-                (p->phases[k].depth < 0 || depth < p->phases[k].depth))
-                p->phases[k].depth = (int)depth;
+            if (strcmp(p->phases[k].name, name) == 0 &&
+                (p->phases[k].depth < 0 || sp->depth < (uint32_t)p->phases[k].depth))
+                p->phases[k].depth = (int)sp->depth;
     }
-    for (size_t i = 0; i < sites->count; i++) {
-        const struct jv *s = &sites->items[i];
-        struct run_site *rs = &p->sites[p->nsites];
-        memset(rs, 0, sizeof *rs);
-        uint64_t cls, phase = 0;
-        const struct jv *pj = jv_get(s, "phase");
-        if (!count_of(s, "class", &cls, b) ||
-            (pj && pj->type != JV_NULL && !count_of(s, "phase", &phase, b)) ||
-            !count_of(s, "allocations", &rs->allocations, b) ||
-            !count_of(s, "frees", &rs->frees, b) || !count_of(s, "bytes", &rs->bytes, b) ||
-            !count_of(s, "min_size", &rs->min_size, b) ||
-            !count_of(s, "max_size", &rs->max_size, b) ||
-            !count_of(s, "peak_live_bytes", &rs->peak_live, b) ||
-            !count_of(s, "lifetime_ns", &rs->lifetime_ns, b))
-            return false;
-        if (cls >= classes->count || (pj && pj->type != JV_NULL && phase >= phases->count))
-            return fail(b, "a site names a class or phase the report lacks");
-        if (rs->allocations == 0 || rs->frees > rs->allocations || rs->min_size > rs->max_size ||
-            rs->min_size == 0)
-            return fail(b, "a site's counts contradict each other");
-        rs->class_name = p->classes[class_base + cls].name;
-        rs->phase = pj && pj->type != JV_NULL ? local[phase] : NULL;
-        p->nsites++;
+    for (size_t i = 0; i < r->site_count; i++) {
+        const struct report_site *s = &r->sites[i];
+        p->sites[p->nsites++] = (struct run_site){
+            .phase = s->phase >= 0 ? r->phases[s->phase].name : NULL,
+            .class_name = p->classes[class_base + s->class_index].name,
+            .allocations = s->allocations,
+            .frees = s->frees,
+            .bytes = s->bytes,
+            .min_size = s->min_size,
+            .max_size = s->max_size,
+            .peak_live = s->peak_live_bytes,
+            .lifetime_ns = s->lifetime_ns};
     }
     p->reports++;
     return true;
-}
-
-static char *read_whole(const char *path, size_t *len, struct bad *b)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fail(b, "cannot read it: %s", strerror(errno));
-        return NULL;
-    }
-    char *buf = malloc(REPORT_MAX_BYTES + 1);
-    size_t n = buf ? fread(buf, 1, REPORT_MAX_BYTES + 1, f) : 0;
-    bool err = ferror(f);
-    fclose(f);
-    if (!buf || err || n > REPORT_MAX_BYTES) {
-        fail(b, "%s", !buf ? "out of memory" : err ? "read error" : "larger than 256 MiB");
-        free(buf);
-        return NULL;
-    }
-    buf[n] = '\0';
-    *len = n;
-    return buf;
 }
 
 /* ---- the analysis ---- */
@@ -814,35 +728,26 @@ static bool write_atomically(const char *path, const char *text, size_t len)
     return true;
 }
 
-static const char usage_text[] =
-    "usage: umpol suggest [--budget SIZE|N%] [--goal speed|memory] [-o FILE] REPORT.json...\n"
-    "       umpol suggest [--budget SIZE|N%] [--goal speed|memory] [-o FILE] -- COMMAND...\n"
-    "Draft a policy from runtime reports (one per rank of one run), or record COMMAND once\n"
-    "under plain device memory and draft it from that run. See umpol-suggest(1).\n";
-
 /* Analyse the reports and write the policy; 0, 1 (budget cannot work) or 2. */
 static int suggest_from_reports(char **paths, size_t npaths, const char *budget_arg,
                                 bool memory_goal, const char *out_path)
 {
     struct run_profile prof = {0};
-    struct jv **docs = calloc(npaths, sizeof *docs);
+    struct report *reports = calloc(npaths, sizeof *reports);
     int rc = EXIT_USAGE;
     struct group *g = NULL;
     char *text = NULL;
     size_t text_len = 0;
-    if (!docs) goto done;
+    if (!reports) goto done;
     for (size_t i = 0; i < npaths; i++) {
         struct bad b = {""};
-        size_t len;
-        char *raw = read_whole(paths[i], &len, &b);
-        if (raw) {
-            const char *err;
-            size_t off;
-            docs[i] = jv_parse(raw, len, &err, &off);
-            free(raw);
-            if (!docs[i]) snprintf(b.why, sizeof b.why, "invalid JSON: %s at byte %zu", err, off);
+        char why[512];
+        enum report_status st = report_load(&reports[i], paths[i], why, sizeof why);
+        if (st != REPORT_OK) {
+            fprintf(stderr, "umpol suggest: %s; nothing written\n", why);
+            goto done;
         }
-        if (!docs[i] || !profile_from_report(&prof, docs[i], &b)) {
+        if (!profile_from_report(&prof, &reports[i], &b)) {
             fprintf(stderr, "umpol suggest: %s: %s; nothing written\n", paths[i], b.why);
             goto done;
         }
@@ -945,9 +850,9 @@ static int suggest_from_reports(char **paths, size_t npaths, const char *budget_
     }
     rc = EXIT_VALID;
 done:
-    for (size_t i = 0; docs && i < npaths; i++)
-        jv_free(docs[i]);
-    free(docs);
+    for (size_t i = 0; reports && i < npaths; i++)
+        report_free(&reports[i]);
+    free(reports);
     free(g);
     free(text);
     profile_free(&prof);
@@ -978,7 +883,7 @@ static int suggest_from_command(char **cmd, const char *budget_arg, bool memory_
         fprintf(stderr, "umpol suggest: cannot write %s\n", policy);
     } else {
         fprintf(stderr, "umpol suggest: recording one run of %s (plain device memory)\n", cmd[0]);
-        rc = run_job(policy, report, false, cmd);
+        rc = run_job(policy, report, false, true, cmd);
         if (rc != 0)
             fprintf(stderr,
                     "umpol suggest: the job exited with status %d; suggesting from what "
@@ -1017,38 +922,26 @@ int cmd_suggest(int argc, char **argv)
 {
     const char *budget = NULL, *out = NULL;
     bool memory_goal = false;
-    static const struct option opts[] = {{"budget", required_argument, NULL, 'b'},
-                                         {"goal", required_argument, NULL, 'g'},
-                                         {"output", required_argument, NULL, 'o'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {0, 0, 0, 0}};
-    optind = 1;
-    for (int c; (c = getopt_long(argc, argv, "+b:g:o:h", opts, NULL)) != -1;) {
+    for (int c; (c = cli_getopt("suggest", argc, argv)) != -1;) {
         if (c == 'b') {
             budget = optarg;
         } else if (c == 'g') {
-            if (strcmp(optarg, "speed") && strcmp(optarg, "memory")) {
-                fprintf(stderr, "umpol suggest: --goal must be speed or memory\n");
-                return EXIT_USAGE;
-            }
+            if (strcmp(optarg, "speed") != 0 && strcmp(optarg, "memory") != 0)
+                return cli_usage_error("suggest", "--goal must be speed or memory");
             memory_goal = strcmp(optarg, "memory") == 0;
         } else if (c == 'o') {
             out = optarg;
-        } else if (c == 'h') {
-            fputs(usage_text, stdout);
-            return EXIT_VALID;
-        } else {
-            fputs(usage_text, stderr);
-            return EXIT_USAGE;
         }
     }
-    if (optind >= argc) {
-        fputs(usage_text, stderr);
-        return EXIT_USAGE;
-    }
+    if (optind >= argc)
+        return cli_usage_error("suggest", "no report and no command given");
     /* `--` before the operands: a command to record, not reports. */
+    int rc;
     if (strcmp(argv[optind - 1], "--") == 0 && argv[optind - 1] != out &&
         argv[optind - 1] != budget)
-        return suggest_from_command(argv + optind, budget, memory_goal, out);
-    return suggest_from_reports(argv + optind, (size_t)(argc - optind), budget, memory_goal, out);
+        rc = suggest_from_command(argv + optind, budget, memory_goal, out);
+    else
+        rc = suggest_from_reports(argv + optind, (size_t)(argc - optind), budget, memory_goal,
+                                  out);
+    return out ? rc : cli_finish_stdout("suggest", rc);
 }

@@ -63,6 +63,26 @@ static bool load_cudart(struct cudart *c)
 static struct cudart cudart;
 static bool cudart_loaded;
 
+/* Why there is no GPU to use, in the user's terms: cudart reports a missing
+ * driver as "CUDA driver version is insufficient for CUDA runtime version". */
+static const char *no_gpu_reason(cudaError_t err)
+{
+    static char why[256];
+    if (err == cudaErrorNoDevice)
+        return "no GPU: the CUDA driver found none";
+    if (err == cudaErrorInsufficientDriver) {
+        void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!driver)
+            return "no CUDA driver found: libcuda.so.1 is not installed or not on the library "
+                   "path (an NVIDIA driver provides it)";
+        dlclose(driver);
+        return "the CUDA driver is older than the CUDA runtime umpol loaded (libcudart.so.13 "
+               "needs a CUDA 13 driver)";
+    }
+    snprintf(why, sizeof why, "the CUDA runtime says: %s", cudart.error_string(err));
+    return why;
+}
+
 static int attr(enum cudaDeviceAttr a, int dev)
 {
     int v = -1;
@@ -77,12 +97,16 @@ void topo_probe(struct topology *t)
     t->gpu_count = -1;
     cudart_loaded = load_cudart(&cudart);
     if (!cudart_loaded) {
-        t->gpu_error = "no CUDA runtime library (libcudart) found";
+        t->gpu_error = "no CUDA runtime library found (libcudart.so.13, from the CUDA Toolkit "
+                       "or a PyTorch install)";
     } else {
         int n = 0;
         cudaError_t err = cudart.get_device_count(&n);
         if (err != cudaSuccess) {
-            t->gpu_error = cudart.error_string(err);
+            t->gpu_error = no_gpu_reason(err);
+        } else if (n == 0) {
+            t->gpu_count = 0;
+            t->gpu_error = "no GPU: the CUDA driver found none";
         } else {
             t->gpu_count = n > TOPO_MAX_GPUS ? TOPO_MAX_GPUS : n;
             for (int d = 0; d < t->gpu_count; d++) {
@@ -180,22 +204,17 @@ static const char *yes_no(int v)
 int cmd_topo(int argc, char **argv)
 {
     bool do_measure = false;
-    static const struct option opts[] = {{"measure", no_argument, NULL, 'm'}, {0, 0, 0, 0}};
-    optind = 1;
-    for (int c; (c = getopt_long(argc, argv, "+m", opts, NULL)) != -1;) {
-        if (c == 'm')
+    for (int c; (c = cli_getopt("topo", argc, argv)) != -1;)
+        if (c == OPT_MEASURE)
             do_measure = true;
-        else
-            return EXIT_USAGE;
-    }
-    if (optind != argc) {
-        fputs("usage: umpol topo [--measure]\n", stderr);
-        return EXIT_USAGE;
-    }
+    if (optind != argc)
+        return cli_usage_error("topo", "unexpected argument '%s'", argv[optind]);
     struct topology t;
     topo_probe(&t);
     if (t.gpu_count <= 0) {
-        printf("GPUs: none found (%s)\n", t.gpu_count == 0 ? "no device" : t.gpu_error);
+        printf("GPUs: none\n  %s\n", t.gpu_error);
+        if (do_measure)
+            printf("  bandwidth: nothing measured, as there is no GPU\n");
     } else {
         printf("GPUs: %d\n", t.gpu_count);
         for (int d = 0; d < t.gpu_count; d++) {

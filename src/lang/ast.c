@@ -48,6 +48,7 @@ void ast_free(struct policy_ast *ast)
 {
     for (struct global_decl *g = ast->globals, *n; g; g = n) {
         n = g->next;
+        free(g->pattern);
         free(g);
     }
     for (struct class_decl *c = ast->classes, *n; c; c = n) {

@@ -78,14 +78,16 @@ struct directive {
 };
 
 struct class_decl {
-    char *name;
+    char *name; /* NULL for a body read after a broken class header */
     struct loc name_loc;
     struct loc loc;
     struct directive *directives, **tail;
+    bool recovered; /* read after a syntax error in its header: name may be wrong */
+    bool had_error; /* a directive was lost to a syntax error */
     struct class_decl *next;
 };
 
-enum global_kind { GLOBAL_BUDGET, GLOBAL_CAP, GLOBAL_SLAB, GLOBAL_VERSION };
+enum global_kind { GLOBAL_BUDGET, GLOBAL_CAP, GLOBAL_SLAB, GLOBAL_VERSION, GLOBAL_LEARN };
 
 struct amount {
     bool percent;
@@ -96,6 +98,8 @@ struct amount {
 struct global_decl {
     enum global_kind kind;
     struct amount amount; /* VERSION keeps its number in amount.value */
+    char *pattern;        /* LEARN: the step phase's glob */
+    struct loc pattern_loc;
     struct loc loc;
     struct global_decl *next;
 };
@@ -106,6 +110,8 @@ struct policy_ast {
     size_t class_count;
     bool first_item_is_version;
     bool saw_any_item;
+    bool error_before_first_item; /* the header itself may be what was lost */
+    size_t syntax_errors;         /* errors while reading: the tree may lack parts */
 };
 
 void ast_init(struct policy_ast *ast);

@@ -3,7 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "program.h"
+#include "api.h"
+#include "expr.h"
 #include "strset.h"
 
 static struct loc whole_file(void)
@@ -11,31 +12,17 @@ static struct loc whole_file(void)
     return (struct loc){1, 1, 1, 2};
 }
 
-static bool expr_never(const struct expr *e);
-
-bool expr_always(const struct expr *e)
+/* A class read after a broken header may have no name. */
+static const char *class_label(const struct class_decl *c)
 {
-    switch (e->kind) {
-    case EXPR_ANY: return true;
-    case EXPR_SIZE:
-    case EXPR_NTH: return e->lo == 0 && e->hi == UINT64_MAX;
-    case EXPR_AND: return expr_always(e->left) && expr_always(e->right);
-    case EXPR_OR: return expr_always(e->left) || expr_always(e->right);
-    case EXPR_NOT: return expr_never(e->left);
-    default: return false;
-    }
+    return c->name ? c->name : "(unnamed)";
 }
 
-static bool expr_never(const struct expr *e)
+/* Whether the class is known in full: recovery from a syntax error may have
+ * dropped its name or a directive, and what is missing must not be reported. */
+static bool complete(const struct class_decl *c)
 {
-    switch (e->kind) {
-    case EXPR_SIZE:
-    case EXPR_NTH: return e->lo > e->hi;
-    case EXPR_AND: return expr_never(e->left) || expr_never(e->right);
-    case EXPR_OR: return expr_never(e->left) && expr_never(e->right);
-    case EXPR_NOT: return expr_always(e->left);
-    default: return false;
-    }
+    return !c->recovered && !c->had_error;
 }
 
 static void check_expr(const struct expr *e, struct diag_list *diags)
@@ -58,7 +45,7 @@ static void check_expr(const struct expr *e, struct diag_list *diags)
             break;
         case EXPR_API:
             if (!api_from_name(e->text)) {
-                const char *hint = diag_suggest(e->text, api_names, 4);
+                const char *hint = diag_suggest(e->text, api_names, API_COUNT);
                 diag_add(diags, DIAG_ERROR, E_UNKNOWN_API, e->text_loc,
                          "unknown API '%s'%s%s%s (one of cudaMalloc, cudaMallocAsync, "
                          "cudaMallocManaged, pluggable)",
@@ -101,6 +88,7 @@ static bool same_trigger(const struct prefetch *a, const struct prefetch *b)
 static void check_class(const struct class_decl *c, const struct global_decl *budget,
                         struct diag_list *diags)
 {
+    const char *name = class_label(c);
     const struct directive *first[DIR_PRIORITY + 1] = {0};
     const struct directive *memory_device = NULL, *prefetch_gpu = NULL;
     bool access_gpu = false;
@@ -108,7 +96,7 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
         if (d->kind != DIR_PREFETCH && first[d->kind]) {
             struct diag *dg = diag_add(diags, DIAG_ERROR, E_DUP_DIRECTIVE, d->loc,
                                        "'%s' given twice in class '%s'", directive_name(d->kind),
-                                       c->name);
+                                       name);
             diag_note(dg, first[d->kind]->loc, "first given here");
             continue;
         }
@@ -147,7 +135,7 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
                 if (e->kind == DIR_PREFETCH && same_trigger(&e->prefetch, pf)) {
                     struct diag *dg = diag_add(diags, DIAG_ERROR, E_DUP_DIRECTIVE, d->loc,
                                                "two prefetches on the same trigger in class '%s'",
-                                               c->name);
+                                               name);
                     diag_note(dg, e->loc, "first given here");
                     break;
                 }
@@ -165,9 +153,9 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
         default: break;
         }
     }
-    if (!first[DIR_MATCH])
+    if (!first[DIR_MATCH] && complete(c))
         diag_add(diags, DIAG_ERROR, E_NO_MATCH, c->name_loc,
-                 "class '%s' has no 'match' directive: say which allocations it takes", c->name);
+                 "class '%s' has no 'match' directive: say which allocations it takes", name);
     if (memory_device) {
         /* Plain device memory cannot be advised, placed elsewhere or prefetched. */
         static const enum directive_kind managed_only[] = {DIR_ADVISE, DIR_PLACE, DIR_ACCESS};
@@ -177,7 +165,7 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
                 struct diag *dg = diag_add(
                     diags, DIAG_ERROR, E_CONFLICT, d->loc,
                     "'%s' needs managed memory, but class '%s' uses 'memory device'",
-                    directive_name(d->kind), c->name);
+                    directive_name(d->kind), name);
                 diag_note(dg, memory_device->loc, "'memory device' given here");
             }
         }
@@ -185,17 +173,17 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
             struct diag *dg =
                 diag_add(diags, DIAG_ERROR, E_CONFLICT, first[DIR_PREFETCH]->loc,
                          "'prefetch' needs managed memory, but class '%s' uses 'memory device'",
-                         c->name);
+                         name);
             diag_note(dg, memory_device->loc, "'memory device' given here");
         }
     }
     const struct directive *place = first[DIR_PLACE];
-    if (place && place_is_host(place->place.kind) && prefetch_gpu && !access_gpu) {
+    if (place && place_is_host(place->place.kind) && prefetch_gpu && !access_gpu && complete(c)) {
         struct diag *dg = diag_add(
             diags, DIAG_WARNING, W_HOST_NO_ACCESS, place->loc,
             "class '%s' lives on the host and is prefetched to the GPU without 'access gpu': "
             "each prefetch migrates pages that the preferred location pulls back",
-            c->name);
+            name);
         diag_note(dg, prefetch_gpu->loc, "prefetched to the GPU here");
     }
     if (budget && first[DIR_ADVISE] && !memory_device) {
@@ -203,7 +191,7 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
             diags, DIAG_WARNING, W_READ_MOSTLY_BUDGET, first[DIR_ADVISE]->loc,
             "'advise read_mostly' in class '%s' is not applied under a budget: a read-only "
             "GPU copy would stay behind when the block is evicted",
-            c->name);
+            name);
         diag_note(dg, budget->loc, "budget given here");
     }
 }
@@ -211,8 +199,9 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
 static const struct global_decl *check_globals(const struct policy_ast *ast,
                                                struct diag_list *diags)
 {
-    const struct global_decl *first[GLOBAL_VERSION + 1] = {0};
-    static const char *const names[] = {"budget gpu", "cap managed", "slab", "umpol"};
+    const struct global_decl *first[GLOBAL_LEARN + 1] = {0};
+    static const char *const names[] = {"budget gpu", "cap managed", "slab", "umpol",
+                                        "learn step"};
     for (const struct global_decl *g = ast->globals; g; g = g->next) {
         if (first[g->kind]) {
             struct diag *d = diag_add(diags, DIAG_ERROR, E_DUP_GLOBAL, g->loc,
@@ -228,7 +217,7 @@ static const struct global_decl *check_globals(const struct policy_ast *ast,
                 diag_add(diags, DIAG_ERROR, E_VERSION, a->loc,
                          "unsupported policy version %llu: this umpol reads version 1",
                          (unsigned long long)a->value);
-            else if (!ast->first_item_is_version)
+            else if (!ast->first_item_is_version && !ast->error_before_first_item)
                 diag_add(diags, DIAG_ERROR, E_NO_HEADER, g->loc,
                          "'umpol 1;' must come before everything else in the policy");
             break;
@@ -247,6 +236,11 @@ static const struct global_decl *check_globals(const struct policy_ast *ast,
                 diag_add(diags, DIAG_ERROR, E_OUT_OF_RANGE, a->loc,
                          "slab size must be between 1 MiB and 1 TiB");
             break;
+        case GLOBAL_LEARN:
+            if (!g->pattern || !*g->pattern)
+                diag_add(diags, DIAG_ERROR, E_EMPTY_PATTERN, g->pattern_loc,
+                         "'learn step' needs the phase that starts each step, e.g. \"forward\"");
+            break;
         }
     }
     return first[GLOBAL_VERSION];
@@ -255,16 +249,19 @@ static const struct global_decl *check_globals(const struct policy_ast *ast,
 size_t policy_check(const struct policy_ast *ast, struct diag_list *diags)
 {
     size_t errors_before = diags->errors;
+    if (diags->stopped)
+        return 0;
     const struct global_decl *budget = NULL;
     for (const struct global_decl *g = ast->globals; g && !budget; g = g->next)
         if (g->kind == GLOBAL_BUDGET)
             budget = g;
-    if (!check_globals(ast, diags))
+    if (!check_globals(ast, diags) && !ast->error_before_first_item)
         diag_add(diags, DIAG_ERROR, E_NO_HEADER, whole_file(),
                  "missing version header: a policy starts with 'umpol 1;'");
     if (ast->class_count == 0) {
-        diag_add(diags, DIAG_ERROR, E_NO_CLASSES, whole_file(),
-                 "policy defines no class, so it would change nothing");
+        if (ast->syntax_errors == 0)
+            diag_add(diags, DIAG_ERROR, E_NO_CLASSES, whole_file(),
+                     "policy defines no class, so it would change nothing");
         return diags->errors - errors_before;
     }
     if (ast->class_count > POLICY_MAX_CLASSES)
@@ -278,6 +275,13 @@ size_t policy_check(const struct policy_ast *ast, struct diag_list *diags)
     by_index = calloc(ast->class_count, sizeof *by_index);
     const struct class_decl *catch_all = NULL, *last = NULL;
     for (const struct class_decl *c = ast->classes; c; c = c->next) {
+        /* Capped like syntax errors: 65,000 copies of one mistake need not be
+         * read 65,000 times. */
+        if (diag_stop(diags, c->name_loc, "checking"))
+            break;
+        check_class(c, budget, diags);
+        if (c->recovered)
+            continue; /* its name and place in the order are guesses */
         last = c;
         long idx = by_index ? strset_add(&names, c->name) : -1;
         if (idx >= 0 && by_index[idx]) {
@@ -287,7 +291,6 @@ size_t policy_check(const struct policy_ast *ast, struct diag_list *diags)
         } else if (idx >= 0) {
             by_index[idx] = c;
         }
-        check_class(c, budget, diags);
         if (catch_all) {
             struct diag *d = diag_add(diags, DIAG_WARNING, W_UNREACHABLE, c->name_loc,
                                       "class '%s' can never match: an earlier class takes "
@@ -304,9 +307,100 @@ size_t policy_check(const struct policy_ast *ast, struct diag_list *diags)
     }
     free(by_index);
     strset_free(&names);
-    if (!catch_all)
+    /* After a syntax error the catch-all may be what was lost. */
+    if (!catch_all && last && ast->syntax_errors == 0 && !diags->stopped)
         diag_add(diags, DIAG_WARNING, W_NO_CATCH_ALL, last->name_loc,
                  "no class matches every allocation: the rest pass through untouched; "
                  "end with 'class rest { match any; memory device; }' to say so");
     return diags->errors - errors_before;
+}
+
+/* One place a policy names, with the words that name it in a message. */
+static void check_gpu_index(const struct class_decl *c, const char *what, long index,
+                            struct loc loc, const struct policy_machine *m,
+                            struct diag_list *diags, struct loc *unchecked, char *unchecked_text,
+                            size_t text_len, size_t *unchecked_count)
+{
+    if (index < 0)
+        return;
+    if (m->gpu_count > 0) {
+        if (index >= m->gpu_count)
+            diag_add(diags, DIAG_WARNING, W_TOPOLOGY, loc,
+                     "class '%s': this machine has no GPU %ld (it has %d)", class_label(c), index,
+                     m->gpu_count);
+        return;
+    }
+    if ((*unchecked_count)++ == 0) {
+        *unchecked = loc;
+        snprintf(unchecked_text, text_len, "%s %ld", what, index);
+    }
+}
+
+static void check_place(const struct class_decl *c, const char *directive, struct place pl,
+                        const struct policy_machine *m, struct diag_list *diags,
+                        struct loc *unchecked, char *text, size_t text_len, size_t *count)
+{
+    char what[32];
+    if (pl.kind == LOC_GPU) {
+        snprintf(what, sizeof what, "%s gpu", directive);
+        check_gpu_index(c, what, pl.index, pl.loc, m, diags, unchecked, text, text_len, count);
+    } else if (pl.kind == LOC_HOST_NUMA && m->node_has_memory &&
+               !m->node_has_memory(pl.index, m->ctx)) {
+        diag_add(diags, DIAG_WARNING, W_TOPOLOGY, pl.loc,
+                 "class '%s': this machine has no NUMA node %d with memory; the runtime will "
+                 "use plain host memory",
+                 class_label(c), pl.index);
+    }
+}
+
+/* `device N` predicates; the left spine iteratively like check_expr, so depth
+ * follows parentheses only (bounded by the scanner). */
+static void check_devices(const struct class_decl *c, const struct expr *e,
+                          const struct policy_machine *m, struct diag_list *diags,
+                          struct loc *unchecked, char *text, size_t text_len, size_t *count)
+{
+    for (; e; e = e->left) {
+        if (e->kind == EXPR_DEVICE && e->lo <= 1023)
+            check_gpu_index(c, "device", (long)e->lo, e->loc, m, diags, unchecked, text,
+                            text_len, count);
+        if (e->right)
+            check_devices(c, e->right, m, diags, unchecked, text, text_len, count);
+    }
+}
+
+void policy_check_machine(const struct policy_ast *ast, const struct policy_machine *m,
+                          struct diag_list *diags)
+{
+    struct loc unchecked = {0, 0, 0, 0};
+    char text[64] = "";
+    size_t count = 0;
+    for (const struct class_decl *c = ast->classes; c; c = c->next) {
+        for (const struct directive *d = c->directives; d; d = d->next) {
+            switch (d->kind) {
+            case DIR_PLACE:
+                check_place(c, "place", d->place, m, diags, &unchecked, text, sizeof text, &count);
+                break;
+            case DIR_ACCESS:
+                for (int i = 0; i < d->access_count && i < MAX_ACCESS; i++)
+                    check_place(c, "access", d->access[i], m, diags, &unchecked, text,
+                                sizeof text, &count);
+                break;
+            case DIR_PREFETCH:
+                check_place(c, "prefetch", d->prefetch.dest, m, diags, &unchecked, text,
+                            sizeof text, &count);
+                break;
+            case DIR_MATCH:
+                check_devices(c, d->match, m, diags, &unchecked, text, sizeof text, &count);
+                break;
+            default: break;
+            }
+        }
+    }
+    char more[32] = "";
+    if (count > 1)
+        snprintf(more, sizeof more, ", and %zu more", count - 1);
+    if (count)
+        diag_add(diags, DIAG_NOTE, W_TOPOLOGY, unchecked,
+                 "no GPU visible (%s): GPU numbers not checked (%s%s)",
+                 m->no_gpu_why ? m->no_gpu_why : "none found", text, more);
 }

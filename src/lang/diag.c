@@ -1,5 +1,6 @@
 #include "diag.h"
 #include "json.h"
+#include "text.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -34,21 +35,26 @@ static char *vformat(const char *fmt, va_list ap)
     return s;
 }
 
-/* Out of memory while reporting: keep a static record so the count stays right. */
-static struct diag oom_diag;
+/* A diagnostic counted but not kept (out of memory, or past the warning cap):
+ * callers may still attach a note to it. */
+static struct diag discarded;
 
 struct diag *diag_add(struct diag_list *list, enum diag_severity sev, enum diag_code code,
                       struct loc loc, const char *fmt, ...)
 {
-    if (sev == DIAG_ERROR)
+    if (sev == DIAG_ERROR) {
         list->errors++;
-    else
-        list->warnings++;
+    } else if (sev == DIAG_NOTE) {
+        list->notes++;
+    } else if (++list->warnings > DIAG_MAX_WARNINGS) {
+        list->hidden_warnings++;
+        return &discarded;
+    }
     if (list->count == list->cap) {
         size_t cap = list->cap ? list->cap * 2 : 8;
         struct diag *grown = realloc(list->items, cap * sizeof *grown);
         if (!grown)
-            return &oom_diag;
+            return &discarded;
         list->items = grown;
         list->cap = cap;
     }
@@ -64,9 +70,21 @@ struct diag *diag_add(struct diag_list *list, enum diag_severity sev, enum diag_
     return d;
 }
 
+bool diag_stop(struct diag_list *list, struct loc loc, const char *doing)
+{
+    if (list->stopped)
+        return true;
+    if (list->errors < DIAG_MAX_ERRORS)
+        return false;
+    list->stopped = true;
+    diag_add(list, DIAG_ERROR, E_TOO_MANY_ERRORS, loc, "too many errors (%d); stopped %s here",
+             DIAG_MAX_ERRORS, doing);
+    return true;
+}
+
 void diag_note(struct diag *d, struct loc loc, const char *fmt, ...)
 {
-    if (d == &oom_diag)
+    if (d == &discarded)
         return;
     va_list ap;
     va_start(ap, fmt);
@@ -75,6 +93,24 @@ void diag_note(struct diag *d, struct loc loc, const char *fmt, ...)
     va_end(ap);
     d->note_loc = loc;
     d->has_note = d->note != NULL;
+}
+
+static int by_place(const void *a, const void *b)
+{
+    const struct diag *x = a, *y = b;
+    if (x->loc.first_line != y->loc.first_line)
+        return x->loc.first_line < y->loc.first_line ? -1 : 1;
+    if (x->loc.first_column != y->loc.first_column)
+        return x->loc.first_column < y->loc.first_column ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+void diag_sort(struct diag_list *list)
+{
+    for (size_t i = 0; i < list->count; i++)
+        list->items[i].seq = i;
+    if (list->count > 1)
+        qsort(list->items, list->count, sizeof *list->items, by_place);
 }
 
 const char *diag_code_name(enum diag_code code, char *buf)
@@ -138,43 +174,36 @@ void diag_print(FILE *out, const struct source *src, const struct diag_list *lis
     for (size_t i = 0; i < list->count; i++) {
         const struct diag *d = &list->items[i];
         char code[8];
-        const char *sev = d->severity == DIAG_ERROR ? "error" : "warning";
-        const char *sev_color = !color ? "" : d->severity == DIAG_ERROR ? "\033[1;31m" : "\033[1;35m";
+        static const char *const sev_names[] = {"error", "warning", "note"};
+        static const char *const sev_colors[] = {"\033[1;31m", "\033[1;35m", "\033[1;36m"};
+        const char *sev = sev_names[d->severity];
+        const char *sev_color = color ? sev_colors[d->severity] : "";
+        /* File names and messages may hold any byte: shown escaped. */
+        fputs(bold, out);
+        text_print_visible(out, src->name);
         if (d->loc.first_line > 0)
-            fprintf(out, "%s%s:%d:%d:%s ", bold, src->name, d->loc.first_line,
-                    d->loc.first_column, reset);
-        else
-            fprintf(out, "%s%s:%s ", bold, src->name, reset);
-        fprintf(out, "%s%s[%s]:%s %s\n", sev_color, sev, diag_code_name(d->code, code), reset,
-                d->message ? d->message : "(out of memory)");
+            fprintf(out, ":%d:%d", d->loc.first_line, d->loc.first_column);
+        fprintf(out, ":%s %s%s[%s]:%s ", reset, sev_color, sev, diag_code_name(d->code, code),
+                reset);
+        text_print_visible(out, d->message ? d->message : "(out of memory)");
+        fputc('\n', out);
         if (d->loc.first_line > 0)
             print_excerpt(out, src, d->loc, color ? "\033[1;32m" : "");
         if (d->has_note) {
-            fprintf(out, "%s%s:%d:%d:%s note: %s\n", bold, src->name, d->note_loc.first_line,
-                    d->note_loc.first_column, reset, d->note);
+            fputs(bold, out);
+            text_print_visible(out, src->name);
+            fprintf(out, ":%d:%d:%s note: ", d->note_loc.first_line, d->note_loc.first_column,
+                    reset);
+            text_print_visible(out, d->note);
+            fputc('\n', out);
             print_excerpt(out, src, d->note_loc, color ? "\033[1;36m" : "");
         }
     }
-}
-
-void json_print_string(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        switch (*p) {
-        case '"': fputs("\\\"", out); break;
-        case '\\': fputs("\\\\", out); break;
-        case '\n': fputs("\\n", out); break;
-        case '\t': fputs("\\t", out); break;
-        case '\r': fputs("\\r", out); break;
-        default:
-            if (*p < 0x20)
-                fprintf(out, "\\u%04x", *p);
-            else
-                fputc(*p, out);
-        }
+    if (list->hidden_warnings) {
+        text_print_visible(out, src->name);
+        fprintf(out, ": %zu more warning%s not shown\n", list->hidden_warnings,
+                list->hidden_warnings == 1 ? "" : "s");
     }
-    fputc('"', out);
 }
 
 void diag_print_json(FILE *out, const struct source *src, const struct diag_list *list)
@@ -186,7 +215,10 @@ void diag_print_json(FILE *out, const struct source *src, const struct diag_list
         char code[8];
         fprintf(out, "%s{\"severity\":\"%s\",\"code\":\"%s\",\"line\":%d,\"column\":%d,"
                      "\"end_line\":%d,\"end_column\":%d,\"message\":",
-                i ? "," : "", d->severity == DIAG_ERROR ? "error" : "warning",
+                i ? "," : "",
+                d->severity == DIAG_ERROR     ? "error"
+                : d->severity == DIAG_WARNING ? "warning"
+                                              : "note",
                 diag_code_name(d->code, code), d->loc.first_line, d->loc.first_column,
                 d->loc.last_line, d->loc.last_column);
         json_print_string(out, d->message);

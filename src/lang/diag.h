@@ -7,7 +7,13 @@
 
 #include "source.h"
 
-enum diag_severity { DIAG_ERROR, DIAG_WARNING };
+/* A note says what could not be checked; it changes no verdict. */
+enum diag_severity { DIAG_ERROR, DIAG_WARNING, DIAG_NOTE };
+
+/* Reading and checking stop after this many errors: later ones are mostly echoes. */
+#define DIAG_MAX_ERRORS 20
+/* Warnings past this many are counted but not kept. */
+#define DIAG_MAX_WARNINGS 50
 
 /* Stable codes: tests and users key on them, so never renumber. */
 enum diag_code {
@@ -53,12 +59,15 @@ struct diag {
     bool has_note; /* a second location, e.g. "first defined here" */
     struct loc note_loc;
     char *note;
+    size_t seq; /* queue order, for a stable sort */
 };
 
 struct diag_list {
     struct diag *items;
     size_t count, cap;
-    size_t errors, warnings;
+    size_t errors, warnings, notes;
+    size_t hidden_warnings; /* counted in warnings, past DIAG_MAX_WARNINGS */
+    bool stopped;           /* the error cap was reached */
 };
 
 void diag_list_init(struct diag_list *list);
@@ -67,8 +76,16 @@ void diag_list_free(struct diag_list *list);
 /* Queue a diagnostic; returns it so a caller can attach a note. */
 struct diag *diag_add(struct diag_list *list, enum diag_severity sev, enum diag_code code,
                       struct loc loc, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* True once DIAG_MAX_ERRORS errors are queued. The first time, queues E023
+ * at LOC saying that DOING ("reading", "checking") stopped there. */
+bool diag_stop(struct diag_list *list, struct loc loc, const char *doing);
 void diag_note(struct diag *d, struct loc loc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Order the diagnostics by where they point (whole-file ones first), keeping
+ * the order of those at one place: the parser and the checker report in two
+ * passes, a reader wants them in the order of the file. */
+void diag_sort(struct diag_list *list);
 
 /* "E012" / "W101". buf holds at least 8 bytes. */
 const char *diag_code_name(enum diag_code code, char *buf);

@@ -109,23 +109,41 @@ static const char *pattern_of(const struct program *p, const struct program_pref
     return p->phase_globs[pf->pattern];
 }
 
-static void print_limit(FILE *out, const char *label, struct program_limit lim, const char *of)
+/* The runtime applies both limits to each GPU on its own (src/runtime/placement.c). */
+static void print_limit(FILE *out, const char *label, struct program_limit lim, bool is_default)
 {
     char buf[32];
+    const char *tail = is_default ? " (default)" : "";
     if (!lim.given)
         fprintf(out, "%-13s none\n", label);
     else if (lim.percent)
-        fprintf(out, "%-13s %" PRIu64 "%% of %s\n", label, lim.value, of);
+        fprintf(out, "%-13s %" PRIu64 "%% of each GPU's memory%s\n", label, lim.value, tail);
     else
-        fprintf(out, "%-13s %s\n", label, format_bytes(lim.value, buf, sizeof buf));
+        fprintf(out, "%-13s %s per GPU%s\n", label, format_bytes(lim.value, buf, sizeof buf), tail);
+}
+
+/* The cap the runtime applies: the policy's, or the default. */
+static struct program_limit cap_applied(const struct program *p, bool *is_default)
+{
+    *is_default = !p->cap_managed.given;
+    if (*is_default)
+        return (struct program_limit){true, true, PROGRAM_DEFAULT_CAP_PERCENT};
+    return p->cap_managed;
 }
 
 void program_explain(FILE *out, const struct program *p)
 {
     char buf[32];
-    print_limit(out, "budget gpu:", p->budget_gpu, "each GPU's memory");
-    print_limit(out, "cap managed:", p->cap_managed, "the total of GPU memory");
-    fprintf(out, "%-13s %s\n\n", "slab:", format_bytes(p->slab_bytes, buf, sizeof buf));
+    bool cap_default;
+    struct program_limit cap = cap_applied(p, &cap_default);
+    print_limit(out, "budget gpu:", p->budget_gpu, false);
+    print_limit(out, "cap managed:", cap, cap_default);
+    fprintf(out, "%-13s %s\n", "slab:", format_bytes(p->slab_bytes, buf, sizeof buf));
+    if (p->step_glob >= 0)
+        fprintf(out, "%-13s each opening of phase \"%s\" starts a step; from the second step on, "
+                     "eviction by predicted next use and prefetch one phase ahead\n",
+                "learn step:", p->phase_globs[p->step_glob]);
+    fputc('\n', out);
     fprintf(out, "Classes, in the order they are tried (the first match wins):\n\n");
     size_t name_w = 5;
     for (size_t i = 0; i < p->class_count; i++)
@@ -177,21 +195,29 @@ static void json_place(FILE *out, struct program_place pl)
         json_print_string(out, program_place_str(pl, buf, sizeof buf));
 }
 
-static void json_limit(FILE *out, struct program_limit lim)
+static void json_limit(FILE *out, struct program_limit lim, bool is_default)
 {
     if (!lim.given)
         fputs("null", out);
     else
-        fprintf(out, "{\"%s\":%" PRIu64 "}", lim.percent ? "percent" : "bytes", lim.value);
+        fprintf(out, "{\"%s\":%" PRIu64 "%s}", lim.percent ? "percent" : "bytes", lim.value,
+                is_default ? ",\"default\":true" : "");
 }
 
 void program_explain_json(FILE *out, const struct program *p)
 {
-    fputs("{\"budget_gpu\":", out);
-    json_limit(out, p->budget_gpu);
+    bool cap_default;
+    struct program_limit cap = cap_applied(p, &cap_default);
+    fputs("\"budget_gpu\":", out);
+    json_limit(out, p->budget_gpu, false);
     fputs(",\"cap_managed\":", out);
-    json_limit(out, p->cap_managed);
-    fprintf(out, ",\"slab_bytes\":%" PRIu64 ",\"classes\":[", p->slab_bytes);
+    json_limit(out, cap, cap_default);
+    fprintf(out, ",\"slab_bytes\":%" PRIu64, p->slab_bytes);
+    if (p->step_glob >= 0) {
+        fputs(",\"learn_step\":", out);
+        json_print_string(out, p->phase_globs[p->step_glob]);
+    }
+    fputs(",\"classes\":[", out);
     for (size_t i = 0; i < p->class_count; i++) {
         const struct program_class *c = &p->classes[i];
         fprintf(out, "%s{\"order\":%zu,\"name\":", i ? "," : "", i + 1);
@@ -232,5 +258,5 @@ void program_explain_json(FILE *out, const struct program *p)
         }
         fprintf(out, "],\"priority\":%u}", c->priority);
     }
-    fputs("]}\n", out);
+    fputc(']', out);
 }

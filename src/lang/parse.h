@@ -8,7 +8,7 @@
 #include "diag.h"
 
 /* Reading stops after this many errors: later ones are mostly echoes. */
-#define PARSE_MAX_ERRORS 20
+#define PARSE_MAX_ERRORS DIAG_MAX_ERRORS
 /* Deeper nesting is refused before it can exhaust any stack. */
 #define PARSE_MAX_DEPTH 64
 /* and/or/not operators in one match expression. */
@@ -21,9 +21,17 @@ struct parse_state {
     struct class_decl *current_class;
     int paren_depth;
     bool depth_reported;
-    bool stopped; /* error cap reached */
     char last_ident[64];
     size_t expr_ops; /* operators in the match expression being read */
+    /* The token before the one being read, so that a missing ';' can be
+     * reported right after it; token_text is the latest token's text. */
+    struct loc prev_loc;
+    char prev_text[48], token_text[48];
+    bool semi_missing, open_missing; /* reported; the grammar goes on without it */
+    /* A token the parser lacks (a class's '}'), returned before the one it got. */
+    int inject_token, replay_token;
+    struct loc replay_loc;
+    int closed_early; /* classes closed that way: their own '}' may still come */
 };
 
 /* Parse SRC into AST; diagnostics go to DIAGS. Returns the number of errors. */

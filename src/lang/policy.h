@@ -3,6 +3,7 @@
 #ifndef UMPOL_POLICY_H
 #define UMPOL_POLICY_H
 
+#include "check.h"
 #include "diag.h"
 #include "program.h"
 #include "source.h"
@@ -17,6 +18,9 @@ struct policy {
 };
 
 enum policy_status policy_load_file(struct policy *pol, const char *path);
+/* Also checks the places the policy names against MACHINE (`check --topology`). */
+enum policy_status policy_load_file_on(struct policy *pol, const char *path,
+                                       const struct policy_machine *machine);
 enum policy_status policy_load_text(struct policy *pol, const char *name, const char *text,
                                     size_t len);
 void policy_free(struct policy *pol);

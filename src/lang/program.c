@@ -4,28 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "expr.h"
 #include "glob.h"
 #include "strset.h"
-
-const char *const api_names[4] = {"cudaMalloc", "cudaMallocAsync", "cudaMallocManaged",
-                                  "pluggable"};
-
-const char *api_name(unsigned api)
-{
-    for (unsigned i = 0; i < 4; i++)
-        if (api == 1u << i)
-            return api_names[i];
-    return "?";
-}
-
-unsigned api_from_name(const char *name)
-{
-    for (unsigned i = 0; i < 4; i++)
-        if (strcmp(name, api_names[i]) == 0)
-            return 1u << i;
-    return 0;
-}
 
 /* Grow-on-demand array append; returns the new element's index or -1. */
 static long push(void **items, size_t *count, size_t *cap, size_t elem_size)
@@ -230,7 +211,12 @@ struct program *program_compile(const struct policy_ast *ast)
     names_init(&cc.tags, &p->tags, &p->tag_count);
     names_init(&cc.marks, &p->marks, &p->mark_count);
     p->slab_bytes = PROGRAM_DEFAULT_SLAB;
+    p->step_glob = -1;
     for (const struct global_decl *g = ast->globals; g; g = g->next) {
+        if (g->kind == GLOBAL_LEARN && g->pattern) {
+            p->step_glob = (int32_t)intern(&cc, &cc.phases, g->pattern);
+            continue;
+        }
         struct program_limit lim = {true, g->amount.percent, g->amount.value};
         if (g->kind == GLOBAL_BUDGET)
             p->budget_gpu = lim;

@@ -8,20 +8,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "api.h"
 #include "ast.h"
-
-/* Which CUDA entry point made an allocation (bit flags, so `api` can test a set). */
-enum alloc_api {
-    API_CUDA_MALLOC = 1u << 0,
-    API_CUDA_MALLOC_ASYNC = 1u << 1,
-    API_CUDA_MALLOC_MANAGED = 1u << 2,
-    API_PLUGGABLE = 1u << 3,
-};
-
-/* Name of an API bit as written in policies, and the reverse (0 if unknown). */
-const char *api_name(unsigned api);
-unsigned api_from_name(const char *name);
-extern const char *const api_names[4];
 
 enum node_op { OP_ANY, OP_SIZE, OP_NTH, OP_PHASE, OP_TAG, OP_API, OP_DEVICE, OP_AND, OP_OR, OP_NOT };
 
@@ -76,6 +64,9 @@ struct program_limit {
 };
 
 #define PROGRAM_DEFAULT_SLAB (64ull << 20)
+/* Without `cap managed`, the runtime holds at most this share of each GPU's
+ * memory as managed memory: an oversubscribed card can hang. */
+#define PROGRAM_DEFAULT_CAP_PERCENT 90
 #define PROGRAM_DEFAULT_PRIORITY 0
 
 struct program {
@@ -94,6 +85,9 @@ struct program {
     size_t tag_count;
     char **marks;
     size_t mark_count;
+    /* `learn step "GLOB"`: the phase glob whose opening starts a step; -1: the
+     * step model is off. */
+    int32_t step_glob;
 };
 
 /* Everything known about one allocation when it is classified. */
@@ -131,6 +125,8 @@ const char *format_bytes(uint64_t bytes, char *buf, size_t len);
 
 /* `umpol explain`: the compiled classes in the order they are tried. */
 void program_explain(FILE *out, const struct program *p);
+/* The members of the JSON object (no braces): budget_gpu, cap_managed,
+ * slab_bytes, classes; the caller adds the file and its diagnostics. */
 void program_explain_json(FILE *out, const struct program *p);
 
 #endif

@@ -1,15 +1,34 @@
 #include "source.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "diag.h"
 
 static struct loc loc_at(int line, int col)
 {
     return (struct loc){line, col, line, col + 1};
+}
+
+/* Describe why loading failed; always returns -1. */
+__attribute__((format(printf, 4, 5))) static int fail(struct source_error *err,
+                                                      enum source_problem problem, struct loc loc,
+                                                      const char *fmt, ...)
+{
+    err->problem = problem;
+    err->loc = loc;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int no_memory(struct source_error *err)
+{
+    return fail(err, SOURCE_NO_MEMORY, loc_at(0, 0), "out of memory while reading the policy");
 }
 
 /* Length of the valid UTF-8 sequence at p (1..4), or 0 if it is invalid. */
@@ -47,34 +66,32 @@ size_t utf8_seq_len(const unsigned char *p, size_t left)
 }
 
 /* Validate encoding and index lines in one pass. */
-static int index_text(struct source *src, struct diag_list *diags)
+static int index_text(struct source *src, struct source_error *err)
 {
     size_t cap = 64;
     src->line_starts = malloc(cap * sizeof *src->line_starts);
     if (!src->line_starts)
-        return -1;
+        return no_memory(err);
     src->line_starts[0] = 0;
     src->line_count = 1;
     int line = 1, col = 1;
     const unsigned char *t = (const unsigned char *)src->text;
     for (size_t i = 0; i < src->len;) {
         if (t[i] == '\0') {
-            diag_add(diags, DIAG_ERROR, E_ENCODING, loc_at(line, col),
-                     "NUL byte in policy text: this looks like a binary file, not a policy");
-            return -1;
+            return fail(err, SOURCE_ENCODING, loc_at(line, col),
+                        "NUL byte in policy text: this looks like a binary file, not a policy");
         }
         size_t n = utf8_seq_len(t + i, src->len - i);
         if (n == 0) {
-            diag_add(diags, DIAG_ERROR, E_ENCODING, loc_at(line, col),
-                     "invalid UTF-8 byte 0x%02x: policies are UTF-8 text", t[i]);
-            return -1;
+            return fail(err, SOURCE_ENCODING, loc_at(line, col),
+                        "invalid UTF-8 byte 0x%02x: policies are UTF-8 text", t[i]);
         }
         if (t[i] == '\n') {
             if (src->line_count == cap) {
                 cap *= 2;
                 size_t *grown = realloc(src->line_starts, cap * sizeof *grown);
                 if (!grown)
-                    return -1;
+                    return no_memory(err);
                 src->line_starts = grown;
             }
             src->line_starts[src->line_count++] = i + 1;
@@ -89,34 +106,33 @@ static int index_text(struct source *src, struct diag_list *diags)
 }
 
 int source_from_memory(struct source *src, const char *name, const char *text, size_t len,
-                       struct diag_list *diags)
+                       struct source_error *err)
 {
     memset(src, 0, sizeof *src);
+    memset(err, 0, sizeof *err);
     src->name = strdup(name);
     if (!src->name)
-        return -1;
-    if (len > SOURCE_MAX_BYTES) {
-        diag_add(diags, DIAG_ERROR, E_TOO_LARGE, loc_at(0, 0),
-                 "policy is %zu bytes; the limit is %u MiB", len, SOURCE_MAX_BYTES >> 20);
-        return -1;
-    }
+        return no_memory(err);
+    if (len > SOURCE_MAX_BYTES)
+        return fail(err, SOURCE_TOO_LARGE, loc_at(0, 0), "policy is %zu bytes; the limit is %u MiB",
+                    len, SOURCE_MAX_BYTES >> 20);
     src->text = malloc(len + 1);
     if (!src->text)
-        return -1;
+        return no_memory(err);
     memcpy(src->text, text, len);
     src->text[len] = '\0';
     src->len = len;
-    return index_text(src, diags);
+    return index_text(src, err);
 }
 
-int source_load(struct source *src, const char *path, struct diag_list *diags)
+int source_load(struct source *src, const char *path, struct source_error *err)
 {
     memset(src, 0, sizeof *src);
+    memset(err, 0, sizeof *err);
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
     if (!f) {
         src->name = strdup(path);
-        diag_add(diags, DIAG_ERROR, E_IO, loc_at(0, 0), "cannot open: %s", strerror(errno));
-        return -1;
+        return fail(err, SOURCE_IO, loc_at(0, 0), "cannot open: %s", strerror(errno));
     }
     /* Read at most one byte past the limit: enough to know it is too large. */
     size_t cap = 4096, len = 0;
@@ -145,20 +161,18 @@ int source_load(struct source *src, const char *path, struct diag_list *diags)
     if (f != stdin)
         fclose(f);
     if (!buf || read_errno) {
+        int e = buf ? read_errno : ENOMEM;
         src->name = strdup(path);
-        diag_add(diags, DIAG_ERROR, E_IO, loc_at(0, 0), "cannot read: %s",
-                 strerror(buf ? read_errno : ENOMEM));
         free(buf);
-        return -1;
+        return fail(err, SOURCE_IO, loc_at(0, 0), "cannot read: %s", strerror(e));
     }
     if (len > SOURCE_MAX_BYTES) {
         src->name = strdup(path);
-        diag_add(diags, DIAG_ERROR, E_TOO_LARGE, loc_at(0, 0),
-                 "policy is larger than the %u MiB limit", SOURCE_MAX_BYTES >> 20);
         free(buf);
-        return -1;
+        return fail(err, SOURCE_TOO_LARGE, loc_at(0, 0), "policy is larger than the %u MiB limit",
+                    SOURCE_MAX_BYTES >> 20);
     }
-    rc = source_from_memory(src, path, buf, len, diags);
+    rc = source_from_memory(src, path, buf, len, err);
     free(buf);
     return rc;
 }

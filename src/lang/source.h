@@ -22,14 +22,22 @@ struct source {
     size_t line_count;
 };
 
-struct diag_list;
+/* Why a text cannot be read as a policy. The loader only describes the
+ * problem; turning it into a diagnostic is its caller's business. */
+enum source_problem { SOURCE_OK, SOURCE_IO, SOURCE_TOO_LARGE, SOURCE_ENCODING, SOURCE_NO_MEMORY };
 
-/* Reads PATH ("-" is stdin). Returns 0 on success; on failure queues a
- * diagnostic (I/O, size, encoding) and returns -1, with errno-style detail. */
-int source_load(struct source *src, const char *path, struct diag_list *diags);
+struct source_error {
+    enum source_problem problem;
+    struct loc loc; /* line 0: the whole file */
+    char message[128];
+};
+
+/* Reads PATH ("-" is stdin). Returns 0 on success; on failure fills ERR
+ * (I/O, size, encoding, memory) and returns -1. */
+int source_load(struct source *src, const char *path, struct source_error *err);
 /* Same checks on text already in memory (tests, fuzzing, benchmarks). */
 int source_from_memory(struct source *src, const char *name, const char *text, size_t len,
-                       struct diag_list *diags);
+                       struct source_error *err);
 void source_free(struct source *src);
 
 /* Pointer to the start of LINE (1-based) and its length without the newline. */

@@ -10,6 +10,12 @@ static void *find(void *cudart, const char *name)
     void *fn = dlsym(RTLD_NEXT, name);
     if (!fn && cudart)
         fn = dlsym(cudart, name);
+    /* Loaded with dlopen, the runtime's RTLD_NEXT sees only its own
+     * dependencies: look in the program's global scope, skipping ourselves. */
+    Dl_info self, found;
+    if (!fn && (fn = dlsym(RTLD_DEFAULT, name)) && dladdr((void *)find, &self) &&
+        dladdr(fn, &found) && found.dli_fbase == self.dli_fbase)
+        fn = NULL;
     return fn;
 }
 

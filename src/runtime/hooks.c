@@ -5,18 +5,20 @@
  * CUDA functions are resolved on the first intercepted call, when libcudart
  * is certainly loaded. A per-thread depth counter sends any call the runtime
  * makes back into CUDA straight to the real function. */
-#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "lang/policy.h"
 #include "runtime/log.h"
+#include "runtime/process.h"
+#include "runtime/profile.h"
 #include "runtime/runtime.h"
-#include "runtime/sites.h"
 #include "umpol.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -27,6 +29,8 @@ static struct cuda_api g_cuda;
 static bool g_loaded;             /* a policy is compiled and the runtime set up */
 static bool g_active;             /* ... and the real CUDA functions are resolved */
 static bool g_cuda_missing;       /* resolution failed: nothing can be forwarded */
+static bool g_refuse;             /* no policy and UMPOL_ON_ERROR=abort under dlopen */
+static bool g_cuda_called;        /* an intercepted CUDA function was called */
 static pthread_once_t g_resolve_once = PTHREAD_ONCE_INIT;
 static _Thread_local int g_depth; /* > 0 while the runtime itself is running */
 
@@ -47,6 +51,14 @@ static void resolve_cuda(void)
 static const struct cuda_api *real(void)
 {
     pthread_once(&g_resolve_once, resolve_cuda);
+    /* Evidence for `umpol run` that the job called the CUDA runtime at all,
+     * given at once: a process may end without running its destructor. */
+    if (!__atomic_load_n(&g_cuda_called, __ATOMIC_RELAXED) &&
+        !__atomic_exchange_n(&g_cuda_called, true, __ATOMIC_RELAXED)) {
+        char line[48];
+        snprintf(line, sizeof line, "cuda %ld\n", (long)getpid());
+        process_status(line);
+    }
     return g_cuda_missing ? NULL : &g_cuda;
 }
 
@@ -71,7 +83,7 @@ static void before_fork(void)
     }
 }
 
-static void after_fork(void)
+static void after_fork_parent(void)
 {
     if (g_loaded) {
         profile_unlock_all(&g_rt);
@@ -81,22 +93,37 @@ static void after_fork(void)
     }
 }
 
-/* `umpol run` asks every process of the job to say how many allocations it saw. */
+/* The child counts only its own work: summed reports count each allocation
+ * once, and a child that does nothing writes no report over its parent's. */
+static void after_fork_child(void)
+{
+    if (g_loaded)
+        runtime_after_fork_child(&g_rt);
+    __atomic_store_n(&g_cuda_called, false, __ATOMIC_RELAXED);
+    after_fork_parent();
+}
+
+/* Did this process itself allocate or open a phase (not only inherit them)? */
+static bool process_used(void)
+{
+    if (g_rt.allocations || __atomic_load_n(&g_rt.passthrough, __ATOMIC_RELAXED))
+        return true;
+    for (size_t i = 0; i < g_rt.phase_stat_count; i++)
+        if (g_rt.phase_stats[i].entries)
+            return true;
+    return false;
+}
+
+/* `umpol run` learns from every process what it saw and what CUDA it used. */
 static void write_run_status(void)
 {
-    const char *path = env("UMPOL_RUN_STATUS");
-    if (!path || !*path)
-        return;
-    int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    char line[96];
-    int n = snprintf(line, sizeof line, "%llu %llu\n",
-                     (unsigned long long)(g_loaded ? g_rt.allocations : 0),
-                     (unsigned long long)(g_loaded ? g_rt.passthrough : 0));
-    if (n > 0 && write(fd, line, (size_t)n) < 0)
-        LOG(LOG_DEBUG, "cannot write the run status");
-    close(fd);
+    struct cuda_evidence ev;
+    process_cuda_evidence(&ev);
+    char line[160];
+    snprintf(line, sizeof line, "exit %ld %llu %llu %d %d\n", (long)getpid(),
+             (unsigned long long)(g_loaded ? g_rt.allocations : 0),
+             (unsigned long long)(g_loaded ? g_rt.passthrough : 0), ev.runtime, ev.driver);
+    process_status(line);
 }
 
 __attribute__((destructor)) static void umpol_unload(void)
@@ -106,9 +133,9 @@ __attribute__((destructor)) static void umpol_unload(void)
         return;
     const char *pattern = env("UMPOL_REPORT");
     /* A process that never touched CUDA or a phase (a launcher such as torchrun,
-     * a shell) writes nothing: it would only overwrite a worker's report. */
-    bool used = g_rt.allocations || __atomic_load_n(&g_rt.passthrough, __ATOMIC_RELAXED) ||
-                g_rt.phase_stat_count;
+     * a shell, a forked child that did nothing) writes nothing: it would only
+     * overwrite a worker's report. */
+    bool used = process_used();
     if (pattern && *pattern && !used)
         LOG(LOG_INFO, "no allocation and no phase seen: no report written");
     if (pattern && *pattern && used) {
@@ -119,59 +146,126 @@ __attribute__((destructor)) static void umpol_unload(void)
         int rc = report_write(&g_rt, path);
         pthread_mutex_unlock(&g_rt.lock);
         if (rc != 0)
-            LOG(LOG_ERROR, "cannot write the report to %s", path);
+            LOG(LOG_ERROR, "cannot write the report to %s: %s", path, strerror(-rc));
         else
             LOG(LOG_INFO, "report written to %s", path);
     }
     /* Pools and the policy stay: other destructors may still free memory. */
 }
 
-static void fail_to_load(const char *why)
+/* One UMPOL_* setting with a fixed set of values (matched ignoring case).
+ * Unset or empty gives VALUES[FALLBACK]; anything else is a warning. */
+static int setting(const char *name, const char *const *values, int fallback)
 {
-    const char *mode = env("UMPOL_ON_ERROR");
-    if (mode && strcmp(mode, "passthrough") == 0) {
-        LOG(LOG_WARN, "%s; running without umpol (UMPOL_ON_ERROR=passthrough)", why);
+    const char *v = env(name);
+    if (!v || !*v)
+        return fallback;
+    char list[128] = "";
+    for (int i = 0; values[i]; i++) {
+        if (strcasecmp(v, values[i]) == 0)
+            return i;
+        const char *sep = i == 0 ? "" : values[i + 1] ? ", " : " or ";
+        size_t n = strlen(list);
+        snprintf(list + n, sizeof list - n, "%s%s", sep, values[i]);
+    }
+    LOG(LOG_WARN, "%s=%.64s is not %s; using %s", name, v, list, values[fallback]);
+    return fallback;
+}
+
+/* The runtime cannot start: say why, then run the job without it, unless
+ * UMPOL_ON_ERROR=abort asks to stop. Even then a runtime loaded with dlopen
+ * (PyTorch's pluggable allocator) never ends the process inside dlopen: its
+ * allocator refuses instead, which the caller sees as out of memory. */
+static void fail_to_load(const char *why, bool abort_on_error, bool preloaded)
+{
+    if (abort_on_error && preloaded) {
+        LOG(LOG_ERROR, "%s; stopping before the job starts (UMPOL_ON_ERROR=abort)", why);
+        _exit(1);
+    }
+    if (abort_on_error) {
+        g_refuse = true;
+        LOG(LOG_ERROR, "%s; umpol_torch_alloc refuses every allocation (UMPOL_ON_ERROR=abort)",
+            why);
         return;
     }
-    LOG(LOG_ERROR, "%s; stopping before the job starts (set UMPOL_ON_ERROR=passthrough to run "
-                   "without umpol instead)", why);
-    _exit(1);
+    LOG(LOG_ERROR, "%s; running without umpol (UMPOL_ON_ERROR=abort stops instead)", why);
+}
+
+/* A setuid/setgid process sees no UMPOL_* variable (secure_getenv): it
+ * applies UMPOL_POLICY only when that names a root-owned policy in a system
+ * location, and never writes a report or a status line. */
+static bool privileged_policy(char *path, size_t len)
+{
+    const char *named = getenv("UMPOL_POLICY");
+    char resolved[PATH_MAX];
+    if (named && *named && realpath(named, resolved) && process_policy_trusted(resolved)) {
+        snprintf(path, len, "%s", resolved);
+        return true;
+    }
+    LOG(LOG_WARN, "this process runs setuid or setgid: running without umpol (such a process "
+                  "applies only a root-owned policy under /etc/umpol or %s)", UMPOL_POLICYDIR);
+    return false;
+}
+
+static bool load_policy(const char *path, bool abort_on_error, bool preloaded)
+{
+    enum policy_status st = policy_load_file(&g_policy, path);
+    if (st == POLICY_VALID)
+        return true;
+    diag_print(stderr, &g_policy.src, &g_policy.diags, false);
+    policy_free(&g_policy);
+    char why[PATH_MAX + 64];
+    snprintf(why, sizeof why, "cannot load the policy %s", path);
+    fail_to_load(why, abort_on_error, preloaded);
+    return false;
 }
 
 __attribute__((constructor)) static void umpol_load(void)
 {
-    const char *level = env("UMPOL_LOG");
-    if (level && *level >= '0' && *level <= '3')
-        log_threshold = *level - '0';
-    const char *path = env("UMPOL_POLICY");
-    if (!path || !*path) {
-        fail_to_load("UMPOL_POLICY is not set, so there is no policy to apply");
-        return;
+    static const char *const levels[] = {"0", "1", "2", "3", NULL};
+    static const char *const on_error[] = {"passthrough", "abort", NULL};
+    static const char *const flag[] = {"0", "1", NULL};
+    log_threshold = setting("UMPOL_LOG", levels, LOG_WARN);
+    bool abort_on_error = setting("UMPOL_ON_ERROR", on_error, 0) == 1;
+    bool discard = setting("UMPOL_DISCARD", flag, 0) == 1;
+    setting("UMPOL_PROFILE", flag, 0); /* profile_init reads it */
+    bool preloaded = process_preloaded();
+    char path[PATH_MAX];
+    const char *named = env("UMPOL_POLICY");
+    bool have = false;
+    if (process_privileged())
+        have = privileged_policy(path, sizeof path);
+    else if (!named || !*named)
+        fail_to_load("UMPOL_POLICY is not set, so there is no policy to apply", abort_on_error,
+                     preloaded);
+    else if (strlen(named) >= sizeof path)
+        fail_to_load("UMPOL_POLICY is too long", abort_on_error, preloaded);
+    else
+        have = snprintf(path, sizeof path, "%s", named) > 0;
+    if (have && load_policy(path, abort_on_error, preloaded)) {
+        if (runtime_init(&g_rt, g_policy.program, &g_cuda) != 0) {
+            fail_to_load("out of memory while starting the runtime", abort_on_error, preloaded);
+        } else {
+            g_rt.record_timeline = env("UMPOL_REPORT") && *env("UMPOL_REPORT");
+            if (g_rt.record_timeline && !(g_rt.sites = calloc(1, sizeof *g_rt.sites)))
+                LOG(LOG_WARN, "out of memory: the report has no allocation sites");
+            if (profile_init(&g_rt) != 0)
+                LOG(LOG_WARN, "out of memory: profiling is off");
+            g_rt.discard = discard;
+            pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+            g_loaded = true;
+            LOG(LOG_INFO, "policy %s loaded: %zu classes", path, g_policy.program->class_count);
+        }
     }
-    enum policy_status st = policy_load_file(&g_policy, path);
-    if (st != POLICY_VALID) {
-        diag_print(stderr, &g_policy.src, &g_policy.diags, false);
-        char why[4200];
-        snprintf(why, sizeof why, "cannot load the policy %s", path);
-        policy_free(&g_policy);
-        fail_to_load(why);
-        return;
-    }
-    if (runtime_init(&g_rt, g_policy.program, &g_cuda) != 0) {
-        fail_to_load("out of memory while starting the runtime");
-        return;
-    }
-    const char *report = env("UMPOL_REPORT");
-    g_rt.record_timeline = report && *report;
-    if (g_rt.record_timeline && !(g_rt.sites = calloc(1, sizeof *g_rt.sites)))
-        LOG(LOG_WARN, "out of memory: the report has no allocation sites");
-    if (profile_init(&g_rt) != 0)
-        LOG(LOG_WARN, "out of memory: profiling is off");
-    const char *discard = env("UMPOL_DISCARD");
-    g_rt.discard = discard && strcmp(discard, "1") == 0;
-    pthread_atfork(before_fork, after_fork, after_fork);
-    g_loaded = true;
-    LOG(LOG_INFO, "policy %s loaded: %zu classes", path, g_policy.program->class_count);
+    /* A relative path would break in any child that changes directory: the
+     * process tree gets the absolute one. (Only at start-up, before the job's
+     * threads exist; setenv is not safe against concurrent getenv.) */
+    char resolved[PATH_MAX];
+    if (g_loaded && preloaded && path[0] != '/' && realpath(path, resolved))
+        setenv("UMPOL_POLICY", resolved, 1);
+    char line[64];
+    snprintf(line, sizeof line, "load %ld %s\n", (long)getpid(), g_loaded ? "on" : "off");
+    process_status(line);
 }
 
 /* ---- the interposed CUDA runtime ---- */
@@ -297,6 +391,13 @@ EXPORT void *umpol_torch_alloc(ssize_t size, int device, void *stream)
     (void)device; /* PyTorch makes DEVICE current before it calls */
     if (size <= 0)
         return NULL;
+    if (g_refuse) {
+        static bool told;
+        if (!__atomic_exchange_n(&told, true, __ATOMIC_RELAXED))
+            LOG(LOG_ERROR, "umpol_torch_alloc: refusing allocations: the policy did not load "
+                           "(UMPOL_ON_ERROR=abort)");
+        return NULL;
+    }
     void *ptr = NULL;
     bool handled;
     cudaError_t err = alloc_hook(&ptr, (size_t)size, API_PLUGGABLE, (cudaStream_t)stream, &handled);
@@ -353,6 +454,15 @@ EXPORT void umpol_phase_exit(void)
     }
 }
 
+EXPORT void umpol_phase_exit_named(const char *name)
+{
+    if (phases_ready() && name) {
+        g_depth++;
+        phase_exit_named(&g_rt, name);
+        g_depth--;
+    }
+}
+
 EXPORT void umpol_mark(const char *name)
 {
     if (phases_ready()) {
@@ -360,6 +470,11 @@ EXPORT void umpol_mark(const char *name)
         phase_mark(&g_rt, name);
         g_depth--;
     }
+}
+
+struct runtime *runtime_loaded(void)
+{
+    return g_loaded ? &g_rt : NULL;
 }
 
 EXPORT int umpol_stats(struct umpol_stats *stats)

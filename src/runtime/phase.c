@@ -4,20 +4,15 @@
  * allocations made on any thread (PyTorch's autograd threads allocate during
  * `backward`). Each phase name is matched against the policy's globs once, on
  * first use; opening and closing then only count, and the classifier reads
- * one bit per glob. Tags are per thread. */
+ * one bit per glob. Tags are per thread. What a phase triggers is not decided
+ * here: opening and closing return the glob bits, and the caller acts on them. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "runtime/log.h"
-#include "runtime/runtime.h"
-
-uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#include "runtime/phase.h"
+#include "runtime/state.h"
+#include "util/clock.h"
 
 /* Per phase name: its glob bits, cached. Index RT_MAX_PHASE_NAMES-1 collects the overflow. */
 static uint64_t *name_bits[RT_MAX_PHASE_NAMES];
@@ -138,22 +133,20 @@ static void count_globs(struct runtime *rt, const uint64_t *bits, int delta)
     }
 }
 
-void phase_enter(struct runtime *rt, const char *name)
+const uint64_t *phases_push(struct runtime *rt, const char *name, uint64_t ts)
 {
-    if (!name)
-        name = "";
     if (phase_depth == phase_cap) {
         track_thread();
         size_t cap = phase_cap ? phase_cap * 2 : 16;
         struct open_phase *grown = realloc(phase_stack, cap * sizeof *grown);
         if (!grown)
-            return;
+            return NULL;
         phase_stack = grown;
         phase_cap = cap;
     }
     uint64_t *bits = calloc(rt->phase_words, sizeof *bits);
     if (!bits)
-        return;
+        return NULL;
     pthread_mutex_lock(&rt->phase_lock);
     size_t i = phase_index(rt, name);
     if (i == RT_MAX_PHASE_NAMES - 1 || !name_bits[i])
@@ -174,7 +167,7 @@ void phase_enter(struct runtime *rt, const char *name)
     }
     if (rt->span_count < rt->span_cap) {
         span = rt->span_count++;
-        rt->spans[span] = (struct phase_span){start, 0, profile_timestamp(rt), 0, (uint32_t)i,
+        rt->spans[span] = (struct phase_span){start, 0, ts, 0, (uint32_t)i,
                                               (uint32_t)phase_depth};
     } else {
         rt->spans_dropped++;
@@ -182,44 +175,50 @@ void phase_enter(struct runtime *rt, const char *name)
     pthread_mutex_unlock(&rt->phase_lock);
     phase_stack[phase_depth++] = (struct open_phase){i, span, start, bits};
     atomic_store_explicit(&rt->phase_current, (int)i, memory_order_relaxed);
-    profile_phase_entered(rt, name);
-    pthread_mutex_lock(&rt->lock);
-    place_trigger(rt, TRIGGER_ENTER, bits, -1);
-    pthread_mutex_unlock(&rt->lock);
+    return bits;
 }
 
-void phase_exit(struct runtime *rt)
+/* Close the opening at position AT of this thread's stack; returns its bits. */
+static uint64_t *phase_close(struct runtime *rt, size_t at, uint64_t ts)
 {
-    if (phase_depth == 0) {
-        LOG(LOG_DEBUG, "phase exit without an open phase on this thread; ignored");
-        return;
-    }
-    struct open_phase op = phase_stack[--phase_depth];
-    int enclosing = phase_depth ? (int)phase_stack[phase_depth - 1].index : -1;
-    atomic_store_explicit(&rt->phase_current, enclosing, memory_order_relaxed);
+    struct open_phase op = phase_stack[at];
+    memmove(&phase_stack[at], &phase_stack[at + 1], (--phase_depth - at) * sizeof *phase_stack);
+    int innermost = phase_depth ? (int)phase_stack[phase_depth - 1].index : -1;
+    atomic_store_explicit(&rt->phase_current, innermost, memory_order_relaxed);
     pthread_mutex_lock(&rt->phase_lock);
     count_globs(rt, op.bits, -1);
     uint64_t end = now_ns();
     rt->phase_stats[op.index].total_ns += end - op.start_ns;
     if (op.span != SIZE_MAX) {
         rt->spans[op.span].end_ns = end;
-        rt->spans[op.span].end_ts = profile_timestamp(rt);
+        rt->spans[op.span].end_ts = ts;
     }
     pthread_mutex_unlock(&rt->phase_lock);
-    pthread_mutex_lock(&rt->lock);
-    place_trigger(rt, TRIGGER_EXIT, op.bits, -1);
-    pthread_mutex_unlock(&rt->lock);
-    free(op.bits);
+    return op.bits;
 }
 
-void phase_mark(struct runtime *rt, const char *name)
+uint64_t *phases_pop(struct runtime *rt, uint64_t ts)
 {
-    int mark = name ? program_mark_index(rt->program, name) : -1;
-    if (mark < 0)
-        return;
-    pthread_mutex_lock(&rt->lock);
-    place_trigger(rt, TRIGGER_MARK, NULL, mark);
-    pthread_mutex_unlock(&rt->lock);
+    if (phase_depth == 0) {
+        LOG(LOG_DEBUG, "phase exit without an open phase on this thread; ignored");
+        return NULL;
+    }
+    return phase_close(rt, phase_depth - 1, ts);
+}
+
+/* Automatic phases (the Python package's) close by name, so that the job's own
+ * ranges opened inside them and still open are left alone. */
+uint64_t *phases_pop_named(struct runtime *rt, const char *name, uint64_t ts)
+{
+    for (size_t k = phase_depth; k-- > 0;) {
+        pthread_mutex_lock(&rt->phase_lock);
+        bool match = strcmp(rt->phase_stats[phase_stack[k].index].name, name) == 0;
+        pthread_mutex_unlock(&rt->phase_lock);
+        if (match)
+            return phase_close(rt, k, ts);
+    }
+    LOG(LOG_DEBUG, "no open phase named %s on this thread; ignored", name);
+    return NULL;
 }
 
 const uint64_t *tag_bits_current(void)
@@ -272,4 +271,31 @@ void tag_pop(void)
     int t = tag_stack[--tag_depth];
     if (t >= 0 && --tag_counts[t] == 0)
         tag_bits[t / 64] &= ~(1ull << (t % 64));
+}
+
+/* In the child of a fork, only the forking thread is left: the phases it has
+ * open stay open (from the fork on, each with a new span), the phases other
+ * threads had open are closed, and the counts start again. */
+void phases_after_fork_child(struct runtime *rt, uint64_t ts)
+{
+    for (size_t i = 0; i < rt->phase_stat_count; i++) {
+        rt->phase_stats[i].entries = 0;
+        rt->phase_stats[i].total_ns = 0;
+        memset(&rt->phase_stats[i].um, 0, sizeof rt->phase_stats[i].um);
+    }
+    memset(rt->phase_open_count, 0,
+           (rt->program->phase_glob_count + 1) * sizeof *rt->phase_open_count);
+    for (size_t w = 0; w < rt->phase_words; w++)
+        atomic_store(&rt->phase_bits[w], 0);
+    rt->span_count = rt->spans_dropped = 0;
+    uint64_t now = now_ns();
+    for (size_t d = 0; d < phase_depth; d++) {
+        struct open_phase *op = &phase_stack[d];
+        count_globs(rt, op->bits, +1);
+        op->start_ns = now;
+        op->span = rt->span_count < rt->span_cap ? rt->span_count++ : SIZE_MAX;
+        if (op->span != SIZE_MAX)
+            rt->spans[op->span] = (struct phase_span){now, 0, ts, 0,
+                                                      (uint32_t)op->index, (uint32_t)d};
+    }
 }

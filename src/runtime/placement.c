@@ -1,7 +1,10 @@
-/* Where blocks live: advice on slabs, prefetch on triggers, and the per-GPU
- * budget with eviction by priority, least recently placed first. Everything
+/* Floor 3, policy. Where blocks live: advice on slabs, prefetch on triggers,
+ * the per-GPU budget with eviction by priority, least recently placed first,
+ * and the managed cap. It decides; the mover issues the CUDA work. Everything
  * here is a hint to the driver: a failed call is counted and logged, never an
  * error for the job. Called with rt->lock held. */
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,62 +14,57 @@
 #ifdef HAVE_NUMA
 #include <numa.h>
 #endif
-#include "runtime/runtime.h"
+#include "runtime/mover.h"
+#include "runtime/placement.h"
+#include "runtime/state.h"
+#include "util/clock.h"
 
-struct device_state *device_get(struct runtime *rt, int device)
+void placement_configure_device(struct runtime *rt, int device)
 {
-    if (device < 0 || device >= RT_MAX_DEVICES)
-        return NULL;
     struct device_state *dev = &rt->devices[device];
-    if (dev->known)
-        return dev;
-    dev->pools = calloc(rt->program->class_count, sizeof *dev->pools);
-    if (!dev->pools)
-        return NULL;
-    /* Learned while DEVICE is current: allocations arrive on their own device. */
-    size_t free_b = 0, total_b = 0;
-    if (rt->cuda->mem_get_info(&free_b, &total_b) != cudaSuccess || total_b == 0) {
-        LOG(LOG_WARN, "cannot read the memory of GPU %d; budget and cap use 0 bytes", device);
-        total_b = 0;
-    }
-    dev->total_bytes = total_b;
+    uint64_t total_b = dev->total_bytes;
     const struct program *p = rt->program;
     dev->budget_bytes = !p->budget_gpu.given ? UINT64_MAX
                         : p->budget_gpu.percent ? total_b / 100 * p->budget_gpu.value
                                                 : p->budget_gpu.value;
-    /* Without a cap, 90% of the GPU: an oversubscribed card can hang. */
     dev->steer = p->budget_gpu.given;
     for (size_t c = 0; c < p->class_count && dev->steer; c++)
         if (p->classes[c].read_mostly && p->classes[c].memory == MEMORY_MANAGED)
             LOG(LOG_WARN, "GPU %d: class '%s': advise read_mostly is not applied under a budget "
                           "(a read-only GPU copy would outlive an eviction)", device,
                 p->classes[c].name);
-    dev->cap_bytes = !p->cap_managed.given  ? total_b / 100 * 90
+    /* Without a cap, PROGRAM_DEFAULT_CAP_PERCENT of the GPU: an oversubscribed card can hang. */
+    dev->cap_bytes = !p->cap_managed.given  ? total_b / 100 * PROGRAM_DEFAULT_CAP_PERCENT
                      : p->cap_managed.percent ? total_b / 100 * p->cap_managed.value
                                               : p->cap_managed.value;
-    int numa = -1;
-    if (rt->cuda->device_get_attribute(&numa, cudaDevAttrHostNumaId, device) != cudaSuccess)
-        numa = -1;
-    dev->host_numa_id = numa;
-    /* Evictions get a stream of their own: a slow move to the host must not
-     * hold up placements, which the job's stream waits for. */
-    if (rt->cuda->stream_create_with_flags(&dev->evict_stream, cudaStreamNonBlocking) != cudaSuccess)
-        dev->evict_stream = NULL;
-    /* One event orders every stream after another (stream_follow). */
-    if (rt->cuda->event_create_with_flags(&dev->follow_event, cudaEventDisableTiming) != cudaSuccess)
-        dev->follow_event = NULL;
-    if (rt->cuda->stream_create_with_flags(&dev->stream, cudaStreamNonBlocking) != cudaSuccess) {
-        LOG(LOG_WARN, "cannot create a prefetch stream on GPU %d; triggered prefetches use "
-                      "one prefetch per block on the default stream", device);
-        dev->stream = NULL;
+    char budget[32] = "none";
+    if (dev->budget_bytes != UINT64_MAX)
+        snprintf(budget, sizeof budget, "%llu MiB", (unsigned long long)(dev->budget_bytes >> 20));
+    LOG(LOG_INFO, "GPU %d: %llu MiB, budget %s, managed cap %llu MiB, host NUMA node %d", device,
+        (unsigned long long)(total_b >> 20), budget, (unsigned long long)(dev->cap_bytes >> 20),
+        dev->host_numa_id);
+}
+
+/* The report's record of moves and refusals (only when a report was asked for). */
+static void timeline_add(struct runtime *rt, enum timeline_kind kind, int class_idx, int device,
+                  uint64_t bytes)
+{
+    if (!rt->record_timeline)
+        return;
+    if (rt->timeline_count == rt->timeline_cap) {
+        size_t cap = rt->timeline_cap ? rt->timeline_cap * 2 : 1024;
+        struct timeline_event *grown =
+            cap <= RT_TIMELINE_MAX ? realloc(rt->timeline, cap * sizeof *grown) : NULL;
+        if (!grown) {
+            rt->timeline_dropped++;
+            return;
+        }
+        rt->timeline = grown;
+        rt->timeline_cap = cap;
     }
-    dev->known = true;
-    profile_device_seen(rt);
-    LOG(LOG_INFO, "GPU %d: %llu MiB, budget %s%llu MiB, managed cap %llu MiB, host NUMA node %d",
-        device, (unsigned long long)(total_b >> 20), dev->budget_bytes == UINT64_MAX ? "none " : "",
-        dev->budget_bytes == UINT64_MAX ? 0ull : (unsigned long long)(dev->budget_bytes >> 20),
-        (unsigned long long)(dev->cap_bytes >> 20), numa);
-    return dev;
+    rt->timeline[rt->timeline_count++] = (struct timeline_event){
+        now_ns(), bytes, device >= 0 ? rt->devices[device].resident_bytes : 0, class_idx,
+        (int16_t)device, (uint8_t)kind};
 }
 
 /* Does host NUMA node NODE exist with memory? Asked of libnuma once per node;
@@ -130,7 +128,7 @@ static void advise_failed(struct runtime *rt, int class_idx, bool *warned, const
     if (!*warned) {
         *warned = true;
         LOG(LOG_WARN, "class '%s': %s failed (%s); the class runs without it",
-            rt->program->classes[class_idx].name, what, rt->cuda->get_error_string(err));
+            rt->program->classes[class_idx].name, what, mover_error(&rt->mover, err));
     }
 }
 
@@ -155,19 +153,19 @@ static void advise(struct runtime *rt, int class_idx, int device, void *ptr, siz
     cudaError_t err;
     if (cls->read_mostly && !steer) {
         struct cudaMemLocation loc = {cudaMemLocationTypeDevice, device};
-        err = rt->cuda->mem_advise(ptr, size, cudaMemAdviseSetReadMostly, loc);
+        err = mover_advise(&rt->mover, ptr, size, cudaMemAdviseSetReadMostly, loc);
         if (err != cudaSuccess)
             advise_failed(rt, class_idx, warned, "read_mostly advice", err);
     }
     if (steer || (cls->place.kind != LOC_UNSET && cls->place.kind != LOC_NONE)) {
         struct cudaMemLocation loc = steer ? host_of(rt, class_idx, device)
                                            : place_location(rt, cls->place, device);
-        err = rt->cuda->mem_advise(ptr, size, cudaMemAdviseSetPreferredLocation, loc);
+        err = mover_advise(&rt->mover, ptr, size, cudaMemAdviseSetPreferredLocation, loc);
         if (err != cudaSuccess)
             advise_failed(rt, class_idx, warned, "preferred location", err);
     }
     if (steer) {
-        err = rt->cuda->mem_advise(ptr, size, cudaMemAdviseSetAccessedBy,
+        err = mover_advise(&rt->mover, ptr, size, cudaMemAdviseSetAccessedBy,
                                    (struct cudaMemLocation){cudaMemLocationTypeDevice, device});
         if (err != cudaSuccess)
             advise_failed(rt, class_idx, warned, "accessed-by advice", err);
@@ -176,7 +174,7 @@ static void advise(struct runtime *rt, int class_idx, int device, void *ptr, siz
         struct cudaMemLocation loc = place_location(rt, cls->access[i], device);
         if (steer && is_gpu(loc) && loc.id == device)
             continue; /* given above */
-        err = rt->cuda->mem_advise(ptr, size, cudaMemAdviseSetAccessedBy, loc);
+        err = mover_advise(&rt->mover, ptr, size, cudaMemAdviseSetAccessedBy, loc);
         if (err != cudaSuccess)
             advise_failed(rt, class_idx, warned, "accessed-by advice", err);
     }
@@ -220,121 +218,137 @@ static void gpu_touch(struct runtime *rt, struct block *b)
     gpu_take_live(rt, b);
 }
 
+static void ranges_locked_add(struct runtime *rt, uintptr_t base, size_t size, int class_idx)
+{
+    pthread_mutex_lock(&rt->range_lock);
+    ranges_add(&rt->ranges, base, size, class_idx);
+    pthread_mutex_unlock(&rt->range_lock);
+}
+
+static void ranges_locked_remove(struct runtime *rt, uintptr_t base)
+{
+    pthread_mutex_lock(&rt->range_lock);
+    ranges_remove(&rt->ranges, base);
+    pthread_mutex_unlock(&rt->range_lock);
+}
+
 void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s)
 {
+    struct device_state *dev = &rt->devices[pool->device];
+    struct class_stats *st = &rt->class_stats[pool->class_idx];
+    st->slabs++;
+    st->slab_bytes += s->size;
+    if (rt->program->classes[pool->class_idx].memory != MEMORY_MANAGED) {
+        dev->resident_bytes += s->size; /* device memory: all of it on the GPU at once */
+        return;
+    }
+    dev->managed_bytes += s->size;
+    ranges_locked_add(rt, s->base, s->size, pool->class_idx);
     advise(rt, pool->class_idx, pool->device, (void *)s->base, s->size, &pool->advice_warned);
     /* A class prefetched to its GPU on allocation gets the whole slab there
      * once: blocks carved from it later need no prefetch of their own. Under
      * a budget each block is placed alone, so the budget holds only what is used. */
     const struct program *p = rt->program;
     const struct program_class *cls = &p->classes[pool->class_idx];
-    if (rt->devices[pool->device].steer)
+    if (dev->steer)
         return;
     for (uint32_t k = 0; k < cls->prefetch_count; k++) {
         const struct program_prefetch *pf = &p->prefetches[cls->prefetch_first + k];
         struct cudaMemLocation loc = place_location(rt, pf->dest, pool->device);
         if (pf->trigger == TRIGGER_ALLOC && is_gpu(loc) && loc.id == pool->device) {
-            cudaError_t err = rt->cuda->mem_prefetch_async((void *)s->base, s->size, loc, 0,
-                                                           rt->devices[pool->device].stream);
-            if (err == cudaSuccess)
-                gpu_take(rt, s->first); /* free: joins the idle list with its bin */
-            rt->class_stats[pool->class_idx].prefetches++;
-            rt->class_stats[pool->class_idx].prefetch_bytes += s->size;
+            if (mover_prefetch(&rt->mover, s->base, s->size, loc, dev->stream)) { /* the free block joins the GPU bins and idle list */
+                s->first->tick = ++rt->tick;
+                dev->resident_bytes += s->size;
+                pool_idle_arrived_gpu(pool, s->first);
+            }
+            st->prefetches++;
+            st->prefetch_bytes += s->size;
             break;
         }
     }
 }
 
-void place_advise_range(struct runtime *rt, int class_idx, int device, void *ptr, size_t size)
+/* Give back every slab of DEVICE (all when < 0) with no live block. Safe:
+ * cudaFree waits for the work that may still use it. */
+size_t place_trim(struct runtime *rt, int device)
 {
+    size_t released = 0;
+    for (int d = 0; d < RT_MAX_DEVICES; d++) {
+        struct device_state *dev = &rt->devices[d];
+        if (!dev->known || (device >= 0 && d != device))
+            continue;
+        for (size_t c = 0; c < rt->program->class_count; c++) {
+            struct pool *p = dev->pools[c];
+            const struct program_class *cls = &rt->program->classes[c];
+            for (struct slab *s = p ? pool_detach_empty_slabs(p) : NULL, *next; s; s = next) {
+                next = s->next;
+                uintptr_t base = s->base;
+                size_t size = s->size;
+                dev->resident_bytes -= slab_gpu_bytes(s);
+                slab_destroy(p, s);
+                cudaError_t err = mover_release(&rt->mover, base);
+                if (err != cudaSuccess)
+                    LOG(LOG_WARN, "releasing a %zu-byte slab of class '%s' failed: %s", size,
+                        cls->name, mover_error(&rt->mover, err));
+                if (cls->memory == MEMORY_MANAGED) {
+                    dev->managed_bytes -= size;
+                    ranges_locked_remove(rt, base);
+                } else {
+                    dev->resident_bytes -= size;
+                }
+                rt->class_stats[c].slabs--;
+                rt->class_stats[c].slab_bytes -= size;
+                released += size;
+            }
+        }
+    }
+    return released;
+}
+
+bool cap_admits(struct runtime *rt, int class_idx, int device, size_t size)
+{
+    struct device_state *dev = &rt->devices[device];
+    if (dev->managed_bytes + size <= dev->cap_bytes)
+        return true;
+    place_trim(rt, device); /* give back empty slabs of this device before refusing */
+    if (dev->managed_bytes + size <= dev->cap_bytes)
+        return true;
+    rt->class_stats[class_idx].cap_refusals++;
+    timeline_add(rt, TL_CAP_REFUSAL, class_idx, device, size);
+    LOG(LOG_INFO, "cap: refusing %zu bytes of managed memory for class '%s' on GPU %d "
+        "(%llu of %llu held)", size, rt->program->classes[class_idx].name, device,
+        (unsigned long long)dev->managed_bytes, (unsigned long long)dev->cap_bytes);
+    return false;
+}
+
+void place_adopted(struct runtime *rt, int class_idx, int device, void *ptr, size_t size,
+                   cudaStream_t stream)
+{
+    rt->devices[device].managed_bytes += size;
+    ranges_locked_add(rt, (uintptr_t)ptr, size, class_idx);
+    const struct program_class *c = &rt->program->classes[class_idx];
+    if (c->memory != MEMORY_MANAGED)
+        return;
     bool warned = false;
     advise(rt, class_idx, device, ptr, size, &warned);
+    for (uint32_t k = 0; k < c->prefetch_count; k++) {
+        const struct program_prefetch *pf = &rt->program->prefetches[c->prefetch_first + k];
+        if (pf->trigger == TRIGGER_ALLOC)
+            mover_prefetch(&rt->mover, (uintptr_t)ptr, size, place_location(rt, pf->dest, device),
+                           stream);
+    }
 }
 
-static void prefetch_one(struct runtime *rt, uintptr_t addr, size_t size,
-                         struct cudaMemLocation loc, cudaStream_t stream)
+void place_adopted_freed(struct runtime *rt, const struct block *b)
 {
-    if (!size)
-        return;
-    cudaError_t err = rt->cuda->mem_prefetch_async((void *)addr, size, loc, 0, stream);
-    if (err != cudaSuccess)
-        LOG(LOG_DEBUG, "prefetch of %zu bytes failed: %s", size, rt->cuda->get_error_string(err));
+    rt->devices[b->device].managed_bytes -= b->size;
+    ranges_locked_remove(rt, b->addr);
 }
 
-/* The whole 2 MiB pages inside [ADDR, ADDR+SIZE), which a discard may drop
- * without touching a neighbour: [*START, *END), empty when END <= START. */
-static void whole_pages(uintptr_t addr, size_t size, uintptr_t *start, uintptr_t *end)
-{
-    const uintptr_t page = 2u << 20;
-    *start = (addr + page - 1) & ~(page - 1);
-    *end = (addr + size) & ~(page - 1);
-}
-
-static bool legacy_stream(cudaStream_t s)
-{
-    return !s || s == cudaStreamLegacy || s == cudaStreamPerThread;
-}
-
-bool stream_follow(struct runtime *rt, int device, cudaStream_t waiter, cudaStream_t signaler)
-{
-    if (waiter == signaler)
-        return true;
-    /* A wait takes the event as last recorded when it is issued, so the
-     * device's one event serves every wait in turn (all under rt->lock);
-     * without it, an event of its own for this wait. */
-    cudaEvent_t ev = rt->devices[device].follow_event;
-    bool own = !ev;
-    if (own && rt->cuda->event_create_with_flags(&ev, cudaEventDisableTiming) != cudaSuccess)
-        return false;
-    bool ok = rt->cuda->event_record(ev, signaler) == cudaSuccess &&
-              rt->cuda->stream_wait_event(waiter, ev, 0) == cudaSuccess;
-    if (own)
-        rt->cuda->event_destroy(ev); /* released once complete; the wait holds it */
-    return ok;
-}
-
-/* Move [ADDR, ADDR+SIZE) of DEVICE, whose data is dead once STREAM's work so
- * far is done, to LOC, ordered on STREAM. With DISCARD, whole 2 MiB pages
- * inside it are discarded and populated at LOC in one operation, without a
- * copy; the edges, which may share a page with a live neighbour, and
- * everything without DISCARD are prefetched, which keeps the data. CUDA takes
- * no legacy stream for a discard: it runs on the runtime's stream between
- * waits both ways. Nothing may overlap a discard, so the runtime's streams,
- * where triggers and evictions run, follow it either way. Returns true when
- * a discard was issued. */
 static bool move_dead(struct runtime *rt, int device, uintptr_t addr, size_t size,
                       struct cudaMemLocation loc, cudaStream_t stream, bool discard)
 {
-    cudaStream_t own = rt->devices[device].stream;
-    uintptr_t start, end;
-    whole_pages(addr, size, &start, &end);
-    cudaStream_t on = legacy_stream(stream) ? own : stream;
-    if (!discard || !on || end <= start || !rt->cuda->mem_discard_and_prefetch_batch_async ||
-        rt->discard_prefetch_unsupported || !stream_follow(rt, device, on, stream)) {
-        prefetch_one(rt, addr, size, loc, stream);
-        return false;
-    }
-    void *ptr = (void *)start;
-    size_t bytes = end - start, idx = 0;
-    cudaError_t err =
-        rt->cuda->mem_discard_and_prefetch_batch_async(&ptr, &bytes, 1, &loc, &idx, 1, 0, on);
-    if (err != cudaSuccess) {
-        rt->discard_prefetch_unsupported = true;
-        rt->cuda->get_last_error();
-        LOG(LOG_INFO, "discard-and-prefetch unavailable (%s); dead data is copied when moved",
-            rt->cuda->get_error_string(err));
-        prefetch_one(rt, addr, size, loc, stream);
-        return false;
-    }
-    prefetch_one(rt, addr, start - addr, loc, on);
-    prefetch_one(rt, end, addr + size - end, loc, on);
-    stream_follow(rt, device, stream, on); /* the job's next work on STREAM sees the pages placed */
-    cudaStream_t evict = rt->devices[device].evict_stream;
-    if (own)
-        stream_follow(rt, device, own, on);
-    if (evict)
-        stream_follow(rt, device, evict, on);
-    return true;
+    return mover_move_dead(&rt->mover, &rt->devices[device], addr, size, loc, stream, discard);
 }
 
 cudaStream_t place_discard_freed(struct runtime *rt, struct block *b, cudaStream_t stream)
@@ -345,7 +359,7 @@ cudaStream_t place_discard_freed(struct runtime *rt, struct block *b, cudaStream
     struct cudaMemLocation loc = b->on_gpu ? (struct cudaMemLocation){cudaMemLocationTypeDevice, device}
                                            : host_of(rt, b->class_idx, device);
     uintptr_t start, end;
-    whole_pages(b->addr, b->size, &start, &end);
+    mover_whole_pages(b->addr, b->size, &start, &end);
     if (end <= start || !move_dead(rt, device, start, end - start, loc, stream, true))
         return stream;
     rt->class_stats[b->class_idx].discards++;
@@ -377,15 +391,61 @@ static bool reclaim_idle(struct runtime *rt, int device)
     }
     rt->class_stats[b->class_idx].reclaims++;
     rt->class_stats[b->class_idx].reclaim_bytes += b->size;
-    pool_idle_left_gpu(rt, b);
+    rt->devices[device].resident_bytes -= b->size;
+    pool_idle_left_gpu(oldest, b);
     rt->reclaim_ns += now_ns() - t0;
     return true;
 }
 
-/* Evict the least recently placed block of the lowest priority at or below
- * MAX_PRIORITY on DEVICE, never one placed in the current round. Returns
- * false when nothing may be evicted. */
-static bool evict_one(struct runtime *rt, int device, uint32_t max_priority)
+/* When learning and the step is on track: the block whose predicted next use
+ * is farthest (Belady), among the evictable blocks of the lowest priority
+ * that has one; ties go to the least recently placed. Placing ahead of a use
+ * predicted at rt->ahead_use evicts only blocks needed later than that. */
+static struct block *farthest_next_use(struct runtime *rt, int device, uint32_t max_priority)
+{
+    struct device_state *dev = &rt->devices[device];
+    const struct program *p = rt->program;
+    size_t pos = step_pos(&rt->step);
+    struct block *victim = NULL;
+    long victim_use = -1;
+    uint32_t victim_prio = 0;
+    for (size_t c = 0; c < p->class_count; c++) {
+        struct pool *pool = dev->pools[c];
+        uint32_t prio = p->classes[c].priority;
+        if (!pool || !pool->lru_head || prio > max_priority || (victim && prio > victim_prio))
+            continue;
+        long class_use = LONG_MAX;
+        const struct program_class *cls = &p->classes[c];
+        for (uint32_t k = 0; k < cls->prefetch_count; k++) {
+            long e = step_next(&rt->step, step_use_key((uint32_t)c, k), pos);
+            if (e >= 0 && e < class_use)
+                class_use = e;
+        }
+        int scanned = 0;
+        for (struct block *b = pool->lru_head; b && b->tick <= rt->round_floor && scanned < 4096;
+             b = b->gpu_next, scanned++) {
+            long use = class_use;
+            if (b->step_no == rt->step.steps && b->step_id) {
+                long f = step_partner(&rt->step, b->step_id - 1);
+                if (f >= (long)pos)
+                    use = f; /* freed later in the step: read until then */
+            }
+            if (rt->ahead_use >= 0 && use <= rt->ahead_use)
+                continue;
+            if (!victim || prio < victim_prio ||
+                (use > victim_use || (use == victim_use && b->tick < victim->tick))) {
+                victim = b;
+                victim_use = use;
+                victim_prio = prio;
+            }
+        }
+    }
+    return victim;
+}
+
+/* The least recently placed block of the lowest priority at or below
+ * MAX_PRIORITY, never one placed in the current round. */
+static struct block *least_recent(struct runtime *rt, int device, uint32_t max_priority)
 {
     struct device_state *dev = &rt->devices[device];
     struct pool *victim = NULL;
@@ -399,11 +459,21 @@ static bool evict_one(struct runtime *rt, int device, uint32_t max_priority)
              p->lru_head->tick < victim->lru_head->tick))
             victim = p;
     }
-    if (!victim)
+    return victim ? victim->lru_head : NULL;
+}
+
+/* Evict one live block of DEVICE of priority at most MAX_PRIORITY. Returns
+ * false when nothing may be evicted. */
+static bool evict_one(struct runtime *rt, int device, uint32_t max_priority)
+{
+    struct device_state *dev = &rt->devices[device];
+    bool by_next_use = rt->learn && step_predicting(&rt->step);
+    struct block *b = by_next_use ? farthest_next_use(rt, device, max_priority)
+                                  : least_recent(rt, device, max_priority);
+    if (!b)
         return false;
-    struct block *b = victim->lru_head;
     uint64_t t0 = now_ns();
-    prefetch_one(rt, b->addr, b->size, host_of(rt, b->class_idx, device),
+    mover_prefetch(&rt->mover, b->addr, b->size, host_of(rt, b->class_idx, device),
                  dev->evict_stream ? dev->evict_stream : dev->stream);
     rt->evict_ns += now_ns() - t0;
     gpu_leave(rt, b);
@@ -451,6 +521,10 @@ static enum placement place_block(struct runtime *rt, struct block *b, struct cu
     }
     st->prefetches++;
     st->prefetch_bytes += b->size;
+    if (own_gpu && rt->ahead_use >= 0)
+        st->ahead_bytes += b->size;
+    else if (own_gpu)
+        st->demand_bytes += b->size;
     timeline_add(rt, own_gpu ? TL_PREFETCH_GPU : TL_PREFETCH_HOST, b->class_idx, device, b->size);
     return PLACE_MOVE;
 }
@@ -518,31 +592,6 @@ void place_on_free(struct runtime *rt, struct block *b)
     b->tick = ++rt->tick;
 }
 
-/* Prefetch a batch on STREAM: one cudaMemPrefetchBatchAsync where the runtime
- * has it, else one call per block. */
-static void prefetch_batch(struct runtime *rt, void **ptrs, size_t *sizes, size_t n,
-                           struct cudaMemLocation loc, cudaStream_t stream)
-{
-    if (n == 0)
-        return;
-    if (n > 1 && stream && rt->cuda->mem_prefetch_batch_async && !rt->batch_unsupported) {
-        size_t idx = 0;
-        cudaError_t err =
-            rt->cuda->mem_prefetch_batch_async(ptrs, sizes, n, &loc, &idx, 1, 0, stream);
-        if (err == cudaSuccess)
-            return;
-        rt->batch_unsupported = true;
-        rt->cuda->get_last_error();
-        LOG(LOG_INFO, "batched prefetch unavailable (%s); prefetching block by block",
-            rt->cuda->get_error_string(err));
-    }
-    for (size_t i = 0; i < n; i++) {
-        cudaError_t err = rt->cuda->mem_prefetch_async(ptrs[i], sizes[i], loc, 0, stream);
-        if (err != cudaSuccess)
-            LOG(LOG_DEBUG, "prefetch failed: %s", rt->cuda->get_error_string(err));
-    }
-}
-
 static bool trigger_fires(const struct program_prefetch *pf, enum trigger_kind trigger,
                           const uint64_t *glob_bits, int mark)
 {
@@ -577,7 +626,7 @@ static void move_class(struct runtime *rt, size_t c, int device, struct program_
                 if (ns)
                     sizes = ns;
                 if (!np || !ns) { /* no memory for the batch: this one alone */
-                    prefetch_one(rt, b->addr, b->size, loc, dev->stream);
+                    mover_prefetch(&rt->mover, b->addr, b->size, loc, dev->stream);
                     continue;
                 }
                 cap = grown;
@@ -586,13 +635,66 @@ static void move_class(struct runtime *rt, size_t c, int device, struct program_
             sizes[n++] = b->size;
         }
     }
-    prefetch_batch(rt, ptrs, sizes, n, loc, dev->stream);
+    mover_prefetch_batch(&rt->mover, ptrs, sizes, n, loc, dev->stream);
     free(ptrs);
     free(sizes);
     /* Data brought to the GPU must be there before the job's next kernels: order
      * the legacy default stream (and so every blocking stream) after the batch. */
     if (n && is_gpu(loc) && dev->stream)
-        stream_follow(rt, device, cudaStreamLegacy, dev->stream);
+        mover_follow(&rt->mover, dev, cudaStreamLegacy, dev->stream);
+}
+
+/* Class C's rule K fired: a use of the class, recorded in the step, and the
+ * prediction made for it, if any, scored. */
+static void step_used(struct runtime *rt, size_t c, uint32_t k)
+{
+    long actual = step_record(&rt->step, step_use_key((uint32_t)c, k));
+    long predicted = rt->predicted_use[c];
+    if (actual < 0 || predicted < 0)
+        return;
+    struct class_stats *st = &rt->class_stats[c];
+    st->next_use_predictions++;
+    st->next_use_hits += actual == predicted;
+    st->next_use_error += (uint64_t)(actual > predicted ? actual - predicted : predicted - actual);
+    rt->predicted_use[c] = -1;
+}
+
+void place_ahead(struct runtime *rt)
+{
+    if (!rt->learn || !step_predicting(&rt->step))
+        return;
+    const struct program *p = rt->program;
+    long pos = (long)step_pos(&rt->step);
+    /* The window: the reference's events up to its second phase opening
+     * from here (at most 4096); what was scanned before is not moved twice. */
+    long end = pos;
+    for (int enters = 0; end < pos + 4096; end++) {
+        uint32_t key = step_ref_key(&rt->step, (size_t)end);
+        if (!key || (step_kind_of(key) == STEP_ENTER && ++enters == 2))
+            break;
+    }
+    uint64_t t0 = now_ns();
+    for (long i = rt->ahead_scanned < pos ? pos : rt->ahead_scanned + 1; i < end; i++) {
+        uint32_t key = step_ref_key(&rt->step, (size_t)i);
+        rt->ahead_scanned = i;
+        if (step_kind_of(key) != STEP_USE)
+            continue;
+        uint32_t c = step_use_class(key), k = step_use_rule(key);
+        if (c >= p->class_count || k >= p->classes[c].prefetch_count)
+            continue;
+        const struct program_prefetch *pf = &p->prefetches[p->classes[c].prefetch_first + k];
+        if (pf->dest.kind != LOC_GPU || p->classes[c].memory != MEMORY_MANAGED)
+            continue;
+        if (rt->predicted_use[c] < 0)
+            rt->predicted_use[c] = i;
+        rt->ahead_use = i;
+        rt->round_floor = rt->phase_tick;
+        for (int d = 0; d < RT_MAX_DEVICES; d++)
+            if (rt->devices[d].known)
+                move_class(rt, c, d, pf->dest);
+        rt->ahead_use = -1;
+    }
+    rt->runtime_ns += now_ns() - t0;
 }
 
 void place_trigger(struct runtime *rt, enum trigger_kind trigger, const uint64_t *glob_bits,
@@ -609,6 +711,8 @@ void place_trigger(struct runtime *rt, enum trigger_kind trigger, const uint64_t
             const struct program_prefetch *pf = &p->prefetches[cls->prefetch_first + k];
             if (!trigger_fires(pf, trigger, glob_bits, mark))
                 continue;
+            if (rt->learn)
+                step_used(rt, c, k);
             for (int d = 0; d < RT_MAX_DEVICES; d++)
                 if (rt->devices[d].known)
                     move_class(rt, c, d, pf->dest);

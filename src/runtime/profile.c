@@ -25,6 +25,7 @@
 #include "runtime/log.h"
 #include "runtime/profile.h"
 #include "util/dlsyms.h"
+#include "util/env.h"
 
 static struct runtime *the_rt; /* CUPTI's callbacks carry no context */
 
@@ -109,7 +110,9 @@ void profile_attribute(struct runtime *rt, CUpti_ActivityUnifiedMemoryCounterKin
                        uint64_t value, uint64_t address, uint64_t ts)
 {
     struct profile *pr = rt->profile;
-    int cls = ranges_class_of(rt, (uintptr_t)address);
+    pthread_mutex_lock(&rt->range_lock);
+    int cls = ranges_class_of(&rt->ranges, (uintptr_t)address);
+    pthread_mutex_unlock(&rt->range_lock);
     pthread_mutex_lock(&rt->phase_lock);
     long phase = phase_at(rt, ts);
     const char *phase_name = phase >= 0 ? rt->phase_stats[phase].name : NULL;
@@ -207,6 +210,15 @@ void profile_unlock_all(struct runtime *rt)
     if (rt->profile) {
         pthread_mutex_unlock(&rt->profile->lock);
         pthread_mutex_unlock(&rt->profile->toggle);
+    }
+}
+
+void profile_after_fork_child(struct runtime *rt)
+{
+    struct profile *pr = rt->profile;
+    if (pr) {
+        pr->records = pr->kept = pr->dropped_buffers = 0;
+        memset(&pr->unattributed, 0, sizeof pr->unattributed);
     }
 }
 

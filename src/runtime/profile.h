@@ -1,4 +1,5 @@
-/* Profiling state (profile.c), visible to the tests. */
+/* Observer. CUPTI Unified Memory counters (profile.c): its state, visible
+ * to the tests, and what the runtime tells it. */
 #ifndef UMPOL_PROFILE_H
 #define UMPOL_PROFILE_H
 
@@ -8,7 +9,9 @@
 
 #include <cupti_activity.h>
 
-#include "runtime/runtime.h"
+#include <stdio.h>
+
+#include "runtime/state.h"
 
 struct cupti_api {
     CUptiResult (*configure)(CUpti_ActivityUnifiedMemoryCounterConfig *, uint32_t);
@@ -40,5 +43,17 @@ struct profile {
  * phase open at TS, if the phase and step windows keep it. */
 void profile_attribute(struct runtime *rt, CUpti_ActivityUnifiedMemoryCounterKind kind,
                        uint64_t value, uint64_t address, uint64_t ts);
+
+int profile_init(struct runtime *rt);           /* UMPOL_PROFILE*; 0 when off or on */
+void profile_device_seen(struct runtime *rt);   /* rt->lock held: configure counters */
+uint64_t profile_timestamp(struct runtime *rt); /* CUPTI clock, 0 when off */
+void profile_phase_entered(struct runtime *rt, const char *name);
+void profile_flush(struct runtime *rt); /* no lock held */
+void profile_free(struct runtime *rt);
+void profile_lock_all(struct runtime *rt); /* around fork */
+void profile_unlock_all(struct runtime *rt);
+void profile_after_fork_child(struct runtime *rt); /* counters start again */
+void profile_report(const struct runtime *rt, FILE *out);
+void profile_print_um(FILE *out, const struct um_counters *c);
 
 #endif

@@ -1,144 +1,94 @@
 /* The allocation front doors: classify, then serve from a class pool, hand
- * the job's own managed memory back advised, or pass through untouched. */
+ * the job's own managed memory back advised, or pass through untouched.
+ * Each is a sequence of steps down the floors: find a free block (pool),
+ * else grow the pool (mover, then placement counts and advises the slab),
+ * take the block, place it (placement), count it. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
 #include "runtime/log.h"
+#include "runtime/mover.h"
+#include "runtime/placement.h"
+#include "runtime/profile.h"
 #include "runtime/runtime.h"
-#include "runtime/sites.h"
-
-const char *runtime_env(const char *name)
-{
-#ifdef HAVE_SECURE_GETENV
-    return secure_getenv(name);
-#else
-    return getenv(name);
-#endif
-}
 
 int runtime_init(struct runtime *rt, const struct program *program, const struct cuda_api *cuda)
 {
     memset(rt, 0, sizeof *rt);
     rt->program = program;
     rt->cuda = cuda;
+    mover_init(&rt->mover, cuda);
     map_init(&rt->map);
     atomic_store(&rt->phase_current, -1);
     rt->class_stats = calloc(program->class_count, sizeof *rt->class_stats);
     if (!rt->class_stats || phases_init(rt) != 0 || pthread_mutex_init(&rt->lock, NULL) != 0 ||
         pthread_mutex_init(&rt->range_lock, NULL) != 0)
         return -1;
+    rt->ahead_use = -1;
+    rt->learn = program->step_glob >= 0;
+    if (rt->learn) {
+        rt->predicted_use = malloc(program->class_count * sizeof *rt->predicted_use);
+        if (!rt->predicted_use)
+            return -1;
+        for (size_t c = 0; c < program->class_count; c++)
+            rt->predicted_use[c] = -1;
+    }
     return 0;
-}
-
-void ranges_add(struct runtime *rt, uintptr_t base, size_t size, int class_idx)
-{
-    pthread_mutex_lock(&rt->range_lock);
-    if (rt->range_count == rt->range_cap) {
-        size_t cap = rt->range_cap ? rt->range_cap * 2 : 64;
-        struct addr_range *grown = realloc(rt->ranges, cap * sizeof *grown);
-        if (!grown) {
-            pthread_mutex_unlock(&rt->range_lock);
-            return; /* attribution of this range is lost, nothing else */
-        }
-        rt->ranges = grown;
-        rt->range_cap = cap;
-    }
-    size_t i = rt->range_count;
-    while (i > 0 && rt->ranges[i - 1].base > base) {
-        rt->ranges[i] = rt->ranges[i - 1];
-        i--;
-    }
-    rt->ranges[i] = (struct addr_range){base, base + size, class_idx};
-    rt->range_count++;
-    pthread_mutex_unlock(&rt->range_lock);
-}
-
-/* Index of the last range starting at or below ADDR, or -1 (range_lock held). */
-static long range_floor(const struct runtime *rt, uintptr_t addr)
-{
-    long lo = 0, hi = (long)rt->range_count - 1, found = -1;
-    while (lo <= hi) {
-        long mid = (lo + hi) / 2;
-        if (rt->ranges[mid].base <= addr) {
-            found = mid;
-            lo = mid + 1;
-        } else {
-            hi = mid - 1;
-        }
-    }
-    return found;
-}
-
-void ranges_remove(struct runtime *rt, uintptr_t base)
-{
-    pthread_mutex_lock(&rt->range_lock);
-    long i = range_floor(rt, base);
-    if (i >= 0 && rt->ranges[i].base == base) {
-        memmove(&rt->ranges[i], &rt->ranges[i + 1],
-                (rt->range_count - (size_t)i - 1) * sizeof *rt->ranges);
-        rt->range_count--;
-    }
-    pthread_mutex_unlock(&rt->range_lock);
-}
-
-int ranges_class_of(struct runtime *rt, uintptr_t addr)
-{
-    pthread_mutex_lock(&rt->range_lock);
-    long i = range_floor(rt, addr);
-    int cls = i >= 0 && addr < rt->ranges[i].end ? rt->ranges[i].class_idx : -1;
-    pthread_mutex_unlock(&rt->range_lock);
-    return cls;
-}
-
-void timeline_add(struct runtime *rt, enum timeline_kind kind, int class_idx, int device,
-                  uint64_t bytes)
-{
-    if (!rt->record_timeline)
-        return;
-    if (rt->timeline_count == rt->timeline_cap) {
-        size_t cap = rt->timeline_cap ? rt->timeline_cap * 2 : 1024;
-        struct timeline_event *grown =
-            cap <= RT_TIMELINE_MAX ? realloc(rt->timeline, cap * sizeof *grown) : NULL;
-        if (!grown) {
-            rt->timeline_dropped++;
-            return;
-        }
-        rt->timeline = grown;
-        rt->timeline_cap = cap;
-    }
-    rt->timeline[rt->timeline_count++] = (struct timeline_event){
-        now_ns(), bytes, device >= 0 ? rt->devices[device].resident_bytes : 0, class_idx,
-        (int16_t)device, (uint8_t)kind};
 }
 
 void runtime_destroy(struct runtime *rt)
 {
     /* Host bookkeeping only: device memory belongs to a CUDA context that may
      * already be gone at exit, and the driver reclaims it with the process. */
-    pool_destroy_all(rt);
+    for (int d = 0; d < RT_MAX_DEVICES; d++)
+        device_close(&rt->devices[d], rt->program->class_count);
     for (size_t i = 0; i < rt->map.cap; i++)
         if (rt->map.slots[i] && !rt->map.slots[i]->slab)
             block_release(rt->map.slots[i]);
     map_free(&rt->map);
     profile_free(rt);
     phases_free(rt);
-    free(rt->ranges);
+    ranges_free(&rt->ranges);
     free(rt->timeline);
     free(rt->sites);
+    step_free(&rt->step);
+    free(rt->predicted_use);
     pthread_mutex_destroy(&rt->range_lock);
     free(rt->class_stats);
     pthread_mutex_destroy(&rt->lock);
 }
 
-static bool stream_capturing(const struct runtime *rt, cudaStream_t stream)
+void runtime_after_fork_child(struct runtime *rt)
 {
-    enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    if (rt->cuda->stream_is_capturing(stream, &status) != cudaSuccess) {
-        rt->cuda->get_last_error();
-        return false;
+    rt->allocations = rt->passthrough = rt->frees = rt->foreign_managed = 0;
+    rt->runtime_ns = rt->place_ns = rt->reclaim_ns = rt->evict_ns = 0;
+    for (size_t c = 0; c < rt->program->class_count; c++) {
+        const struct class_stats *s = &rt->class_stats[c];
+        rt->class_stats[c] = (struct class_stats){.live_bytes = s->live_bytes,
+                                                  .peak_bytes = s->live_bytes,
+                                                  .slabs = s->slabs,
+                                                  .slab_bytes = s->slab_bytes};
     }
-    return status != cudaStreamCaptureStatusNone;
+    rt->timeline_count = rt->timeline_dropped = 0;
+    phases_after_fork_child(rt, profile_timestamp(rt));
+    profile_after_fork_child(rt);
+}
+
+/* DEVICE's state, learned on first use: the mechanism opens it, the policy
+ * sets its budget and cap, the profiler configures its counters. */
+static struct device_state *device_get(struct runtime *rt, int device)
+{
+    if (device < 0 || device >= RT_MAX_DEVICES)
+        return NULL;
+    struct device_state *dev = &rt->devices[device];
+    if (dev->known)
+        return dev;
+    if (!device_open(dev, rt->cuda, device, rt->program->class_count))
+        return NULL;
+    placement_configure_device(rt, device);
+    dev->known = true;
+    profile_device_seen(rt);
+    return dev;
 }
 
 /* The job's own cudaMallocManaged: keep it the job's, but count it against
@@ -154,33 +104,145 @@ static cudaError_t adopt_managed(struct runtime *rt, void **ptr, size_t size, in
     struct block *b = block_new();
     if (!b)
         return cudaErrorMemoryAllocation;
-    cudaError_t err = rt->cuda->malloc_managed(ptr, size, cudaMemAttachGlobal);
+    uintptr_t base;
+    cudaError_t err = mover_alloc(&rt->mover, true, size, &base);
     if (err != cudaSuccess) {
         block_release(b);
         return err;
     }
-    *b = (struct block){.addr = (uintptr_t)*ptr, .size = size, .requested = size,
-                        .class_idx = cls, .device = device, .stream = stream};
+    *ptr = (void *)base;
+    *b = (struct block){.addr = base, .size = size, .requested = size, .class_idx = cls,
+                        .device = device, .stream = stream};
     if (map_insert(&rt->map, b) != 0) {
-        rt->cuda->free(*ptr);
+        mover_release(&rt->mover, base);
         block_release(b);
         *ptr = NULL;
         return cudaErrorMemoryAllocation;
     }
-    dev->managed_bytes += size;
     rt->foreign_managed++;
-    ranges_add(rt, (uintptr_t)*ptr, size, cls);
-    if (rt->program->classes[cls].memory == MEMORY_MANAGED) {
-        place_advise_range(rt, cls, device, *ptr, size);
-        const struct program_class *c = &rt->program->classes[cls];
-        for (uint32_t k = 0; k < c->prefetch_count; k++) {
-            const struct program_prefetch *pf = &rt->program->prefetches[c->prefetch_first + k];
-            if (pf->trigger == TRIGGER_ALLOC)
-                rt->cuda->mem_prefetch_async(*ptr, size, place_location(rt, pf->dest, device), 0,
-                                             stream);
-        }
-    }
+    place_adopted(rt, cls, device, *ptr, size, stream);
     return cudaSuccess;
+}
+
+static size_t round_up(size_t n, size_t to)
+{
+    return (n + to - 1) / to * to;
+}
+
+/* Grow POOL by a slab of SIZE bytes: within the cap, memory from CUDA (after
+ * giving back empty slabs if CUDA has none), then counted and advised. */
+static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool dedicated,
+                        struct slab **out)
+{
+    bool managed = rt->program->classes[p->class_idx].memory == MEMORY_MANAGED;
+    if (managed && !cap_admits(rt, p->class_idx, p->device, size))
+        return cudaErrorMemoryAllocation;
+    uint64_t t0 = now_ns();
+    uintptr_t base;
+    cudaError_t err = mover_alloc(&rt->mover, managed, size, &base);
+    if (err == cudaErrorMemoryAllocation && place_trim(rt, p->device) > 0)
+        err = mover_alloc(&rt->mover, managed, size, &base);
+    if (err != cudaSuccess)
+        return err;
+    struct slab *s = pool_add_slab(p, base, size, dedicated);
+    if (!s) {
+        mover_release(&rt->mover, base);
+        return cudaErrorMemoryAllocation;
+    }
+    place_new_slab(rt, p, s);
+    rt->runtime_ns += now_ns() - t0;
+    *out = s;
+    return cudaSuccess;
+}
+
+static bool stream_idle(void *rt, cudaStream_t stream)
+{
+    return mover_stream_idle(&((struct runtime *)rt)->mover, stream);
+}
+
+/* A block of class CLASS_IDX on DEVICE for SIZE bytes: free space of its
+ * pool (STREAM first ordered after the streams that last used it), else a
+ * new slab. */
+static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, size_t size,
+                              cudaStream_t stream, enum alloc_mode mode, struct block **out)
+{
+    struct device_state *dev = device_get(rt, device);
+    struct pool *p = dev ? device_pool(dev, device, class_idx) : NULL;
+    if (!p)
+        return cudaErrorMemoryAllocation;
+    size_t want = round_up(size ? size : 1, RT_ALIGN);
+    if (want < size)
+        return cudaErrorMemoryAllocation; /* size near SIZE_MAX */
+    size_t slab_bytes = rt->program->slab_bytes;
+    bool large = want > slab_bytes / 2;
+    size_t dedicated = round_up(want, 2u << 20); /* the slab a large request would get */
+    bool wait = false;
+    /* A large request takes a block close to its size, not a much larger one. */
+    size_t max = large ? dedicated + dedicated / 8 : SIZE_MAX;
+    struct block *b = pool_find_free(p, want, max, stream, mode, stream_idle, rt, &wait);
+    if (b && wait) {
+        for (int i = 0; b && i < b->free_stream_count; i++)
+            if (!mover_follow(&rt->mover, dev, stream, b->free_streams[i]))
+                b = NULL;
+        if (b)
+            rt->class_stats[class_idx].cross_stream_reuses++;
+    }
+    if (!b) {
+        struct slab *s;
+        cudaError_t err = grow(rt, p, large ? dedicated : slab_bytes, large, &s);
+        if (err != cudaSuccess)
+            return err;
+        b = s->first;
+    }
+    pool_take(p, b, want);
+    if (map_insert(&rt->map, b) != 0) {
+        pool_untake(p, b);
+        return cudaErrorMemoryAllocation;
+    }
+    b->free = false;
+    b->free_stream_count = 0;
+    b->stream = stream;
+    b->requested = size;
+    *out = b;
+    return cudaSuccess;
+}
+
+/* ---- `learn step`: what the step model is told ---- */
+
+static void learn_alloc(struct runtime *rt, struct block *b)
+{
+    long i = step_record(&rt->step, step_key(STEP_ALLOC, (uint32_t)b->class_idx, b->size));
+    b->step_id = i >= 0 ? (uint32_t)i + 1 : 0;
+    b->step_no = (uint32_t)rt->step.steps;
+}
+
+static void learn_free(struct runtime *rt, struct block *b)
+{
+    long i = step_record(&rt->step, step_key(STEP_FREE, (uint32_t)b->class_idx, b->size));
+    if (i >= 0 && b->step_id && b->step_no == rt->step.steps)
+        step_pair(&rt->step, (long)b->step_id - 1, i);
+}
+
+static uint64_t name_hash(const char *name)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *name; name++)
+        h = (h ^ (unsigned char)*name) * 1099511628211ull;
+    return h;
+}
+
+/* A phase opened (ENTER) or closed: a step begins when the step phase opens. */
+static void learn_phase(struct runtime *rt, enum step_kind kind, const uint64_t *bits,
+                        uint64_t name)
+{
+    int32_t g = rt->program->step_glob;
+    if (kind == STEP_ENTER && (bits[g >> 6] >> (g & 63)) & 1) {
+        step_begin(&rt->step);
+        rt->ahead_scanned = -1;
+        for (size_t c = 0; c < rt->program->class_count; c++)
+            rt->predicted_use[c] = -1;
+    }
+    step_record(&rt->step, step_key(kind, 0, name));
 }
 
 static void count_alloc(struct runtime *rt, int cls, size_t bytes)
@@ -217,7 +279,7 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
         .tag_bits = tag_bits_current(),
     };
     int cls = program_classify(rt->program, &ctx);
-    if (cls < 0 || (api != API_CUDA_MALLOC && stream_capturing(rt, stream))) {
+    if (cls < 0 || (api != API_CUDA_MALLOC && mover_stream_capturing(&rt->mover, stream))) {
         __atomic_fetch_add(&rt->passthrough, 1, __ATOMIC_RELAXED);
         return cudaSuccess;
     }
@@ -228,7 +290,8 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
         err = adopt_managed(rt, ptr, size, cls, device, stream);
         if (err == cudaSuccess) {
             count_alloc(rt, cls, size);
-            sites_note_alloc(rt, map_find(&rt->map, (uintptr_t)*ptr), size);
+            sites_note_alloc(rt->sites, atomic_load(&rt->phase_current),
+                             map_find(&rt->map, (uintptr_t)*ptr), size);
         }
     } else {
         struct block *b = NULL;
@@ -236,8 +299,10 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
                          api == API_CUDA_MALLOC ? MODE_ANY : MODE_STREAM, &b);
         if (err == cudaSuccess) {
             *ptr = (void *)b->addr;
+            if (rt->learn)
+                learn_alloc(rt, b);
             count_alloc(rt, cls, b->size);
-            sites_note_alloc(rt, b, size);
+            sites_note_alloc(rt->sites, atomic_load(&rt->phase_current), b, size);
             place_on_alloc(rt, b, device, stream);
         }
     }
@@ -260,21 +325,83 @@ bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode
     struct class_stats *st = &rt->class_stats[b->class_idx];
     st->frees++;
     rt->frees++;
-    sites_note_free(rt, b);
+    st->live_bytes -= b->size;
+    sites_note_free(rt->sites, b);
     if (!b->slab) { /* the job's own managed memory */
-        st->live_bytes -= b->size;
-        *err = rt->cuda->free(ptr);
-        rt->devices[b->device].managed_bytes -= b->size;
-        ranges_remove(rt, b->addr);
+        *err = mover_release(&rt->mover, b->addr);
+        place_adopted_freed(rt, b);
         block_release(b);
     } else {
-        st->live_bytes -= b->size;
+        if (rt->learn)
+            learn_free(rt, b);
         place_on_free(rt, b);
         if (rt->discard && mode == MODE_STREAM &&
             rt->program->classes[b->class_idx].memory == MEMORY_MANAGED)
             stream = place_discard_freed(rt, b, stream);
-        pool_free(b, stream, mode);
+        pool_put(b->slab->pool, b, stream, mode);
     }
     pthread_mutex_unlock(&rt->lock);
     return true;
+}
+
+/* ---- phases and marks: counted by the phase floor, then their triggers fired ---- */
+
+void phase_enter(struct runtime *rt, const char *name)
+{
+    if (!name)
+        name = "";
+    const uint64_t *bits = phases_push(rt, name, profile_timestamp(rt));
+    if (!bits)
+        return;
+    profile_phase_entered(rt, name);
+    pthread_mutex_lock(&rt->lock);
+    if (rt->learn)
+        learn_phase(rt, STEP_ENTER, bits, name_hash(name));
+    rt->phase_tick = rt->tick;
+    place_trigger(rt, TRIGGER_ENTER, bits, -1);
+    place_ahead(rt);
+    pthread_mutex_unlock(&rt->lock);
+}
+
+void phase_exit(struct runtime *rt)
+{
+    uint64_t *bits = phases_pop(rt, profile_timestamp(rt));
+    if (!bits)
+        return;
+    pthread_mutex_lock(&rt->lock);
+    if (rt->learn)
+        learn_phase(rt, STEP_EXIT, bits, 0);
+    place_trigger(rt, TRIGGER_EXIT, bits, -1);
+    rt->phase_tick = rt->tick;
+    place_ahead(rt);
+    pthread_mutex_unlock(&rt->lock);
+    free(bits);
+}
+
+void phase_exit_named(struct runtime *rt, const char *name)
+{
+    uint64_t *bits = phases_pop_named(rt, name, profile_timestamp(rt));
+    if (!bits)
+        return;
+    pthread_mutex_lock(&rt->lock);
+    if (rt->learn)
+        learn_phase(rt, STEP_EXIT, bits, 0);
+    place_trigger(rt, TRIGGER_EXIT, bits, -1);
+    rt->phase_tick = rt->tick;
+    place_ahead(rt);
+    pthread_mutex_unlock(&rt->lock);
+    free(bits);
+}
+
+void phase_mark(struct runtime *rt, const char *name)
+{
+    int mark = name ? program_mark_index(rt->program, name) : -1;
+    if (mark < 0)
+        return;
+    pthread_mutex_lock(&rt->lock);
+    if (rt->learn)
+        step_record(&rt->step, step_key(STEP_ENTER, 1, (uint64_t)mark));
+    place_trigger(rt, TRIGGER_MARK, NULL, mark);
+    place_ahead(rt);
+    pthread_mutex_unlock(&rt->lock);
 }

@@ -1,10 +1,8 @@
-/* Allocation sites for the report (see sites.h): an observer, it changes no
- * placement. A block remembers its site and birth time while it lives. */
-#include <inttypes.h>
-#include <string.h>
-
-#include "runtime/runtime.h"
+/* Allocation sites for the report (see sites.h). A block remembers its site
+ * and birth time while it lives. */
 #include "runtime/sites.h"
+
+#include "util/clock.h"
 
 static uint32_t bucket_of(uint64_t size)
 {
@@ -19,10 +17,12 @@ static struct site *site_find(struct sites *s, int class_idx, int phase, uint32_
     for (;; h = (h + 1) % SITES_SLOTS) {
         if (s->slots[h]) {
             struct site *t = &s->table[s->slots[h] - 1];
-            if (t->class_idx == class_idx && t->phase == phase && t->bucket == bucket) return t;
+            if (t->class_idx == class_idx && t->phase == phase && t->bucket == bucket)
+                return t;
             continue;
         }
-        if (s->count == SITES_MAX) return NULL;
+        if (s->count == SITES_MAX)
+            return NULL;
         struct site *t = &s->table[s->count++];
         *t = (struct site){
             .class_idx = class_idx, .phase = phase, .bucket = bucket, .min_size = UINT64_MAX};
@@ -31,57 +31,38 @@ static struct site *site_find(struct sites *s, int class_idx, int phase, uint32_
     }
 }
 
-void sites_note_alloc(struct runtime *rt, struct block *b, size_t requested)
+void sites_note_alloc(struct sites *s, int phase, struct block *b, size_t requested)
 {
-    if (!rt->sites || !b) return;
-    int phase = atomic_load_explicit(&rt->phase_current, memory_order_relaxed);
-    struct site *t = site_find(rt->sites, b->class_idx, phase, bucket_of(requested));
+    if (!s || !b)
+        return;
+    struct site *t = site_find(s, b->class_idx, phase, bucket_of(requested));
     b->site = 0;
     if (!t) {
-        rt->sites->dropped++;
+        s->dropped++;
         return;
     }
     uint64_t now = now_ns();
-    if (!t->allocations) t->first_ns = now;
+    if (!t->allocations)
+        t->first_ns = now;
     t->last_ns = now;
     t->allocations++;
     t->bytes += requested;
     t->min_size = requested < t->min_size ? requested : t->min_size;
     t->max_size = requested > t->max_size ? requested : t->max_size;
     t->live_bytes += requested;
-    if (t->live_bytes > t->peak_live_bytes) t->peak_live_bytes = t->live_bytes;
-    b->site = (uint32_t)(t - rt->sites->table) + 1;
+    if (t->live_bytes > t->peak_live_bytes)
+        t->peak_live_bytes = t->live_bytes;
+    b->site = (uint32_t)(t - s->table) + 1;
     b->born_ns = now;
 }
 
-void sites_note_free(struct runtime *rt, const struct block *b)
+void sites_note_free(struct sites *s, const struct block *b)
 {
-    if (!rt->sites || !b->site || b->site > rt->sites->count) return;
-    struct site *t = &rt->sites->table[b->site - 1];
+    if (!s || !b->site || b->site > s->count)
+        return;
+    struct site *t = &s->table[b->site - 1];
     uint64_t requested = b->requested ? b->requested : b->size;
     t->frees++;
     t->live_bytes -= requested <= t->live_bytes ? requested : t->live_bytes;
     t->lifetime_ns += now_ns() - b->born_ns;
-}
-
-void sites_report(const struct runtime *rt, FILE *f)
-{
-    const struct sites *s = rt->sites;
-    fprintf(f, ",\n  \"sites_dropped\": %zu,\n  \"sites\": [", s ? s->dropped : 0);
-    for (size_t i = 0; s && i < s->count; i++) {
-        const struct site *t = &s->table[i];
-        fprintf(f, "%s\n    {\"class\": %d, \"phase\": ", i ? "," : "", t->class_idx);
-        if (t->phase >= 0)
-            fprintf(f, "%d", t->phase);
-        else
-            fputs("null", f);
-        fprintf(f,
-                ", \"allocations\": %" PRIu64 ", \"frees\": %" PRIu64 ", \"bytes\": %" PRIu64
-                ", \"min_size\": %" PRIu64 ", \"max_size\": %" PRIu64
-                ", \"peak_live_bytes\": %" PRIu64 ", \"lifetime_ns\": %" PRIu64
-                ", \"first_ns\": %" PRIu64 ", \"last_ns\": %" PRIu64 "}",
-                t->allocations, t->frees, t->bytes, t->min_size, t->max_size, t->peak_live_bytes,
-                t->lifetime_ns, t->first_ns, t->last_ns);
-    }
-    fputs("]", f);
 }

@@ -155,6 +155,19 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* With "exit", forked children leave through exit(), so the runtime's
+ * destructor runs in them and writes their reports; else through _exit().
+ * With "nofork", no child at all (a run without the runtime: the fake alone
+ * does not order its lock across fork for ThreadSanitizer). */
+static bool exit_children, no_fork;
+
+static void leave(int status)
+{
+    if (exit_children)
+        exit(status);
+    _exit(status);
+}
+
 /* In the child of a fork: the runtime must still allocate and free. */
 static int child_work(void)
 {
@@ -175,8 +188,10 @@ int main(int argc, char **argv)
         n_threads = atoi(argv[1]);
     if (argc > 2)
         n_pairs = atol(argv[2]);
+    exit_children = argc > 3 && strcmp(argv[3], "exit") == 0;
+    no_fork = argc > 3 && strcmp(argv[3], "nofork") == 0;
     if (n_threads < 1 || n_threads > MAX_THREADS || n_pairs < 1) {
-        fprintf(stderr, "usage: stress [THREADS (1..%d)] [PAIRS]\n", MAX_THREADS);
+        fprintf(stderr, "usage: stress [THREADS (1..%d)] [PAIRS] [exit|nofork]\n", MAX_THREADS);
         return 2;
     }
     if (cudaFree(NULL) != cudaSuccess) /* the usual context initialisation */
@@ -188,12 +203,20 @@ int main(int argc, char **argv)
         pthread_create(&threads[t], NULL, worker, (void *)(intptr_t)t);
 
     usleep(20000); /* fork while the workers run */
-    pid_t pid = fork();
+    pid_t pid = no_fork ? -1 : fork();
     if (pid == 0)
-        _exit(child_work());
+        leave(child_work());
     int wstatus = 0;
-    waitpid(pid, &wstatus, 0);
-    int fork_ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
+    if (pid > 0)
+        waitpid(pid, &wstatus, 0);
+    int fork_ok = no_fork || (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+    if (exit_children) { /* a child that does nothing at all */
+        pid = fork();
+        if (pid == 0)
+            leave(0);
+        waitpid(pid, &wstatus, 0);
+        fork_ok = fork_ok && WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
+    }
 
     long failed = 0, oom = 0;
     for (int t = 0; t < n_threads; t++) {

@@ -1,0 +1,515 @@
+#!/usr/bin/env python3
+"""The benchmark grid: Hugging Face LlamaForCausalLM trained on one GPU by the
+tools users run today and by umpol, each at its own GPU memory.
+
+    grid.py train --variant V --layers N [...]   one training run (one process)
+    grid.py bandwidth --json F                   pinned cudaMemcpy both ways
+    grid.py drive --out DIR --layers 16 32 ...   the whole grid, cell by cell
+
+The model: hidden 2048, intermediate 5504, 16 heads, vocabulary 32000, untied
+head, random initialisation from a fixed seed (no download); 16 layers are
+940.9M parameters, 32 layers 1.75B. Each step trains 8 x 1024 random tokens
+(the same tokens for every variant) with bf16 autocast, fp32 weights, AdamW
+(fused where the tool allows) and gradient checkpointing, and prints its loss.
+
+Variants of `train`:
+    ckpt          checkpointing alone (plain PyTorch)
+    save-on-cpu   + torch.autograd.graph.save_on_cpu(pin_memory=True)
+    fsdp-offload  + FSDP2 fully_shard with CPUOffloadPolicy, world size 1
+    deepspeed     DeepSpeed ZeRO stage 2, offload_optimizer cpu (CPUAdam), bf16
+    superoffload  DeepSpeed ZeRO stage 3, offload_optimizer cpu with super_offload
+    trl           + TRL's activation offloading (get_act_offloading_ctx_manager)
+umpol runs `ckpt` under `umpol run -p POLICY` with the policy's budget changed.
+
+GPU memory is measured two ways in every run: the tool's own figure
+(torch.cuda.max_memory_allocated; for umpol the report's held peak) and what
+the card sees: total - free (cudaMemGetInfo) sampled every 5 ms by a thread of
+the process, over the timed steps and above its value when the process's CUDA
+context had just been made; `drive` also polls NVML's used memory from outside
+(above its value before the process started, context included). The bytes
+crossing the PCIe link each way during the timed steps are read from NVML's
+counters where the driver has them.
+"""
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from contextlib import nullcontext
+
+VOCAB, HIDDEN, FFN, HEADS, SEQ, BATCH = 32000, 2048, 5504, 16, 1024, 8
+ANCHORS = ("ckpt", "save-on-cpu", "fsdp-offload", "deepspeed", "superoffload", "trl")
+NVML_PCIE_TX, NVML_PCIE_RX = 197, 198  # NVML_FI_DEV_PCIE_COUNT_{TX,RX}_BYTES: GPU->host, host->GPU
+
+
+def params_of(layers):
+    """Parameters of the model, counted from its shapes (what the run prints too)."""
+    per_layer = 4 * HIDDEN * HIDDEN + 3 * HIDDEN * FFN + 2 * HIDDEN
+    return layers * per_layer + 2 * VOCAB * HIDDEN + HIDDEN
+
+
+class Nvml:
+    """NVML's used memory and PCIe byte counters for GPU 0, or None where absent."""
+
+    def __init__(self):
+        self.ok = False
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            self.nv = pynvml
+            index = int((os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0])
+            self.h = pynvml.nvmlDeviceGetHandleByIndex(index)
+            self.ok = True
+        except Exception as e:  # no pynvml or no driver: the other figures stand
+            self.why = repr(e)
+
+    def used(self):
+        return self.nv.nvmlDeviceGetMemoryInfo(self.h).used if self.ok else None
+
+    def pcie(self):
+        """(host->GPU, GPU->host, the value at which both wrap), or None
+        without the counters. On an H200 with driver 580 they are 32-bit
+        (value type 1) and wrap every 4 GiB: 78 ms of a saturated link."""
+        if not self.ok:
+            return None
+        try:
+            vals = self.nv.nvmlDeviceGetFieldValues(self.h, [NVML_PCIE_RX, NVML_PCIE_TX])
+            if any(v.nvmlReturn != 0 for v in vals):
+                return None
+            kind = vals[0].valueType
+            field = {1: "uiVal", 2: "ulVal", 3: "ullVal"}.get(kind)
+            if field is None:
+                return None
+            wrap = 1 << (32 if kind == 1 else 64)
+            return getattr(vals[0].value, field), getattr(vals[1].value, field), wrap
+        except Exception:
+            return None
+
+
+class LinkCounter:
+    """Bytes over PCIe each way since reset(), from NVML's counters read often
+    enough (sample()) that they wrap at most once between two readings."""
+
+    def __init__(self, nvml):
+        self.nvml = nvml
+        self.last = nvml.pcie()
+        self.ok = self.last is not None
+        self.h2d = self.d2h = 0
+
+    def sample(self):
+        now = self.nvml.pcie() if self.ok else None
+        if now is None:
+            return
+        wrap = now[2]
+        self.h2d += (now[0] - self.last[0]) % wrap
+        self.d2h += (now[1] - self.last[1]) % wrap
+        self.last = now
+
+    def reset(self):
+        self.sample()
+        self.h2d = self.d2h = 0
+
+
+class CardTracker:
+    """Peak of total - free (cudaMemGetInfo) above the first reading, sampled
+    every 5 ms; mark() starts a new window (the timed steps)."""
+
+    def __init__(self, torch, device, link=None):
+        self.torch, self.device, self.link = torch, device, link
+        self.lock = threading.Lock()
+        free, total = torch.cuda.mem_get_info(device)
+        self.base = total - free
+        self.peak = self.whole_peak = self.base
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.done.wait(0.005):
+            free, total = self.torch.cuda.mem_get_info(self.device)
+            used = total - free
+            self.peak = max(self.peak, used)
+            self.whole_peak = max(self.whole_peak, used)
+            if self.link:
+                with self.lock:
+                    self.link.sample()
+
+    def mark(self):
+        free, total = self.torch.cuda.mem_get_info(self.device)
+        self.peak = total - free
+        if self.link:
+            with self.lock:
+                self.link.reset()
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        return self.peak - self.base, self.whole_peak - self.base
+
+
+def build_model(torch, layers, device, seed):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=FFN,
+                      num_hidden_layers=layers, num_attention_heads=HEADS, num_key_value_heads=HEADS,
+                      max_position_embeddings=SEQ, tie_word_embeddings=False, use_cache=False,
+                      attn_implementation="sdpa")
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = LlamaForCausalLM(cfg)
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    return model
+
+
+def deepspeed_config(variant, lr):
+    offload = {"device": "cpu", "pin_memory": True}
+    if variant == "superoffload":
+        offload["super_offload"] = True
+    return {
+        "train_micro_batch_size_per_gpu": BATCH, "gradient_accumulation_steps": 1,
+        "bf16": {"enabled": True},
+        "zero_optimization": {"stage": 3 if variant == "superoffload" else 2,
+                              "offload_optimizer": offload, "overlap_comm": True,
+                              "contiguous_gradients": True},
+        "optimizer": {"type": "AdamW",
+                      "params": {"lr": lr, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01}},
+        "steps_per_print": 1 << 30, "wall_clock_breakdown": False,
+    }
+
+
+def train(args):
+    import torch
+    import torch.nn.functional as F  # noqa: F401  (the model's own loss is used)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    device = torch.device("cuda", 0)
+    torch.cuda.set_device(device)
+    nvtx = torch.cuda.nvtx
+    nvml = Nvml()
+    link_counter = LinkCounter(nvml)
+    tracker = CardTracker(torch, device, link_counter if link_counter.ok else None)
+    lr = 3e-4
+    v = args.variant
+    if v in ("fsdp-offload", "deepspeed", "superoffload"):
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29500 + os.getpid() % 1000),
+                          RANK="0", LOCAL_RANK="0", WORLD_SIZE="1")
+    nvtx.range_push("model.init")
+    model = build_model(torch, args.layers, device, args.seed)
+    nvtx.range_pop()
+    params = sum(p.numel() for p in model.parameters())
+    engine, ctx, fused = None, nullcontext, True
+    if v == "fsdp-offload":
+        import torch.distributed as dist
+        from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
+        dist.init_process_group("nccl", device_id=device)
+        for layer in model.model.layers:
+            fully_shard(layer, offload_policy=CPUOffloadPolicy())
+        fully_shard(model, offload_policy=CPUOffloadPolicy())
+    elif v in ("deepspeed", "superoffload"):
+        import deepspeed
+        deepspeed.init_distributed(dist_backend="nccl")
+        engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
+                                               config=deepspeed_config(v, lr))
+        fused = f"{type(engine.optimizer).__name__} over {type(engine.basic_optimizer).__name__}"
+        print(f"DeepSpeed {deepspeed.__version__}: {fused}", flush=True)
+    elif v == "trl":
+        from trl.models import get_act_offloading_ctx_manager
+        offload = get_act_offloading_ctx_manager(model)
+        ctx = lambda: offload  # noqa: E731
+    elif v == "save-on-cpu":
+        ctx = lambda: torch.autograd.graph.save_on_cpu(pin_memory=True)  # noqa: E731
+    if engine is None:
+        opt = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    print(f"model: {params / 1e6:.1f}M parameters ({params_of(args.layers) / 1e6:.1f}M by shapes), "
+          f"{args.layers} layers, {BATCH} x {SEQ} tokens, variant {v}"
+          + (f", under umpol ({os.environ.get('UMPOL_POLICY')})" if os.environ.get("UMPOL_POLICY") else ""),
+          flush=True)
+
+    gen = torch.Generator(device="cpu").manual_seed(args.seed + 1)
+    losses, times = [], []
+    total = args.warmup + args.steps
+    for step in range(total):
+        if step == args.warmup:  # the timed window starts: memory and link counters from here
+            torch.cuda.synchronize()
+            tracker.mark()
+            try:
+                torch.cuda.reset_peak_memory_stats()
+            except Exception:
+                pass
+        tokens = torch.randint(0, VOCAB, (BATCH, SEQ), generator=gen).to(device)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        nvtx.range_push("forward")
+        if engine is not None:
+            loss = engine(input_ids=tokens, labels=tokens).loss
+        else:
+            with torch.autocast("cuda", dtype=torch.bfloat16), ctx():
+                loss = model(input_ids=tokens, labels=tokens).loss
+        nvtx.range_pop()
+        nvtx.range_push("backward")
+        if engine is not None:
+            engine.backward(loss)
+        else:
+            loss.backward()
+        nvtx.range_pop()
+        nvtx.range_push("optimizer.step")
+        if engine is not None:
+            engine.step()
+        else:
+            try:
+                opt.step()
+            except RuntimeError as e:  # fused AdamW refused (FSDP2's CPU shards): the foreach one
+                if not fused or step:
+                    raise
+                print(f"fused AdamW refused ({str(e).splitlines()[0][:200]}); using foreach", flush=True)
+                fused = False
+                opt = torch.optim.AdamW(model.parameters(), lr=lr, foreach=True)
+                opt.step()
+            opt.zero_grad(set_to_none=True)
+        nvtx.range_pop()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+        losses.append(loss.detach().float().item())
+        print(f"step {step:3d}  loss {losses[-1]:.6f}  {times[-1] * 1e3:8.1f} ms", flush=True)
+    timed = times[args.warmup:] or times
+    median_ms = statistics.median(timed) * 1e3
+    allocated = None
+    if "cudaMallocAsync" not in str(torch.cuda.get_allocator_backend()):
+        allocated = torch.cuda.max_memory_allocated(device)
+    card, card_whole = tracker.stop()
+    link = None
+    if link_counter.ok and args.steps:
+        link_counter.sample()
+        link = {"h2d_bytes_per_step": link_counter.h2d / args.steps,
+                "d2h_bytes_per_step": link_counter.d2h / args.steps}
+    print(f"median step {median_ms:.1f} ms over steps {args.warmup}..{total - 1}; card peak "
+          f"{card / 2**30:.2f} GiB above start (whole run {card_whole / 2**30:.2f})"
+          + (f"; max allocated {allocated / 2**30:.2f} GiB" if allocated is not None else "")
+          + (f"; link {link['h2d_bytes_per_step'] / 2**30:.2f} GiB/step in, "
+             f"{link['d2h_bytes_per_step'] / 2**30:.2f} out" if link else "; no NVML link counters"),
+          flush=True)
+    if engine is not None or v == "fsdp-offload":
+        import torch.distributed as dist
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"variant": v, "layers": args.layers, "params": params, "losses": losses,
+                       "step_ms": [t * 1e3 for t in times], "warmup": args.warmup,
+                       "median_step_ms": median_ms, "card_peak_bytes": card,
+                       "card_peak_whole_run_bytes": card_whole, "max_allocated_bytes": allocated,
+                       "fused_adamw": fused, "link": link,
+                       "allocator": str(torch.cuda.get_allocator_backend())}, f, indent=1)
+
+
+def bandwidth(args):
+    """Pinned cudaMemcpy host->GPU, GPU->host and both at once (two streams),
+    GB/s, median of 5 copies of SIZE; with NVML, what its PCIe counters count
+    per byte copied (to turn counted bytes into payload)."""
+    import torch
+    n = args.gib << 30
+    device = torch.device("cuda", 0)
+    h = torch.empty(n, dtype=torch.uint8, pin_memory=True)
+    h2 = torch.empty(n, dtype=torch.uint8, pin_memory=True)
+    d = torch.empty(n, dtype=torch.uint8, device=device)
+    d2 = torch.empty(n, dtype=torch.uint8, device=device)
+    h.fill_(1)
+    d2.fill_(2)
+    nvml = Nvml()
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+
+    link = LinkCounter(nvml)
+
+    def timed(fn, reps=5):
+        fn()
+        torch.cuda.synchronize()
+        link.reset()
+        out = []
+        for _ in range(reps):  # one copy (under 40 ms) between readings: the counters wrap at most once
+            t0 = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            out.append(time.perf_counter() - t0)
+            link.sample()
+        counted = (link.h2d / reps, link.d2h / reps) if link.ok else None
+        return statistics.median(out), counted
+
+    def both():
+        with torch.cuda.stream(s1):
+            d.copy_(h, non_blocking=True)
+        with torch.cuda.stream(s2):
+            h2.copy_(d2, non_blocking=True)
+
+    t_h2d, c_h2d = timed(lambda: d.copy_(h, non_blocking=True))
+    t_d2h, c_d2h = timed(lambda: h2.copy_(d2, non_blocking=True))
+    t_both, _ = timed(both)
+    r = {"bytes": n, "h2d_gbps": n / t_h2d / 1e9, "d2h_gbps": n / t_d2h / 1e9,
+         "both_ways_gbps_each": n / t_both / 1e9,
+         "nvml_counted_per_byte_h2d": c_h2d[0] / n if c_h2d else None,
+         "nvml_counted_per_byte_d2h": c_d2h[1] / n if c_d2h else None}
+    print(json.dumps(r), flush=True)
+    with open(args.json, "w") as f:
+        json.dump(r, f, indent=1)
+
+
+def launch(cmd, log, env, timeout_s, nvml):
+    """Run CMD (its own process group) with its output in LOG, polling NVML's
+    used memory every 20 ms; returns (exit status, peak used above the value
+    before it started, seconds)."""
+    base = nvml.used()
+    peak = [base]
+    done = threading.Event()
+
+    def poll():
+        while not done.wait(0.02):
+            u = nvml.used()
+            peak[0] = max(peak[0], u) if u is not None else None
+
+    t = threading.Thread(target=poll, daemon=True)
+    if base is not None:
+        t.start()
+    t0 = time.time()
+    with open(log, "w") as out:
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        try:
+            rc = p.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            rc = p.wait()
+            out.write(f"\ngrid: killed after {timeout_s:.0f} s\n")
+            rc = 124
+    done.set()
+    if base is not None:
+        t.join()
+    return rc, (peak[0] - base) if base is not None and peak[0] is not None else None, time.time() - t0
+
+
+def set_budget(policy_text, budget_bytes):
+    """POLICY_TEXT with its `budget gpu ...;` line set to BUDGET_BYTES."""
+    out, found = [], False
+    for line in policy_text.splitlines():
+        if line.lstrip().startswith("budget gpu"):
+            line, found = f"budget gpu {int(budget_bytes)}B;", True
+        out.append(line)
+    if not found:
+        raise SystemExit("grid: the policy has no `budget gpu` line to change")
+    return "\n".join(out) + "\n"
+
+
+def drive(args):
+    """Every anchor, then umpol at three budgets read from the anchors' peaks, per model."""
+    os.makedirs(args.out, exist_ok=True)
+    nvml = Nvml()
+    here = os.path.abspath(__file__)
+    deadline = time.time() + args.deadline_s
+    cells = open(os.path.join(args.out, "cells.jsonl"), "a")
+    common = ["--warmup", str(args.warmup), "--steps", str(args.steps), "--seed", str(args.seed)]
+
+    def run(tag, layers, variant, prefix=(), budget=None, policy=None, report=None):
+        left = deadline - time.time()
+        name = f"L{layers}-{tag}"
+        row = {"layers": layers, "variant": variant, "tag": tag, "budget_bytes": budget, "policy": policy,
+               "report": report and os.path.basename(report)}
+        if left < 30:
+            row.update(rc=None, skipped="the run's deadline had passed")
+            print(f"{name}: skipped (deadline)", flush=True)
+        else:
+            js = os.path.join(args.out, name + ".json")
+            env = dict(os.environ, PYTHONUNBUFFERED="1")
+            cmd = list(prefix) + [sys.executable, here, "train", "--variant", variant,
+                                  "--layers", str(layers), "--json", js] + common
+            rc, outside, secs = launch(cmd, os.path.join(args.out, name + ".log"), env,
+                                       min(args.cell_timeout_s, left - 5), nvml)
+            row.update(rc=rc, seconds=round(secs, 1), nvml_peak_bytes=outside, command=" ".join(cmd))
+            if rc == 0 and os.path.exists(js):
+                row["run"] = json.load(open(js))
+            else:
+                tail = open(os.path.join(args.out, name + ".log"), errors="replace").read()[-1500:]
+                row["error_tail"] = tail
+            r = row.get("run")
+            print(f"{name}: rc {rc}, {secs:.0f} s" + (
+                f", {r['median_step_ms']:.1f} ms/step, card {r['card_peak_bytes'] / 2**30:.2f} GiB"
+                if r else ""), flush=True)
+        cells.write(json.dumps(row) + "\n")
+        cells.flush()
+        return row
+
+    bw = os.path.join(args.out, "bandwidth.json")
+    if not os.path.exists(bw):
+        launch([sys.executable, here, "bandwidth", "--json", bw], os.path.join(args.out, "bandwidth.log"),
+               dict(os.environ), 120, nvml)
+    policy_text = open(args.policy).read()
+    pol_name = os.path.splitext(os.path.basename(args.policy))[0]
+    if args.budgets and len(args.layers) != 1:
+        raise SystemExit("grid: --budgets needs one --layers value")
+    # With --profile, CUPTI counts the migrations of the timed steps only.
+    profile = ["env", "UMPOL_PROFILE=1", f"UMPOL_PROFILE_STEPS={args.warmup}..{args.warmup + args.steps - 1}",
+               "UMPOL_PROFILE_STEP_PHASE=forward"] if args.profile else []
+    kind = "umpol-profiled" if args.profile else "umpol"
+    for layers in args.layers:
+        rows = {}
+        for v in args.variants:
+            rows[v] = run(v, layers, v)
+        budgets = args.budgets
+        if not budgets:
+            ckpt = rows.get("ckpt", {}).get("run")
+            ds = (rows.get("deepspeed") or {}).get("run")
+            if not ckpt:
+                print(f"L{layers}: checkpointing alone failed: no budgets", flush=True)
+                continue
+            top = ckpt["card_peak_bytes"] * args.top_fraction
+            low = ds["card_peak_bytes"] if ds else None
+            if low is None:
+                print(f"L{layers}: DeepSpeed failed: its budget is left out", flush=True)
+            budgets = [b for b in (top, (top + low) / 2 if low else None, low) if b]
+        for b in budgets:
+            pol = os.path.join(args.out, f"L{layers}-{pol_name}-{b / 2**30:.2f}GiB.umpol")
+            open(pol, "w").write(set_budget(policy_text, b))
+            report = pol[:-len(".umpol")] + ("-profiled" if args.profile else "") + "-report.json"
+            run(f"{kind}-{b / 2**30:.2f}GiB", layers, "ckpt",
+                prefix=profile + [args.umpol, "run", "-p", pol, "-r", report, "--"], budget=int(b),
+                policy=args.policy, report=report)
+    cells.close()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("train", help="one training run")
+    t.add_argument("--variant", choices=ANCHORS, required=True)
+    t.add_argument("--layers", type=int, default=16)
+    t.add_argument("--warmup", type=int, default=3)
+    t.add_argument("--steps", type=int, default=5, help="timed steps after the warm-up")
+    t.add_argument("--seed", type=int, default=3)
+    t.add_argument("--json", help="write losses, step times and memory here")
+    b = sub.add_parser("bandwidth", help="pinned cudaMemcpy bandwidth both ways")
+    b.add_argument("--gib", type=int, default=2)
+    b.add_argument("--json", required=True)
+    d = sub.add_parser("drive", help="the whole grid")
+    d.add_argument("--out", required=True)
+    d.add_argument("--layers", type=int, nargs="+", default=[16, 32])
+    d.add_argument("--variants", nargs="*", default=list(ANCHORS), choices=ANCHORS)
+    d.add_argument("--budgets", type=float, nargs="+",
+                   help="umpol's budgets in bytes (one model), instead of those read from the anchors")
+    d.add_argument("--profile", action="store_true",
+                   help="run umpol's cells with UMPOL_PROFILE=1 over the timed steps (for the bytes moved)")
+    d.add_argument("--policy", default="policies/optimizer-offload.umpol")
+    d.add_argument("--umpol", default="umpol", help="the umpol executable")
+    d.add_argument("--warmup", type=int, default=3)
+    d.add_argument("--steps", type=int, default=5)
+    d.add_argument("--seed", type=int, default=3)
+    d.add_argument("--top-fraction", type=float, default=0.9,
+                   help="the highest budget, as a fraction of checkpointing alone's card peak")
+    d.add_argument("--cell-timeout-s", type=float, default=200)
+    d.add_argument("--deadline-s", type=float, default=3600, help="skip cells that would start after this")
+    args = p.parse_args()
+    {"train": train, "bandwidth": bandwidth, "drive": drive}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()

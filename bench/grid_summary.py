@@ -1,0 +1,285 @@
+#!/usr/bin/env python3
+"""Table and `grid.*` keys from the cells of one or more `grid.py drive` runs.
+
+usage: grid_summary.py DEVICE COMMIT KEYS_JSON DIR [DIR...]
+Prints a markdown summary; writes the keys (to merge into
+bench/results/latest.json) to KEYS_JSON. A later DIR's cells replace an
+earlier one's for the same model and tag; the pinned bandwidth is the first
+DIR's; cells tagged umpol-profiled-* (grid.py drive --profile) only lend
+their CUPTI counts to the umpol cell of the same model and budget.
+
+Per umpol cell:
+  memory      the budget; what the card saw in the process (cudaMemGetInfo,
+              total - free, peak over the timed steps above the process's
+              start); NVML's used memory polled from outside (above the value
+              before the process started, its CUDA context included); and the
+              most umpol held on the GPU by its own count (report timeline)
+  best anchor the fastest anchor run whose card peak is within the budget
+              (2% allowed for sampling); umpol_over_best = its ms / umpol's ms,
+              above 1 when umpol is faster; the same at the card's figure for
+              umpol instead of its budget (umpol_over_best_at_card_memory)
+  bound       the link-bound lower bound: max(compute, h2d/bw_h2d, d2h/bw_d2h),
+              compute being checkpointing alone's step in the same run, bw the
+              pinned cudaMemcpy bandwidth measured in the same run, and the
+              bytes per timed step each way: NVML's PCIe counters, scaled by
+              what they counted for a pinned copy, where that count is about
+              the copy's size; else migrations (CUPTI's counts of a profiled
+              run of the same budget, else the runtime's own) plus modelled
+              zero-copy traffic (see report_of). It assumes a full-duplex link
+              and moves hidden behind compute.
+  gh200       the same bytes over NVLink-C2C at 346 GB/s each way (a paper
+              projection, compute unchanged)
+"""
+import json
+import os
+import sys
+
+GH200_BPS = 346e9
+
+
+def load_cells(dirs):
+    cells, bw = {}, None
+    for d in dirs:
+        p = os.path.join(d, "cells.jsonl")
+        if os.path.exists(p):
+            for line in open(p):
+                row = json.loads(line)
+                row["dir"] = d
+                cells[(row["layers"], row["tag"])] = row
+        b = os.path.join(d, "bandwidth.json")
+        if os.path.exists(b) and bw is None:  # the first DIR's: the grid's own run
+            bw = json.load(open(b))
+    return cells, bw
+
+
+def report_of(row):
+    """umpol's report of ROW's run: its held peak and the bytes it moved each way
+    per timed step, in three parts: migrations (CUPTI's counts when the run
+    was profiled, else the runtime's own: its prefetches to the GPU and
+    evictions in the timed steps, plus its reclaims averaged over the run),
+    and the modelled zero-copy traffic of memory the GPU reads where it lies on
+    the host: a host-placed class (AdamW's moments) read and written once a
+    step; weights evicted to the host read twice (the bf16 cast in the forward
+    pass and again in checkpointing's recomputation) and read and written once
+    by the optimizer."""
+    if not row.get("report"):
+        return None
+    path = os.path.join(row["dir"], row["report"])
+    if not os.path.exists(path):
+        return None
+    r = json.load(open(path))
+    run = row["run"]
+    steps = len(run["losses"]) - run["warmup"]
+    tl = r.get("timeline") or {}
+    held = max((e.get("resident_bytes", 0) for e in tl.get("events", [])), default=None)
+    names = [ph["name"] for ph in r.get("phases", [])]
+    forwards = [sp["start_ns"] for sp in tl.get("spans", [])
+                if sp["phase"] < len(names) and names[sp["phase"]] == "forward"]
+    t0 = forwards[run["warmup"]] if len(forwards) > run["warmup"] else None
+    out = {"held_peak_bytes": held, "runtime_ns": r["totals"].get("runtime_ns"),
+           "reclaim_ns": r["totals"].get("reclaim_ns"),
+           "evictions": sum(c.get("evictions", 0) for c in r["classes"])}
+    if t0 is not None:
+        window = [e for e in tl.get("events", []) if e["t_ns"] >= t0]
+        out["runtime_h2d_bytes_per_step"] = sum(e["bytes"] for e in window if e["kind"] == "prefetch_gpu") / steps
+        out["runtime_d2h_bytes_per_step"] = (
+            sum(e["bytes"] for e in window if e["kind"] in ("evict", "prefetch_host")) / steps
+            + sum(c.get("reclaim_bytes", 0) for c in r["classes"]) / len(run["losses"]))
+    host = sum(c.get("peak_bytes", 0) for c in r["classes"]
+               if str(c.get("policy", {}).get("place", "")).startswith("host"))
+    weights = next((c for c in r["classes"] if c.get("name") == "weights"), None)
+    evicted = 0
+    if weights:  # evicted and not brought back (prefetches beyond the first placement)
+        back = max(0, weights.get("prefetch_bytes", 0) - weights.get("peak_bytes", 0))
+        evicted = max(0, weights.get("evict_bytes", 0) - back)
+    out["zero_copy_h2d_bytes_per_step"] = host + 3 * evicted
+    out["zero_copy_d2h_bytes_per_step"] = host + evicted
+    out["host_class_bytes"], out["evicted_weight_bytes"] = host, evicted
+    return out
+
+
+def cupti_of(row):
+    """Bytes migrated each way per timed step by CUPTI's counts, from a profiled run's report."""
+    if not row or not row.get("run") or not row.get("report"):
+        return None
+    path = os.path.join(row["dir"], row["report"])
+    if not os.path.exists(path):
+        return None
+    r = json.load(open(path))
+    um = [c.get("um") or {} for c in r["classes"]] + [r.get("profile", {}).get("unattributed") or {}]
+    steps = len(row["run"]["losses"]) - row["run"]["warmup"]
+    return {"h2d": sum(u.get("htod_bytes", 0) for u in um) / steps,
+            "d2h": sum(u.get("dtoh_bytes", 0) for u in um) / steps,
+            "profiled_ms": row["run"]["median_step_ms"]}
+
+
+def sci(x):
+    return "" if x is None else f"{x:.2e}"
+
+
+def gib(b):
+    return "" if b is None else f"{b / 2**30:.2f}"
+
+
+def main():
+    device, commit, keys_path, dirs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+    cells, bw = load_cells(dirs)
+    out = {"grid.device": device, "grid.commit": commit}
+    if bw:
+        out["grid.pinned_h2d_gbps"] = round(bw["h2d_gbps"], 2)
+        out["grid.pinned_d2h_gbps"] = round(bw["d2h_gbps"], 2)
+        out["grid.pinned_both_ways_gbps_each"] = round(bw["both_ways_gbps_each"], 2)
+    # NVML's PCIe byte counters stand only where they counted a pinned copy as about its size.
+    nvml_valid = bool(bw) and all(0.8 <= (bw.get(k) or 0) <= 1.6
+                                  for k in ("nvml_counted_per_byte_h2d", "nvml_counted_per_byte_d2h"))
+    out["grid.nvml_link_counters_valid"] = nvml_valid
+    models = sorted({k[0] for k in cells})
+    grid_cells, anchors_out = [], {}
+    lines = []
+    for layers in models:
+        rows = {tag: r for (l, tag), r in cells.items() if l == layers and not tag.startswith("umpol-profiled-")}
+        profiled = {(l, r["budget_bytes"]): r for (l, tag), r in cells.items()
+                    if l == layers and tag.startswith("umpol-profiled-")}
+        ckpt = (rows.get("ckpt") or {}).get("run")
+        base = ckpt["losses"] if ckpt else None
+        params = next((r["run"]["params"] for r in rows.values() if r.get("run")), None)
+
+        def loss_diff(run):
+            if not base:
+                return None
+            return max(abs(a - b) for a, b in zip(base, run["losses"]))
+
+        lines.append(f"\n### {layers} layers, {params / 1e9:.2f}B parameters\n" if params else f"\n### {layers} layers\n")
+        lines.append("| run | ms/step (median) | GPU memory, tool's own (GiB) | card, cudaMemGetInfo (GiB) | "
+                     "card, NVML outside (GiB) | link in / out per step (GiB; anchors: NVML's counters where valid) | max \\|loss diff\\| vs ckpt | status |")
+        lines.append("|---|---|---|---|---|---|---|---|")
+        anchors = {}
+        for tag, row in rows.items():
+            if tag.startswith("umpol-"):
+                continue
+            run = row.get("run")
+            if not run:
+                why = row.get("skipped") or f"exit {row.get('rc')}: " + " ".join(
+                    (row.get("error_tail") or "").strip().splitlines()[-1:])[:200]
+                lines.append(f"| {tag} | failed | | | | | | {why.replace('|', '/')} |")
+                anchors_out[f"L{layers}.{tag}"] = {"failed": why}
+                continue
+            link = (run.get("link") or {}) if nvml_valid else {}
+            anchors[tag] = run
+            anchors_out[f"L{layers}.{tag}"] = {
+                "ms": round(run["median_step_ms"], 1), "card_peak_bytes": run["card_peak_bytes"],
+                "nvml_peak_bytes": row.get("nvml_peak_bytes"), "max_allocated_bytes": run["max_allocated_bytes"],
+                "max_loss_diff": loss_diff(run)}
+            lines.append(f"| {tag} | {run['median_step_ms']:.1f} | {gib(run['max_allocated_bytes'])} (max allocated) | "
+                         f"{gib(run['card_peak_bytes'])} | {gib(row.get('nvml_peak_bytes'))} | "
+                         f"{gib(link.get('h2d_bytes_per_step'))} / {gib(link.get('d2h_bytes_per_step'))} | "
+                         f"{sci(loss_diff(run))} | ok |")
+        for tag, row in sorted(rows.items(), key=lambda kv: -(kv[1].get("budget_bytes") or 0)):
+            if not tag.startswith("umpol-"):
+                continue
+            run = row.get("run")
+            budget = row["budget_bytes"]
+            cell = {"model_layers": layers, "params": params, "policy": row.get("policy"), "budget_bytes": budget}
+            if not run:
+                why = row.get("skipped") or f"exit {row.get('rc')}: " + " ".join(
+                    (row.get("error_tail") or "").strip().splitlines()[-1:])[:200]
+                cell["failed"] = why
+                grid_cells.append(cell)
+                lines.append(f"| umpol, budget {gib(budget)} | failed | | | | | | {why.replace('|', '/')} |")
+                continue
+            rep = report_of(row) or {}
+            ms = run["median_step_ms"]
+            fits = {t: a for t, a in anchors.items() if a["card_peak_bytes"] <= budget * 1.02}
+            best = min(fits.items(), key=lambda kv: kv[1]["median_step_ms"]) if fits else None
+            # The same, by what the card saw umpol use rather than its budget.
+            card_fits = {t: a for t, a in anchors.items() if a["card_peak_bytes"] <= run["card_peak_bytes"] * 1.02}
+            card_best = min(card_fits.items(), key=lambda kv: kv[1]["median_step_ms"]) if card_fits else None
+            # Bytes over the link per timed step: migrations (CUPTI's where a
+            # profiled run of the same budget exists) plus modelled zero-copy.
+            prof = cupti_of(profiled.get((layers, budget)))
+            h2d = d2h = None
+            measured = run.get("link") if nvml_valid else None
+            if measured:  # what crossed the link, counted by the card
+                mig_h2d = mig_d2h = None
+                h2d = measured["h2d_bytes_per_step"] / bw["nvml_counted_per_byte_h2d"]
+                d2h = measured["d2h_bytes_per_step"] / bw["nvml_counted_per_byte_d2h"]
+                source = "NVML's PCIe counters, scaled by a pinned copy's"
+            elif prof:
+                mig_h2d, mig_d2h, source = prof["h2d"], prof["d2h"], "CUPTI (profiled run, timed steps)"
+            else:
+                mig_h2d, mig_d2h = rep.get("runtime_h2d_bytes_per_step"), rep.get("runtime_d2h_bytes_per_step")
+                source = "runtime's counts"
+            if mig_h2d is not None and rep:
+                source += ", + modelled zero-copy"
+                h2d = mig_h2d + rep["zero_copy_h2d_bytes_per_step"]
+                d2h = mig_d2h + rep["zero_copy_d2h_bytes_per_step"]
+            bound = gh = None
+            if h2d is not None and bw and ckpt:
+                compute = ckpt["median_step_ms"]
+                link_ms = max(h2d / (bw["h2d_gbps"] * 1e6), d2h / (bw["d2h_gbps"] * 1e6))
+                bound = max(compute, link_ms)
+                gh = max(compute, max(h2d, d2h) / GH200_BPS * 1e3)
+            cell.update({
+                "umpol_ms": round(ms, 1), "card_peak_bytes": run["card_peak_bytes"],
+                "nvml_peak_bytes": row.get("nvml_peak_bytes"), "held_peak_bytes": rep.get("held_peak_bytes"),
+                "best_anchor": None if not best else {"name": best[0], "ms": round(best[1]["median_step_ms"], 1),
+                                                      "card_peak_bytes": best[1]["card_peak_bytes"]},
+                "umpol_over_best": None if not best else round(best[1]["median_step_ms"] / ms, 3),
+                "best_anchor_at_card_memory": None if not card_best else {
+                    "name": card_best[0], "ms": round(card_best[1]["median_step_ms"], 1),
+                    "card_peak_bytes": card_best[1]["card_peak_bytes"]},
+                "umpol_over_best_at_card_memory": None if not card_best
+                else round(card_best[1]["median_step_ms"] / ms, 3),
+                "states_fit": params is not None and budget >= 8 * params,
+                "link_h2d_bytes_per_step": h2d, "link_d2h_bytes_per_step": d2h,
+                "migrated_h2d_bytes_per_step": mig_h2d, "migrated_d2h_bytes_per_step": mig_d2h,
+                "link_bytes_source": source,
+                "zero_copy_h2d_bytes_per_step": rep.get("zero_copy_h2d_bytes_per_step"),
+                "zero_copy_d2h_bytes_per_step": rep.get("zero_copy_d2h_bytes_per_step"),
+                "runtime_h2d_bytes_per_step": rep.get("runtime_h2d_bytes_per_step"),
+                "runtime_d2h_bytes_per_step": rep.get("runtime_d2h_bytes_per_step"),
+                "runtime_ms_per_step": None if rep.get("runtime_ns") is None
+                else round(rep["runtime_ns"] / 1e6 / len(run["losses"]), 1),
+                "nvml_link": run.get("link") if nvml_valid else None,
+                "bound_ms": None if bound is None else round(bound, 1),
+                "umpol_over_bound": None if bound is None else round(ms / bound, 3),
+                "gh200_projection_ms": None if gh is None else round(gh, 1),
+                "max_loss_diff": loss_diff(run)})
+            grid_cells.append(cell)
+            lines.append(
+                f"| umpol, budget {gib(budget)} | {ms:.1f} | {gib(rep.get('held_peak_bytes'))} (held, its count) | "
+                f"{gib(run['card_peak_bytes'])} | {gib(row.get('nvml_peak_bytes'))} | {gib(h2d)} / {gib(d2h)} ({source}) | "
+                f"{sci(loss_diff(run))} | best anchor within the budget: "
+                + (f"{best[0]} {best[1]['median_step_ms']:.1f} ms at {gib(best[1]['card_peak_bytes'])} GiB, "
+                   f"umpol x{cell['umpol_over_best']:.2f}" if best else "none")
+                + (f"; at the card's {gib(run['card_peak_bytes'])} GiB: {card_best[0]}, umpol "
+                   f"x{cell['umpol_over_best_at_card_memory']:.2f}" if card_best else "")
+                + (f"; bound {bound:.1f} ms (umpol / bound {ms / bound:.2f}); GH200 projection {gh:.1f} ms"
+                   if bound else "") + " |")
+    def pick(cs, key="umpol_over_best"):
+        vals = [c[key] for c in cs if c.get(key) is not None]
+        return min(vals) if vals else None
+    out["grid.cells"] = grid_cells
+    out["grid.anchors"] = anchors_out
+    out["grid.min_umpol_over_best"] = pick(grid_cells)
+    out["grid.min_umpol_over_best_where_states_fit"] = pick([c for c in grid_cells if c.get("states_fit")])
+    out["grid.min_umpol_over_best_at_card_memory"] = pick(grid_cells, "umpol_over_best_at_card_memory")
+    bounds = [c["umpol_over_bound"] for c in grid_cells if c.get("umpol_over_bound") is not None]
+    out["grid.max_umpol_over_bound"] = max(bounds) if bounds else None
+    print(f"device: {device}; commit {commit}")
+    if bw:
+        print(f"\npinned cudaMemcpy ({bw['bytes'] >> 30} GiB, median of 5): host->GPU {bw['h2d_gbps']:.1f} GB/s, "
+              f"GPU->host {bw['d2h_gbps']:.1f} GB/s, both at once {bw['both_ways_gbps_each']:.1f} GB/s each; "
+              + (f"NVML's PCIe counters counted {bw['nvml_counted_per_byte_h2d']:.3f} / "
+                 f"{bw['nvml_counted_per_byte_d2h']:.3f} bytes per byte copied" if nvml_valid else
+                 "NVML's PCIe counters not used (they did not count a pinned copy as about its size)"))
+    print("\n".join(lines))
+    print(f"\ngrid.min_umpol_over_best {out['grid.min_umpol_over_best']} (goal >= 1.0); "
+          f"where the states fit {out['grid.min_umpol_over_best_where_states_fit']} (goal >= 1.5); "
+          f"grid.max_umpol_over_bound {out['grid.max_umpol_over_bound']} (goal <= 1.25); "
+          f"by the card's memory instead of the budget {out['grid.min_umpol_over_best_at_card_memory']}")
+    json.dump(out, open(keys_path, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()

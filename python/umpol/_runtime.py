@@ -1,0 +1,93 @@
+"""The umpol runtime (libumpol.so) as loaded in this process, through ctypes.
+
+`umpol run` preloads libumpol.so, so its symbols are in the process's global
+scope. Without it (plain `python`), every call here does nothing."""
+import ctypes
+
+_STAT_FIELDS = ("allocations", "frees", "live_bytes", "peak_bytes", "resident_bytes",
+                "prefetches", "prefetch_bytes", "evictions", "evict_bytes", "saved",
+                "saved_bytes")
+
+
+class ClassStats(ctypes.Structure):
+    """struct umpol_class_stats of umpol.h."""
+    _fields_ = [(name, ctypes.c_ulonglong) for name in _STAT_FIELDS]
+
+
+class Runtime:
+    """The runtime's C API; `active` is False when no policy is loaded."""
+
+    def __init__(self, lib=None):
+        self.active = False
+        self._names = {}
+        try:
+            lib = lib if lib is not None else ctypes.CDLL(None)
+            self._enter = lib.umpol_phase_enter
+            self._exit = lib.umpol_phase_exit
+            self._exit_named = lib.umpol_phase_exit_named
+            self._tag_push = lib.umpol_tag_push
+            self._tag_pop = lib.umpol_tag_pop
+            self._mark = lib.umpol_mark
+            self._class_count = lib.umpol_class_count
+            self._class_name = lib.umpol_class_name
+            self._class_stats = lib.umpol_class_stats
+            self._note_saved = lib.umpol_note_saved
+        except (OSError, AttributeError):
+            return
+        for fn in (self._enter, self._exit_named, self._tag_push, self._mark):
+            fn.argtypes, fn.restype = [ctypes.c_char_p], None
+        for fn in (self._exit, self._tag_pop):
+            fn.argtypes, fn.restype = [], None
+        self._class_count.argtypes, self._class_count.restype = [], ctypes.c_int
+        self._class_name.argtypes, self._class_name.restype = [ctypes.c_int], ctypes.c_char_p
+        self._class_stats.argtypes = [ctypes.c_int, ctypes.POINTER(ClassStats)]
+        self._class_stats.restype = ctypes.c_int
+        self._note_saved.argtypes, self._note_saved.restype = [ctypes.c_void_p], ctypes.c_int
+        self.active = self._class_count() >= 0
+
+    def _b(self, name):
+        b = self._names.get(name)
+        if b is None:
+            if not isinstance(name, str):
+                raise TypeError(f"umpol: a name must be a str, not {type(name).__name__}")
+            b = self._names[name] = name.encode()
+        return b
+
+    def enter(self, name):
+        if self.active:
+            self._enter(self._b(name))
+
+    def exit(self, name=None):
+        """Close NAME (the innermost opening of it on this thread), or the innermost phase."""
+        if self.active:
+            if name is None:
+                self._exit()
+            else:
+                self._exit_named(self._b(name))
+
+    def tag_push(self, name):
+        if self.active:
+            self._tag_push(self._b(name))
+
+    def tag_pop(self):
+        if self.active:
+            self._tag_pop()
+
+    def mark(self, name):
+        if self.active:
+            self._mark(self._b(name))
+
+    def note_saved(self, ptr):
+        return self._note_saved(ptr) if self.active else -1
+
+    def class_stats(self):
+        """{class name: {counter: value}} in policy order; {} when inactive."""
+        out = {}
+        if not self.active:
+            return out
+        for i in range(max(self._class_count(), 0)):
+            s = ClassStats()
+            if self._class_stats(i, ctypes.byref(s)) == 0:
+                name = self._class_name(i).decode()
+                out[name] = {f: getattr(s, f) for f in _STAT_FIELDS}
+        return out

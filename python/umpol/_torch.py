@@ -1,0 +1,312 @@
+"""Automatic phases for PyTorch, installed once torch is imported.
+
+Through PyTorch's global hooks where it has them (module forward hooks,
+optimizer step hooks, default saved-tensor hooks) and wrappers around the
+library's own entry points where it has none (torch.autograd.backward and
+grad, Module.to/cuda/to_empty, Optimizer.zero_grad and Module.zero_grad, and
+__init__ of every nn.Module subclass). The job's
+own code is not touched. See umpol-python(7) for the phases and their rules.
+
+Phases are per thread in the runtime's stack but process-wide in effect: a
+phase opened on the job's thread classifies allocations made on autograd's
+threads too. Automatic phases close by name, so the job's own NVTX ranges may
+open and close inside them in any order."""
+import functools
+import threading
+import warnings
+
+MODEL_INIT, FORWARD, BACKWARD, STEP, ZERO_GRAD = (
+    "model.init", "forward", "backward", "optimizer.step", "zero_grad")
+FORWARD_EVAL, FORWARD_RECOMPUTE = "forward.eval", "forward.recompute"
+STEP_MARK = "step"
+
+
+class _Thread(threading.local):
+    def __init__(self):
+        self.modules = 0        # module calls in progress
+        self.lingering = None   # a forward phase left open after its module returned
+        self.bounded = {}       # phase -> calls of that kind in progress (outermost opened it)
+        self.saved_hooks = None  # the saved-tensor hooks pushed for the open forward
+        self.saved_seen = set()  # blocks already reported in this forward
+        self.stepping = set()    # optimizers inside step() on this thread
+
+
+class Auto:
+    """The automatic phases of one process."""
+
+    def __init__(self, torch, rt, saved=True):
+        self.torch, self.rt, self.saved = torch, rt, saved
+        self.t = _Thread()
+        self.backwards = 0  # backward passes running, on any thread
+        self.steps = 0      # optimizer steps completed
+        self.lock = threading.Lock()
+        compiler = getattr(torch, "compiler", None)
+        self.compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
+
+    # ---- opening and closing ----
+
+    def _close_lingering(self):
+        t = self.t
+        if t.lingering is not None and t.modules == 0:
+            self._pop_saved_hooks()
+            self.rt.exit(t.lingering)
+            t.lingering = None
+
+    def _begin(self, name):
+        """A bounded call of kind NAME starts; returns whether it opened the phase."""
+        t = self.t
+        self._close_lingering()
+        n = t.bounded.get(name, 0)
+        t.bounded[name] = n + 1
+        if n:
+            return False
+        self.rt.enter(name)
+        return True
+
+    def _end(self, name, opened):
+        t = self.t
+        t.bounded[name] -= 1
+        if opened:
+            self.rt.exit(name)
+
+    def bounded(self, name, fn, *args, **kwargs):
+        opened = self._begin(name)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self._end(name, opened)
+
+    # ---- forward: global module hooks ----
+
+    def forward_pre(self, module, args):
+        if self.compiling():
+            return None
+        t = self.t
+        t.modules += 1
+        if t.modules > 1:
+            return None
+        torch = self.torch
+        if self.backwards:
+            name = FORWARD_RECOMPUTE
+        elif torch.is_grad_enabled() and not torch.is_inference_mode_enabled():
+            name = FORWARD
+        else:
+            name = FORWARD_EVAL
+        t.modules -= 1
+        self._close_lingering()
+        t.modules += 1
+        self.rt.enter(name)
+        # Inside a bounded call (optimizer closure, model.init) or a recompute,
+        # the phase ends with the module; otherwise it stays open until the next
+        # phase, so that the loss computed from the output counts as forward.
+        inside = name == FORWARD_RECOMPUTE or any(t.bounded.values())
+        t.lingering = None if inside else name
+        if inside:
+            t.bounded[name] = t.bounded.get(name, 0) + 1
+        # Compiled modules trace their own saved tensors: no hooks around them.
+        if name == FORWARD and self.saved and type(module).__name__ != "OptimizedModule" \
+                and getattr(module, "_compiled_call_impl", None) is None:
+            self._push_saved_hooks()
+        return None
+
+    def forward_post(self, module, args, output):
+        if self.compiling():
+            return None
+        t = self.t
+        if t.modules == 0:
+            return None
+        t.modules -= 1
+        if t.modules:
+            return None
+        for name in (FORWARD_RECOMPUTE, FORWARD, FORWARD_EVAL):
+            if t.bounded.get(name) and t.lingering != name:
+                t.bounded[name] -= 1
+                if name == FORWARD:
+                    self._pop_saved_hooks()
+                self.rt.exit(name)
+                break
+        return None
+
+    # ---- saved tensors: default saved-tensor hooks while a training forward is open ----
+
+    def _push_saved_hooks(self):
+        t = self.t
+        C = getattr(self.torch._C, "_autograd", None)
+        top = getattr(C, "_top_saved_tensors_default_hooks", None)
+        push = getattr(C, "_push_saved_tensors_default_hooks", None)
+        if t.saved_hooks is not None or push is None or top is None:
+            return
+        try:
+            if top(False) is not None:  # the job's own hooks (save_on_cpu, ...) win
+                return
+        except TypeError:
+            if top() is not None:
+                return
+        t.saved_seen = set()
+        push(self._pack, self._unpack)
+        t.saved_hooks = C
+
+    def _pop_saved_hooks(self):
+        t = self.t
+        if t.saved_hooks is not None:
+            t.saved_hooks._pop_saved_tensors_default_hooks()
+            t.saved_hooks = None
+
+    def _pack(self, tensor):
+        if not self.compiling() and tensor.is_cuda:
+            try:
+                ptr = tensor.untyped_storage().data_ptr()
+            except (RuntimeError, AttributeError):
+                return tensor
+            seen = self.t.saved_seen
+            if ptr and ptr not in seen:
+                seen.add(ptr)
+                self.rt.note_saved(ptr)
+        return tensor
+
+    @staticmethod
+    def _unpack(tensor):
+        return tensor
+
+    # ---- backward: torch.autograd.backward and grad ----
+
+    def wrap_backward(self, fn):
+        auto = self
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            if auto.compiling():
+                return fn(*args, **kwargs)
+            with auto.lock:
+                auto.backwards += 1
+            try:
+                return auto.bounded(BACKWARD, fn, *args, **kwargs)
+            finally:
+                with auto.lock:
+                    auto.backwards -= 1
+        wrapper.__umpol_wrapped__ = True
+        return wrapper
+
+    # ---- optimizer.step: global optimizer hooks; zero_grad ----
+
+    def step_pre(self, optimizer, args, kwargs):
+        t = self.t
+        if id(optimizer) in t.stepping:  # its last step raised before the post hook
+            t.stepping.clear()
+            if t.bounded.get(STEP):
+                t.bounded[STEP] = 0
+                self.rt.exit(STEP)
+        t.stepping.add(id(optimizer))
+        self._begin(STEP)
+
+    def step_post(self, optimizer, args, kwargs):
+        t = self.t
+        t.stepping.discard(id(optimizer))
+        if not t.bounded.get(STEP):
+            return
+        outermost = t.bounded[STEP] == 1
+        self._end(STEP, outermost)
+        if outermost:
+            self.steps += 1
+            self.rt.mark(STEP_MARK)
+
+    def wrap_method(self, fn, name, when=None):
+        auto = self
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            if auto.compiling() or (when is not None and not when()):
+                return fn(*args, **kwargs)
+            return auto.bounded(name, fn, *args, **kwargs)
+        wrapper.__umpol_wrapped__ = True
+        return wrapper
+
+    # ---- model.init: Module subclasses' __init__, Module.to/cuda/to_empty ----
+
+    def init_allowed(self):
+        """model.init opens outside forward, backward and optimizer steps only."""
+        t = self.t
+        return (t.modules == 0 and not t.bounded.get(BACKWARD) and not t.bounded.get(STEP)
+                and not self.backwards)
+
+
+def for_subclasses(base, fn):
+    """Call fn(cls) for BASE and its subclasses, now and when one is defined."""
+    pending, seen = [base], set()
+    while pending:
+        cls = pending.pop()
+        if cls not in seen:
+            seen.add(cls)
+            fn(cls)
+            pending.extend(cls.__subclasses__())
+    previous = base.__dict__.get("__init_subclass__")
+
+    def __init_subclass__(cls, **kwargs):
+        if previous is not None:
+            previous.__get__(None, cls)(**kwargs)
+        else:
+            super(base, cls).__init_subclass__(**kwargs)
+        fn(cls)
+    base.__init_subclass__ = classmethod(__init_subclass__)
+
+
+def install(torch, rt, saved=True):
+    """Install the automatic phases into TORCH (once); returns the Auto or None."""
+    if getattr(torch, "_umpol_auto", None) is not None:
+        return torch._umpol_auto
+    nn_module = torch.nn.modules.module
+    Module = torch.nn.Module
+    Optimizer = torch.optim.Optimizer
+    auto = Auto(torch, rt, saved)
+
+    nn_module.register_module_forward_pre_hook(auto.forward_pre)
+    try:
+        nn_module.register_module_forward_hook(auto.forward_post, always_call=True)
+    except TypeError:  # PyTorch < 2.1: no always_call; an exception in forward
+        nn_module.register_module_forward_hook(auto.forward_post)  # leaves it open
+    # Our hooks count depth, so an extra firing for torch.compile's wrapper is harmless.
+    warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
+
+    torch.autograd.backward = auto.wrap_backward(torch.autograd.backward)
+    torch.autograd.grad = auto.wrap_backward(torch.autograd.grad)
+
+    optim_module = getattr(torch.optim, "optimizer", None)
+    reg = getattr(optim_module, "register_optimizer_step_pre_hook", None)
+    if reg is not None:
+        reg(auto.step_pre)
+        optim_module.register_optimizer_step_post_hook(auto.step_post)
+    else:  # PyTorch < 2.0: no global optimizer hooks; wrap every step()
+        def wrap_step(cls):
+            step = cls.__dict__.get("step")
+            if step is None or getattr(step, "__umpol_wrapped__", False):
+                return
+
+            @functools.wraps(step)
+            def wrapper(self, *args, **kwargs):
+                auto.step_pre(self, args, kwargs)
+                out = step(self, *args, **kwargs)
+                auto.step_post(self, args, kwargs)
+                return out
+            wrapper.__umpol_wrapped__ = True
+            cls.step = wrapper
+        for_subclasses(Optimizer, wrap_step)
+    Optimizer.zero_grad = auto.wrap_method(Optimizer.zero_grad, ZERO_GRAD)
+    Module.zero_grad = auto.wrap_method(Module.zero_grad, ZERO_GRAD)
+
+    for method in ("to", "cuda", "to_empty"):
+        if hasattr(Module, method):
+            setattr(Module, method, auto.wrap_method(getattr(Module, method), MODEL_INIT,
+                                                    auto.init_allowed))
+
+    # model.init around __init__ of every Module subclass: those defined so far
+    # (torch's own, such as nn.Linear and DistributedDataParallel) and, through
+    # __init_subclass__, those defined later (the job's, transformers').
+    def wrap_init(cls):
+        init = cls.__dict__.get("__init__")
+        if init is not None and not getattr(init, "__umpol_wrapped__", False):
+            cls.__init__ = auto.wrap_method(init, MODEL_INIT, auto.init_allowed)
+
+    for_subclasses(Module, wrap_init)
+
+    torch._umpol_auto = auto
+    return auto

@@ -1,0 +1,87 @@
+/* The per-class part of the public API (umpol.h): class names and counters
+ * for umpol.memory_stats(), and blocks reported as saved for backward. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/runtime.h"
+#include "umpol.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* Per class: blocks noted as saved for backward, and their bytes (rt->lock held). */
+static uint64_t *saved_count, *saved_bytes;
+
+EXPORT int umpol_class_count(void)
+{
+    struct runtime *rt = runtime_loaded();
+    return rt ? (int)rt->program->class_count : -1;
+}
+
+EXPORT const char *umpol_class_name(int index)
+{
+    struct runtime *rt = runtime_loaded();
+    if (!rt || index < 0 || (size_t)index >= rt->program->class_count)
+        return NULL;
+    return rt->program->classes[index].name;
+}
+
+/* Bytes of CLS's live blocks on the GPU: the pools' on-GPU lists (rt->lock held). */
+static uint64_t resident_bytes(const struct runtime *rt, int cls)
+{
+    if (rt->program->classes[cls].memory == MEMORY_DEVICE)
+        return rt->class_stats[cls].live_bytes;
+    uint64_t bytes = 0;
+    for (int d = 0; d < RT_MAX_DEVICES; d++) {
+        const struct device_state *dev = &rt->devices[d];
+        if (!dev->known || !dev->pools || !dev->pools[cls])
+            continue;
+        for (const struct block *b = dev->pools[cls]->lru_head; b; b = b->gpu_next)
+            bytes += b->size;
+    }
+    return bytes;
+}
+
+EXPORT int umpol_class_stats(int index, struct umpol_class_stats *stats)
+{
+    struct runtime *rt = runtime_loaded();
+    if (!rt || !stats || index < 0 || (size_t)index >= rt->program->class_count)
+        return -1;
+    pthread_mutex_lock(&rt->lock);
+    const struct class_stats *s = &rt->class_stats[index];
+    *stats = (struct umpol_class_stats){
+        .allocations = s->allocations,
+        .frees = s->frees,
+        .live_bytes = s->live_bytes,
+        .peak_bytes = s->peak_bytes,
+        .resident_bytes = resident_bytes(rt, index),
+        .prefetches = s->prefetches,
+        .prefetch_bytes = s->prefetch_bytes,
+        .evictions = s->evictions,
+        .evict_bytes = s->evict_bytes,
+        .saved = saved_count ? saved_count[index] : 0,
+        .saved_bytes = saved_bytes ? saved_bytes[index] : 0,
+    };
+    pthread_mutex_unlock(&rt->lock);
+    return 0;
+}
+
+EXPORT int umpol_note_saved(const void *ptr)
+{
+    struct runtime *rt = runtime_loaded();
+    if (!rt || !ptr)
+        return -1;
+    int cls = -1;
+    pthread_mutex_lock(&rt->lock);
+    if (!saved_count) {
+        saved_count = calloc(rt->program->class_count, sizeof *saved_count);
+        saved_bytes = calloc(rt->program->class_count, sizeof *saved_bytes);
+    }
+    struct block *b = map_find(&rt->map, (uintptr_t)ptr);
+    if (b && saved_count && saved_bytes) {
+        cls = b->class_idx;
+        saved_count[cls]++;
+        saved_bytes[cls] += b->size;
+    }
+    pthread_mutex_unlock(&rt->lock);
+    return cls;
+}

@@ -1,0 +1,60 @@
+#include <stdlib.h>
+
+#include "runtime/device.h"
+#include "runtime/log.h"
+
+bool device_open(struct device_state *dev, const struct cuda_api *cuda, int device,
+                 size_t class_count)
+{
+    dev->pools = calloc(class_count, sizeof *dev->pools);
+    if (!dev->pools)
+        return false;
+    /* Learned while DEVICE is current: allocations arrive on their own device. */
+    size_t free_b = 0, total_b = 0;
+    if (cuda->mem_get_info(&free_b, &total_b) != cudaSuccess || total_b == 0) {
+        LOG(LOG_WARN, "cannot read the memory of GPU %d; budget and cap use 0 bytes", device);
+        total_b = 0;
+    }
+    dev->total_bytes = total_b;
+    int numa = -1;
+    if (cuda->device_get_attribute(&numa, cudaDevAttrHostNumaId, device) != cudaSuccess)
+        numa = -1;
+    dev->host_numa_id = numa;
+    /* Evictions get a stream of their own: a slow move to the host must not
+     * hold up placements, which the job's stream waits for. */
+    if (cuda->stream_create_with_flags(&dev->evict_stream, cudaStreamNonBlocking) != cudaSuccess)
+        dev->evict_stream = NULL;
+    /* One event orders every stream after another (mover_follow). */
+    if (cuda->event_create_with_flags(&dev->follow_event, cudaEventDisableTiming) != cudaSuccess)
+        dev->follow_event = NULL;
+    if (cuda->stream_create_with_flags(&dev->stream, cudaStreamNonBlocking) != cudaSuccess) {
+        LOG(LOG_WARN, "cannot create a prefetch stream on GPU %d; triggered prefetches use "
+                      "one prefetch per block on the default stream", device);
+        dev->stream = NULL;
+    }
+    return true;
+}
+
+struct pool *device_pool(struct device_state *dev, int device, int class_idx)
+{
+    if (!dev->pools[class_idx]) {
+        struct pool *p = calloc(1, sizeof *p);
+        if (!p)
+            return NULL;
+        p->class_idx = class_idx;
+        p->device = device;
+        dev->pools[class_idx] = p;
+    }
+    return dev->pools[class_idx];
+}
+
+void device_close(struct device_state *dev, size_t class_count)
+{
+    if (!dev->known)
+        return;
+    for (size_t c = 0; c < class_count; c++)
+        if (dev->pools[c])
+            pool_destroy(dev->pools[c]);
+    free(dev->pools);
+    dev->pools = NULL;
+}

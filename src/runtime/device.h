@@ -1,0 +1,47 @@
+/* Floor 2, mechanism. What the runtime keeps per GPU: its memory and host
+ * NUMA node, the runtime's own streams and event, the pool table and the
+ * byte counts the budget and the cap bound. Learned over cuda_api; the
+ * budget and cap themselves are the placement policy's to set. */
+#ifndef UMPOL_RUNTIME_DEVICE_H
+#define UMPOL_RUNTIME_DEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/cuda_api.h"
+#include "runtime/pool.h"
+
+#define RT_MAX_DEVICES 64
+
+struct device_state {
+    bool known;
+    uint64_t total_bytes;
+    uint64_t budget_bytes;  /* UINT64_MAX: no budget */
+    uint64_t cap_bytes;     /* managed bytes allowed for this device */
+    uint64_t managed_bytes; /* managed bytes held for this device */
+    /* GPU memory the runtime holds on this device: its managed blocks on the
+     * GPU, live or free, and its device-memory slabs. The budget bounds it. */
+    uint64_t resident_bytes;
+    /* Under a budget, managed memory prefers the host and is mapped by the GPU:
+     * pages move to the GPU only when the runtime places them there. */
+    bool steer;
+    int host_numa_id;          /* -1: unknown */
+    cudaStream_t stream;       /* runtime-owned stream for placements and triggers */
+    cudaStream_t evict_stream; /* runtime-owned stream for evictions (NULL: stream) */
+    cudaEvent_t follow_event;  /* orders one stream after another (NULL: one per wait) */
+    struct pool **pools;       /* one per class, created on first use */
+};
+
+/* Learn DEVICE, which is current: its memory, host NUMA node, the runtime's
+ * streams and event, an empty pool table for CLASS_COUNT classes. Does not
+ * set known (the caller does, once the policy has set budget and cap).
+ * false: out of memory. */
+bool device_open(struct device_state *dev, const struct cuda_api *cuda, int device,
+                 size_t class_count);
+/* DEV's pool of class CLASS_IDX, created empty on first use (NULL: no memory). */
+struct pool *device_pool(struct device_state *dev, int device, int class_idx);
+/* Host bookkeeping of every pool (no CUDA call: the context may be gone). */
+void device_close(struct device_state *dev, size_t class_count);
+
+#endif

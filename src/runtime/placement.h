@@ -1,0 +1,55 @@
+/* Floor 3, policy. Decides where blocks live: the advice a slab gets, what
+ * is placed on the GPU as it is allocated or when a phase or mark fires, and
+ * under a budget what is taken back or evicted to make room; the managed
+ * cap. It keeps the residency counts (a block's on_gpu, the pools' GPU lists,
+ * the devices' resident and managed bytes) and tells the mover what to move.
+ * Every function is called with rt->lock held. */
+#ifndef UMPOL_RUNTIME_PLACEMENT_H
+#define UMPOL_RUNTIME_PLACEMENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lang/program.h"
+#include "runtime/cuda_api.h"
+#include "runtime/pool.h"
+
+struct runtime;
+
+/* DEVICE was just learned: its budget, cap and whether managed memory is
+ * steered to the host, from the policy. */
+void placement_configure_device(struct runtime *rt, int device);
+struct cudaMemLocation place_location(const struct runtime *rt, struct program_place place,
+                                      int device);
+
+/* Room under DEVICE's managed cap for SIZE more bytes, after giving back empty
+ * slabs if needed; a refusal is counted against CLASS_IDX. */
+bool cap_admits(struct runtime *rt, int class_idx, int device, size_t size);
+/* Release every slab with no live block (all devices, or only DEVICE's when >= 0). */
+size_t place_trim(struct runtime *rt, int device);
+
+/* A new slab of POOL: counted, advised, and prefetched whole when its class
+ * asks for a prefetch on alloc and no budget holds the GPU. */
+void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s);
+/* The job's own cudaMallocManaged of class CLASS_IDX: counted and advised. */
+void place_adopted(struct runtime *rt, int class_idx, int device, void *ptr, size_t size,
+                   cudaStream_t stream);
+void place_adopted_freed(struct runtime *rt, const struct block *b);
+
+void place_on_alloc(struct runtime *rt, struct block *b, int device, cudaStream_t stream);
+void place_on_free(struct runtime *rt, struct block *b);
+/* UMPOL_DISCARD=1: the freed block's data is dead; its whole 2 MiB pages are
+ * discarded and prefetched back where they are, so they are never copied.
+ * Ordered on STREAM after its use; returns the stream its next user must follow. */
+cudaStream_t place_discard_freed(struct runtime *rt, struct block *b, cudaStream_t stream);
+/* A phase opened or closed, or a mark: every rule it fires moves its class
+ * (and, under `learn step`, counts as a use of the class in the step). */
+void place_trigger(struct runtime *rt, enum trigger_kind trigger, const uint64_t *glob_bits,
+                   int mark);
+/* `learn step`, the step on track: move to the GPU now what the reference
+ * step uses within its next two phase openings, within the budget (evicting
+ * only blocks needed later). */
+void place_ahead(struct runtime *rt);
+
+#endif

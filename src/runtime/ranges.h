@@ -1,0 +1,27 @@
+/* Floor 1, data. Managed memory the runtime knows, by address (its slabs
+ * and the job's own managed allocations), sorted, to attribute CUPTI
+ * records to classes. No lock: the caller holds the runtime's range_lock. */
+#ifndef UMPOL_RUNTIME_RANGES_H
+#define UMPOL_RUNTIME_RANGES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct addr_range {
+    uintptr_t base, end;
+    int class_idx;
+};
+
+struct range_index {
+    struct addr_range *ranges;
+    size_t count, cap;
+};
+
+/* Out of memory loses the attribution of this range, nothing else. */
+void ranges_add(struct range_index *r, uintptr_t base, size_t size, int class_idx);
+void ranges_remove(struct range_index *r, uintptr_t base);
+/* The class owning ADDR, or -1. */
+int ranges_class_of(const struct range_index *r, uintptr_t addr);
+void ranges_free(struct range_index *r);
+
+#endif

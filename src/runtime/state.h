@@ -1,0 +1,73 @@
+/* The runtime's state: one struct holding each floor's data. Types live in
+ * the header of the floor that owns them; this header only gathers them. One
+ * process-wide mutex (lock) guards pools, the block map, residency and
+ * statistics; phase bits are atomics read without it. */
+#ifndef UMPOL_RUNTIME_STATE_H
+#define UMPOL_RUNTIME_STATE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lang/program.h"
+#include "runtime/block_map.h"
+#include "runtime/cuda_api.h"
+#include "runtime/device.h"
+#include "runtime/mover.h"
+#include "runtime/pool.h"
+#include "runtime/ranges.h"
+#include "runtime/sites.h"
+#include "runtime/stats.h"
+#include "runtime/step.h"
+
+struct runtime {
+    const struct program *program;
+    const struct cuda_api *cuda;
+    pthread_mutex_t lock;
+    struct device_state devices[RT_MAX_DEVICES];
+    struct mover mover;
+    struct block_map map;
+    struct class_stats *class_stats;
+    uint64_t tick, seq;
+    uint64_t allocations, passthrough, frees, foreign_managed;
+    uint64_t runtime_ns; /* wall time inside runtime-issued CUDA work and triggers */
+    /* Of it: moving blocks to the GPU as they are allocated, taking freed space
+     * back for the budget, and evicting live blocks. */
+    uint64_t place_ns, reclaim_ns, evict_ns;
+    uint64_t round_floor; /* blocks placed after this tick are not evicted to place more */
+    bool record_timeline; /* a report was asked for */
+    struct timeline_event *timeline;
+    size_t timeline_count, timeline_cap, timeline_dropped;
+    struct phase_span *spans; /* guarded by phase_lock */
+    size_t span_count, span_cap, spans_dropped;
+    struct range_index ranges; /* guarded by range_lock */
+    pthread_mutex_t range_lock;
+    struct profile *profile; /* NULL unless UMPOL_PROFILE=1 */
+    bool discard; /* UMPOL_DISCARD=1: discard dead managed blocks instead of keeping their data */
+    /* Phases: how many open phases match each glob; a bit per glob with count > 0. */
+    uint32_t *phase_open_count;
+    _Atomic uint64_t *phase_bits;
+    size_t phase_words;
+    struct phase_stat phase_stats[RT_MAX_PHASE_NAMES];
+    size_t phase_stat_count;
+    pthread_mutex_t phase_lock;
+    /* The innermost open phase as the thread that last opened or closed one
+     * sees it, -1: none (the sites' phase); and the report's allocation
+     * sites (NULL unless a report is asked for). */
+    _Atomic int phase_current;
+    struct sites *sites;
+    /* `learn step` (rt->lock): the step model; per class the use it last
+     * predicted (-1: none); how far this step's uses were prefetched ahead;
+     * while placing ahead, the predicted use being served. */
+    bool learn;
+    struct step_model step;
+    long *predicted_use;
+    long ahead_scanned;
+    long ahead_use; /* -1: not placing ahead */
+    /* Blocks placed or used after this tick serve the phase open now: placing
+     * ahead does not evict them. */
+    uint64_t phase_tick;
+};
+
+#endif

@@ -1,0 +1,59 @@
+/* Floor 1, data. What the runtime counts and records, per class, per phase
+ * and over time: plain records, written under the runtime's locks and read
+ * by the report. */
+#ifndef UMPOL_RUNTIME_STATS_H
+#define UMPOL_RUNTIME_STATS_H
+
+#include <stdint.h>
+
+#define RT_MAX_PHASE_NAMES 4096
+#define RT_TIMELINE_MAX 200000
+#define RT_SPANS_MAX 200000
+
+/* Unified Memory traffic, from CUPTI's counters (UMPOL_PROFILE=1). */
+struct um_counters {
+    uint64_t htod_bytes, dtoh_bytes, gpu_faults, cpu_faults, thrashing, throttling;
+};
+
+struct class_stats {
+    uint64_t allocations, frees, bytes_requested, live_bytes, peak_bytes;
+    uint64_t slabs, slab_bytes, prefetches, prefetch_bytes, evictions, evict_bytes;
+    uint64_t cap_refusals, budget_skips, advice_errors, cross_stream_reuses;
+    uint64_t discards, discard_bytes;
+    uint64_t reclaims, reclaim_bytes; /* free space moved off the GPU for the budget */
+    /* Moved to the GPU ahead of a predicted use (`learn step`) / when used:
+     * on allocation or when a trigger fired. */
+    uint64_t ahead_bytes, demand_bytes;
+    /* Uses predicted ahead, those that came at the predicted event, and the
+     * sum of |actual - predicted| in events. */
+    uint64_t next_use_predictions, next_use_hits, next_use_error;
+    struct um_counters um;
+};
+
+struct phase_stat {
+    char *name;
+    uint64_t entries, total_ns;
+    struct um_counters um;
+};
+
+/* One opening of a phase, kept for the report's timeline and to attribute
+ * CUPTI records (stamped with CUPTI's clock) to the phase open at the time. */
+struct phase_span {
+    uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC; end 0 while open */
+    uint64_t start_ts, end_ts; /* CUPTI timestamps, when profiling */
+    uint32_t phase;            /* index into phase_stats */
+    uint32_t depth;            /* nesting on its thread, for the trace */
+};
+
+enum timeline_kind { TL_PREFETCH_GPU, TL_PREFETCH_HOST, TL_EVICT, TL_CAP_REFUSAL };
+
+struct timeline_event {
+    uint64_t t_ns;
+    uint64_t bytes;
+    uint64_t resident_bytes; /* the device's budgeted bytes after the event */
+    int32_t class_idx;
+    int16_t device;
+    uint8_t kind;
+};
+
+#endif

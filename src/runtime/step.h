@@ -1,0 +1,74 @@
+/* Floor 3, policy (data only). The step model: a training step repeats the
+ * same allocations, frees, phase openings and placements in the same order.
+ * The model records each step's sequence of events, keeps the last complete
+ * step as its reference, and while the current step follows it event for
+ * event, predicts when something happens next (an event index in the step;
+ * past the end: the next step). A step that departs from the reference stops
+ * the predictions until the next step starts; the caller then falls back to
+ * its static rules. No CUDA, no lock, no runtime. */
+#ifndef UMPOL_RUNTIME_STEP_H
+#define UMPOL_RUNTIME_STEP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define STEP_MAX_EVENTS (1u << 20) /* a longer step is not learned */
+
+enum step_kind { STEP_ALLOC = 1, STEP_FREE, STEP_ENTER, STEP_EXIT, STEP_USE };
+
+struct step_trace {
+    uint32_t *keys;   /* one per event */
+    int32_t *partner; /* an allocation's free in the same step, else -1 */
+    size_t len, cap;
+};
+
+struct step_model {
+    struct step_trace ref, cur;
+    bool have_ref;   /* a complete step is known */
+    bool on_track;   /* the current step has followed the reference so far */
+    bool overflow;   /* the current step outgrew STEP_MAX_EVENTS */
+    uint64_t steps;  /* steps begun */
+    uint64_t matched, differed; /* completed steps equal to / unlike the one before */
+    uint64_t departures;        /* steps that left the reference part way */
+};
+
+/* The key of an event: its kind in the top 3 bits, and a hash of what
+ * identifies it (class and size of an allocation, a phase's name). */
+uint32_t step_key(enum step_kind kind, uint32_t what, uint64_t detail);
+/* A class's placement by one of its rules: kind, class and rule, exactly. */
+uint32_t step_use_key(uint32_t class_idx, uint32_t rule);
+static inline enum step_kind step_kind_of(uint32_t key)
+{
+    return (enum step_kind)(key >> 29);
+}
+static inline uint32_t step_use_class(uint32_t key)
+{
+    return (key >> 8) & 0xfffff;
+}
+static inline uint32_t step_use_rule(uint32_t key)
+{
+    return key & 0xff;
+}
+
+void step_free(struct step_model *m);
+/* A step begins: the step recorded so far becomes the reference. */
+void step_begin(struct step_model *m);
+/* Record event KEY in the current step: its index, or -1 before the first
+ * step or past STEP_MAX_EVENTS. */
+long step_record(struct step_model *m, uint32_t key);
+/* The allocation at index ALLOC of the current step was freed at index FREE. */
+void step_pair(struct step_model *m, long alloc, long free_idx);
+/* Are predictions valid now (a reference, followed so far)? */
+bool step_predicting(const struct step_model *m);
+/* Index of the current step's next event. */
+size_t step_pos(const struct step_model *m);
+/* The reference's first event with KEY at index >= FROM, wrapping into the
+ * next step (index + the reference's length); -1 when the reference has none. */
+long step_next(const struct step_model *m, uint32_t key, size_t from);
+/* The free paired with the reference's allocation at index ALLOC, or -1. */
+long step_partner(const struct step_model *m, size_t alloc);
+/* The reference's key at index I (0 past its end). */
+uint32_t step_ref_key(const struct step_model *m, size_t i);
+
+#endif

@@ -1,0 +1,63 @@
+#!/bin/sh
+# GPU tests of the umpol Python package, skipped (exit 77) without a GPU or
+# PyTorch:
+#   - each automatic phase rule (tests/gpu/python_phases.py, one class per phase)
+#   - an unmodified transformers training loop under `umpol run` gets the same
+#     per-class allocation counts and bytes, within 1%, as the same loop with
+#     NVTX ranges added by hand (zero_code.unmodified_matches_annotated)
+#   - an unmodified transformers Trainer (gradient accumulation): every class
+#     of the fine-tune policy gets allocations, every optimizer step is seen
+# With PYTHON_GPU_OUT set, the reports and figures are kept there.
+. "${top_srcdir:-.}/tests/lib.sh"
+[ -f "$top_builddir/.libs/libumpol.so" ] || { echo "SKIP: libumpol.so not built"; exit 77; }
+python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null ||
+    { echo "SKIP: no GPU or no PyTorch"; exit 77; }
+out=${PYTHON_GPU_OUT:-$tmp}
+mkdir -p "$out"
+
+expect_status 0 "automatic phase rules" "$UMPOL_BIN" run -p "$top_srcdir/tests/gpu/phases.umpol" \
+    -r "$out/phases-report.json" -- python3 "$top_srcdir/tests/gpu/python_phases.py" "$out/phases.json"
+cat "$tmp/out"
+
+if python3 -c 'import transformers' 2>/dev/null; then
+    policy="$top_srcdir/policies/llm-finetune.umpol"
+    expect_status 0 "unmodified transformers loop" "$UMPOL_BIN" run -p "$policy" \
+        -r "$out/unmodified.json" -- python3 "$top_srcdir/tests/gpu/hf_train.py" \
+        --json "$out/unmodified-run.json"
+    cat "$tmp/out"
+    expect_status 0 "annotated transformers loop" env UMPOL_PYTHON=0 "$UMPOL_BIN" run -p "$policy" \
+        -r "$out/annotated.json" -- python3 "$top_srcdir/tests/gpu/hf_train.py" --annotate \
+        --json "$out/annotated-run.json"
+    cat "$tmp/out"
+    python3 - "$out" <<'PY' || fail "unmodified and annotated runs differ"
+import json, sys
+out = sys.argv[1]
+u, a = (json.load(open(f"{out}/{n}.json")) for n in ("unmodified", "annotated"))
+ok = True
+figures = {}
+for cu, ca in zip(u["classes"], a["classes"]):
+    assert cu["name"] == ca["name"]
+    for key in ("allocations", "bytes_requested"):
+        x, y = cu[key], ca[key]
+        close = abs(x - y) <= 0.01 * max(x, y)
+        ok &= close
+        figures[f"zero_code.{cu['name']}.{key}.unmodified"] = x
+        figures[f"zero_code.{cu['name']}.{key}.annotated"] = y
+        print(f"{cu['name']:12s} {key:16s} unmodified {x:>12d}  annotated {y:>12d}  "
+              f"{'ok' if close else 'DIFFERENT'}")
+ok &= all(c["allocations"] > 0 for c in u["classes"] if c["name"] != "rest")
+lu = json.load(open(f"{out}/unmodified-run.json"))["losses"]
+la = json.load(open(f"{out}/annotated-run.json"))["losses"]
+figures["zero_code.unmodified_matches_annotated"] = bool(ok)
+figures["zero_code.loss_match"] = all(abs(x - y) < 1e-3 for x, y in zip(lu, la))
+json.dump(figures, open(f"{out}/zero_code.json", "w"), indent=1)
+print("zero_code.unmodified_matches_annotated", ok)
+sys.exit(0 if ok else 1)
+PY
+    expect_status 0 "unmodified transformers Trainer" "$UMPOL_BIN" run -p "$policy" \
+        -r "$out/trainer.json" -- python3 "$top_srcdir/tests/gpu/hf_trainer.py"
+    cat "$tmp/out"
+else
+    echo "transformers not installed: the zero-code comparison is skipped"
+fi
+finish

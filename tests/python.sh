@@ -1,0 +1,150 @@
+#!/bin/sh
+# The umpol Python package without PyTorch or a GPU: `umpol run` puts it on
+# PYTHONPATH and its sitecustomize chains to the one it shadows; the API
+# reaches the preloaded runtime through ctypes (phases in the report, classes
+# in memory_stats, named exits leave inner phases alone); the import hook;
+# the opt-outs (--no-python, UMPOL_PYTHON=0); and, with no runtime, no-ops.
+. "${top_srcdir:-.}/tests/lib.sh"
+command -v python3 >/dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
+[ -f "$top_builddir/.libs/libumpol.so" ] || { echo "SKIP: libumpol.so not built"; exit 77; }
+# Python cannot load a sanitizer-built library (and leaks as it pleases); the
+# package's logic does not depend on how the runtime is built.
+if ldd "$top_builddir/.libs/libumpol.so" 2>/dev/null | grep -q 'lib[at]san'; then
+    echo "SKIP: sanitizer build"
+    exit 77
+fi
+policy="$tmp/p.umpol"
+printf 'umpol 1;\nclass kv { match tag "kv"; memory device; }\nclass rest { match any; memory device; }\n' >"$policy"
+mkdir "$tmp/other"
+echo 'import os; os.environ["OTHER_SITECUSTOMIZE"] = "ran"' >"$tmp/other/sitecustomize.py"
+
+cat >"$tmp/api.py" <<'PY'
+import os, sys
+import umpol
+assert umpol.active(), "runtime not active"
+assert "torch" not in sys.modules, "importing umpol imported torch"
+assert os.environ.get("OTHER_SITECUSTOMIZE") == "ran", "the shadowed sitecustomize did not run"
+assert sys.modules["sitecustomize"].__file__.endswith("other/sitecustomize.py")
+assert list(umpol.memory_stats()) == ["kv", "rest"], umpol.memory_stats()
+assert set(umpol.memory_stats()["kv"]) >= {"live_bytes", "peak_bytes", "resident_bytes",
+                                          "evict_bytes", "prefetch_bytes", "saved_bytes"}
+
+@umpol.phase("outer")
+def f():
+    umpol._rt.enter("inner")          # a range the job opened itself
+    umpol._rt.exit("outer")           # closing outer by name leaves inner open
+    umpol._rt.enter("outer")          # reopened so that the decorator closes it
+    umpol._rt.exit("inner")
+f()
+with umpol.tag("kv"), umpol.phase("ctx"):
+    umpol.mark("m")
+try:
+    umpol.phase(3)
+except TypeError:
+    pass
+else:
+    raise AssertionError("a non-str phase name was accepted")
+# The import hook: a module imported later is handed over once, after it ran.
+from umpol._importhook import when_imported
+seen = []
+when_imported("json_fake_for_umpol", seen.append)
+sys.path.insert(0, os.environ["FAKE_DIR"])
+import json_fake_for_umpol
+assert seen == [json_fake_for_umpol] and json_fake_for_umpol.ran
+assert json_fake_for_umpol.__loader__.__class__.__name__ != "_Loader"
+print("api ok")
+PY
+mkdir "$tmp/fake"
+echo 'ran = True' >"$tmp/fake/json_fake_for_umpol.py"
+
+expect_status 0 "API through umpol run" env PYTHONPATH="$tmp/other" FAKE_DIR="$tmp/fake" \
+    "$UMPOL_BIN" run -p "$policy" -r "$tmp/report.json" -- python3 "$tmp/api.py"
+grep -q "api ok" "$tmp/out" || { fail "API checks"; cat "$tmp/out"; }
+python3 - "$tmp/report.json" <<'PY' || fail "phases in the report"
+import json, sys
+phases = {p["name"]: p["entries"] for p in json.load(open(sys.argv[1]))["phases"]}
+assert phases == {"outer": 2, "inner": 1, "ctx": 1}, phases
+PY
+
+expect_status 0 "--no-python leaves PYTHONPATH alone" "$UMPOL_BIN" run --no-python -p "$policy" -- \
+    python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("umpol") is not None)'
+expect_status 0 "UMPOL_PYTHON=0: importable, no automatic phases" env UMPOL_PYTHON=0 \
+    "$UMPOL_BIN" run -p "$policy" -- python3 -c '
+import sys, umpol
+assert umpol.active() and not any(type(f).__name__ == "_Finder" for f in sys.meta_path)'
+expect_status 0 "automatic phases wait for torch" "$UMPOL_BIN" run -p "$policy" -- python3 -c '
+import sys
+assert any(type(f).__name__ == "_Finder" and f.name == "torch" for f in sys.meta_path)'
+expect_status 0 "without the runtime everything is a no-op" env PYTHONPATH="$top_builddir/python" \
+    python3 -c '
+import umpol
+assert not umpol.active() and umpol.memory_stats() == {} and umpol.steps() == 0
+with umpol.phase("x"), umpol.tag("y"):
+    umpol.mark("z")
+umpol.enable_auto()'
+# Against the fake CUDA runtime, allocations from Python (ctypes) classified
+# by the package's phases and tags: a phase closed by name leaves the job's
+# inner range open; memory_stats counts; umpol_note_saved finds the block.
+fake="$top_builddir/tests/fake/.libs/libfake_cudart.so"
+if [ -f "$fake" ]; then
+    printf 'umpol 1;\nclass kv { match tag "kv"; memory device; }\nclass inner { match phase "inner"; memory device; }\nclass outer { match phase "outer"; memory device; }\nclass rest { match any; memory device; }\n' >"$tmp/classes.umpol"
+    cat >"$tmp/alloc.py" <<'PY'
+import ctypes, umpol
+cuda = ctypes.CDLL(None)  # the preloaded runtime's cudaMalloc, then the fake's
+def alloc(n):
+    p = ctypes.c_void_p()
+    assert cuda.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(n)) == 0
+    return p.value
+def allocations():
+    return {k: v["allocations"] for k, v in umpol.memory_stats().items()}
+with umpol.phase("outer"):
+    alloc(1000)                      # outer
+    umpol._rt.enter("inner")         # the job's own range, opened inside
+a = alloc(3000)                      # inner: still open after outer closed by name
+umpol._rt.exit()                     # the job closes its range
+with umpol.tag("kv"):
+    kv = alloc(5000)
+alloc(7000)                          # rest
+assert allocations() == {"kv": 1, "inner": 1, "outer": 1, "rest": 1}, allocations()
+s = umpol.memory_stats()
+assert s["inner"]["live_bytes"] == 3072 and s["inner"]["resident_bytes"] == 3072, s["inner"]
+assert umpol._rt.note_saved(a) == 1 and umpol._rt.note_saved(a + 512) == -1
+assert umpol.memory_stats()["inner"]["saved"] == 1
+assert umpol.memory_stats()["inner"]["saved_bytes"] == 3072
+assert cuda.cudaFree(ctypes.c_void_p(kv)) == 0
+assert umpol.memory_stats()["kv"]["live_bytes"] == 0 and umpol.memory_stats()["kv"]["frees"] == 1
+print("alloc ok")
+PY
+    expect_status 0 "classes from Python, fake CUDA runtime" env LD_PRELOAD="$top_builddir/.libs/libumpol.so $fake" \
+        UMPOL_POLICY="$tmp/classes.umpol" PYTHONPATH="$top_builddir/python" python3 "$tmp/alloc.py"
+    grep -q "alloc ok" "$tmp/out" || { fail "classes from Python"; cat "$tmp/out"; }
+fi
+
+# With a PyTorch (a CPU-only one will do), the automatic phases of an
+# unmodified loop, counted in the runtime's report.
+torch_python=
+for py in python3 /usr/bin/python3; do
+    if command -v "$py" >/dev/null 2>&1 && "$py" -c 'import torch' 2>/dev/null; then
+        torch_python=$py
+        break
+    fi
+done
+if [ -n "$torch_python" ]; then
+    expect_status 0 "automatic phases ($("$torch_python" -c 'import torch; print("PyTorch", torch.__version__)'))" \
+        "$UMPOL_BIN" run -p "$policy" -r "$tmp/torch.json" -- "$torch_python" "$top_srcdir/tests/python_torch.py"
+    grep -q "torch phases ok" "$tmp/out" || { fail "automatic phases"; cat "$tmp/out"; }
+    python3 - "$tmp/torch.json" <<'PY' || fail "automatic phases in the report"
+import json, sys
+phases = {p["name"]: p["entries"] for p in json.load(open(sys.argv[1]))["phases"]}
+want = {"model.init": 2, "forward": 9, "backward": 7, "optimizer.step": 3, "zero_grad": 4,
+        "forward.eval": 1, "forward.recompute": 1, "job.range": 1}
+assert phases == want, phases
+PY
+else
+    echo "no PyTorch: automatic phases not tested here (tests/gpu_python.sh does on a GPU)"
+fi
+
+for f in "$top_srcdir"/python/umpol/*.py "$top_srcdir"/python/sitecustomize.py; do
+    expect_status 0 "parses: $f" python3 -c "import ast, sys; ast.parse(open(sys.argv[1]).read())" "$f"
+done
+finish

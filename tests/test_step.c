@@ -1,0 +1,287 @@
+/* Unit tests of `learn step`: the step model alone (src/runtime/step.c), and
+ * the runtime learning a synthetic repeating step against the fake CUDA
+ * runtime linked in-process: eviction by predicted next use, prefetch ahead
+ * of use, and the fall back to the static rules when a step differs. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fake/fake_api.h"
+#include "fake/fake_cudart.h"
+#include "lang/policy.h"
+#include "runtime/runtime.h"
+#include "runtime/step.h"
+
+#define S1 ((cudaStream_t)0x100)
+#define MiB ((size_t)1 << 20)
+
+/* ---- the model alone ---- */
+
+static void record_all(struct step_model *m, const uint32_t *keys, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        step_record(m, keys[i]);
+}
+
+static void test_step_model_predicts_from_the_second_step(void **state)
+{
+    (void)state;
+    struct step_model m = {0};
+    uint32_t a = step_key(STEP_ALLOC, 0, 4096), f = step_key(STEP_FREE, 0, 4096);
+    uint32_t e = step_key(STEP_ENTER, 0, 7), u = step_use_key(3, 1);
+    const uint32_t step[] = {e, a, u, f};
+    assert_int_equal(step_record(&m, a), -1); /* before the first step: nothing */
+    step_begin(&m);
+    record_all(&m, step, 4);
+    step_pair(&m, 1, 3);
+    assert_false(step_predicting(&m)); /* no reference yet */
+    step_begin(&m);
+    assert_true(step_predicting(&m));
+    assert_int_equal(step_record(&m, e), 0);
+    assert_int_equal(step_next(&m, u, 1), 2);
+    assert_int_equal(step_next(&m, e, 1), 4); /* the next step's first event */
+    assert_int_equal(step_next(&m, step_key(STEP_EXIT, 0, 0), 0), -1);
+    assert_int_equal(step_partner(&m, 1), 3);
+    assert_int_equal(step_kind_of(u), STEP_USE);
+    assert_int_equal(step_use_class(u), 3);
+    assert_int_equal(step_use_rule(u), 1);
+    record_all(&m, step + 1, 3);
+    step_begin(&m);
+    assert_int_equal(m.matched, 1);
+    assert_int_equal(m.differed, 0);
+    /* A step that departs: no prediction for the rest of it, counted once. */
+    step_record(&m, e);
+    step_record(&m, f);
+    assert_false(step_predicting(&m));
+    step_record(&m, u);
+    assert_int_equal(m.departures, 1);
+    step_begin(&m);
+    assert_int_equal(m.differed, 1);
+    step_free(&m);
+}
+
+/* ---- the runtime learning a step ---- */
+
+struct fixture {
+    struct policy pol;
+    struct runtime rt;
+};
+
+static struct fixture *setup(const char *text)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    if (policy_load_text(&f->pol, "t.umpol", text, strlen(text)) != POLICY_VALID) {
+        diag_print(stderr, &f->pol.src, &f->pol.diags, false);
+        fail_msg("test policy is invalid");
+    }
+    assert_int_equal(runtime_init(&f->rt, f->pol.program, &fake_api), 0);
+    fake_set_streams_busy(0);
+    fake_set_capturing(0);
+    cudaSetDevice(0);
+    return f;
+}
+
+static void teardown(struct fixture *f)
+{
+    for (int d = 0; d < RT_MAX_DEVICES; d++)
+        if (f->rt.devices[d].follow_event)
+            cudaEventDestroy(f->rt.devices[d].follow_event);
+    runtime_destroy(&f->rt);
+    policy_free(&f->pol);
+    free(f);
+}
+
+static void *alloc_tagged(struct fixture *f, const char *tag, size_t size)
+{
+    void *p = NULL;
+    bool handled = false;
+    if (tag)
+        tag_push(&f->rt, tag);
+    assert_int_equal(rt_alloc(&f->rt, &p, size, API_CUDA_MALLOC_ASYNC, S1, &handled), cudaSuccess);
+    if (tag)
+        tag_pop();
+    assert_true(handled);
+    return p;
+}
+
+static void release(struct fixture *f, void *p)
+{
+    cudaError_t err;
+    assert_true(rt_free(&f->rt, p, S1, MODE_STREAM, &err));
+}
+
+static bool on_gpu(struct fixture *f, void *p)
+{
+    return map_find(&f->rt.map, (uintptr_t)p)->on_gpu;
+}
+
+static void phase(struct fixture *f, const char *name)
+{
+    phase_enter(&f->rt, name);
+    phase_exit(&f->rt);
+}
+
+/* Weights a and b, 2 MiB each, are brought to the GPU by their phases; then
+ * a temporary block placed on allocation needs room under a 4 MiB budget.
+ * The next step uses a before b. */
+static const char evict_policy[] =
+    "umpol 1;\nbudget gpu 4MiB;\nslab 8MiB;\nlearn step \"forward\";\n"
+    "class a { match tag \"a\"; place host; prefetch gpu on enter \"pa\"; }\n"
+    "class b { match tag \"b\"; place host; prefetch gpu on enter \"pb\"; }\n"
+    "class t { match any; prefetch gpu on alloc; }\n";
+
+static void evict_step(struct fixture *f, void *a, void *b, bool *a_kept, bool *b_kept)
+{
+    phase_enter(&f->rt, "forward");
+    phase(f, "pa");
+    phase(f, "pb");
+    assert_true(on_gpu(f, a) && on_gpu(f, b));
+    void *t = alloc_tagged(f, NULL, 2 * MiB); /* one of a and b must leave */
+    *a_kept = on_gpu(f, a);
+    *b_kept = on_gpu(f, b);
+    release(f, t);
+    phase_exit(&f->rt);
+}
+
+static void test_step_evicts_the_farthest_next_use(void **state)
+{
+    (void)state;
+    setenv("FAKE_GPU_BYTES", "104857600", 1);
+    struct fixture *f = setup(evict_policy);
+    void *a = alloc_tagged(f, "a", 2 * MiB);
+    void *b = alloc_tagged(f, "b", 2 * MiB);
+    bool a_kept, b_kept;
+    /* Step 1, nothing learned: the static rule evicts the least recently placed, a. */
+    evict_step(f, a, b, &a_kept, &b_kept);
+    assert_false(a_kept);
+    assert_true(b_kept);
+    /* From step 2 on: b, used after a in the next step, leaves instead. */
+    for (int step = 2; step <= 4; step++) {
+        evict_step(f, a, b, &a_kept, &b_kept);
+        assert_true(a_kept);
+        assert_false(b_kept);
+    }
+    assert_true(f->rt.devices[0].resident_bytes <= 4 * MiB);
+    assert_int_equal(f->rt.step.matched, 2); /* steps 2 and 3 repeated their predecessor */
+    assert_int_equal(f->rt.step.departures, 0);
+    release(f, a);
+    release(f, b);
+    teardown(f);
+    unsetenv("FAKE_GPU_BYTES");
+}
+
+/* An optimizer state kept on the host, brought to the GPU for "opt" and sent
+ * back after it. */
+static const char ahead_policy[] =
+    "umpol 1;\nslab 8MiB;\nlearn step \"forward\";\n"
+    "class o { match tag \"o\"; place host; access gpu; prefetch gpu on enter \"opt\";\n"
+    "          prefetch host on exit \"opt\"; }\n"
+    "class x { match any; }\n";
+
+static void ahead_step(struct fixture *f, void *o, bool differ, bool *before_opt)
+{
+    phase_enter(&f->rt, "forward");
+    void *x = differ ? alloc_tagged(f, NULL, 4096) : NULL; /* a step unlike the others */
+    phase_exit(&f->rt);
+    phase_enter(&f->rt, "backward");
+    *before_opt = on_gpu(f, o);
+    phase_exit(&f->rt);
+    phase_enter(&f->rt, "opt");
+    assert_true(on_gpu(f, o));
+    phase_exit(&f->rt);
+    assert_false(on_gpu(f, o));
+    if (x)
+        release(f, x);
+}
+
+static void test_step_prefetches_ahead_and_falls_back(void **state)
+{
+    (void)state;
+    struct fixture *f = setup(ahead_policy);
+    void *o = alloc_tagged(f, "o", 2 * MiB);
+    const struct class_stats *st = &f->rt.class_stats[0];
+    bool before;
+    /* Step 1: brought when "opt" opens, on demand. */
+    ahead_step(f, o, false, &before);
+    assert_false(before);
+    assert_int_equal(st->demand_bytes, 2 * MiB);
+    assert_int_equal(st->ahead_bytes, 0);
+    /* Steps 2 and 3: already there while "backward" runs, one phase ahead. */
+    for (int step = 2; step <= 3; step++) {
+        ahead_step(f, o, false, &before);
+        assert_true(before);
+    }
+    assert_int_equal(st->ahead_bytes, 4 * MiB);
+    assert_int_equal(st->demand_bytes, 2 * MiB);
+    assert_int_equal(st->next_use_predictions, 2);
+    assert_int_equal(st->next_use_hits, 2);
+    assert_int_equal(st->next_use_error, 0);
+    /* Step 4 differs (an allocation in forward): no prediction, on demand again. */
+    ahead_step(f, o, true, &before);
+    assert_false(before);
+    assert_int_equal(f->rt.step.departures, 1);
+    assert_int_equal(st->ahead_bytes, 4 * MiB);
+    assert_int_equal(st->demand_bytes, 4 * MiB);
+    /* Step 5 is compared with step 4 and departs too; step 6 follows step 5. */
+    ahead_step(f, o, false, &before);
+    assert_false(before);
+    ahead_step(f, o, false, &before);
+    assert_true(before);
+    assert_int_equal(f->rt.step.departures, 2);
+    assert_int_equal(f->rt.step.differed, 2);
+    /* The report says so. */
+    char path[] = "/tmp/umpol-step-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(report_write(&f->rt, path), 0);
+    FILE *in = fopen(path, "r");
+    assert_non_null(in);
+    static char text[1 << 16];
+    size_t n = fread(text, 1, sizeof text - 1, in);
+    text[n] = 0;
+    fclose(in);
+    unlink(path);
+    assert_non_null(strstr(text, "\"next_use\": {\"predictions\": 3, \"hits\": 3, "
+                                 "\"error_events\": 0, \"ahead_bytes\": 6291456, "
+                                 "\"demand_bytes\": 6291456}"));
+    assert_non_null(strstr(text, "\"step\": {\"phase\": \"forward\", \"steps\": 6, "
+                                 "\"matched\": 2, \"differed\": 2, \"departures\": 2"));
+    assert_non_null(strstr(text, "placed by the static rules"));
+    release(f, o);
+    teardown(f);
+}
+
+/* Without `learn step` the runtime records nothing. */
+static void test_step_off_without_learn(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nclass x { match any; }\n");
+    assert_false(f->rt.learn);
+    void *p = alloc_tagged(f, NULL, 4096);
+    phase(f, "forward");
+    phase(f, "forward");
+    assert_int_equal(f->rt.step.steps, 0);
+    assert_int_equal(map_find(&f->rt.map, (uintptr_t)p)->step_id, 0);
+    release(f, p);
+    teardown(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_step_model_predicts_from_the_second_step),
+        cmocka_unit_test(test_step_evicts_the_farthest_next_use),
+        cmocka_unit_test(test_step_prefetches_ahead_and_falls_back),
+        cmocka_unit_test(test_step_off_without_learn),
+    };
+    return cmocka_run_group_tests_name("step", tests, NULL, NULL);
+}
