@@ -370,8 +370,7 @@ static bool read_sites(struct ctx *c, const struct jv *doc, struct report *r)
     if (!get_array(c, doc, "", "sites", &a) ||
         !get_uint(c, doc, "", "sites_dropped", &r->sites_dropped))
         return false;
-    if (!a)
-        return true;
+    if (!a) return true;
     if (a->count > REPORT_SITES_MAX)
         return invalid(c, "sites: %zu sites (a report holds at most %d)", a->count,
                        REPORT_SITES_MAX);
@@ -383,8 +382,7 @@ static bool read_sites(struct ctx *c, const struct jv *doc, struct report *r)
         char where[48];
         snprintf(where, sizeof where, "sites[%zu]", i);
         long cls;
-        if (!expect_object(c, sj, where) ||
-            !get_int(c, sj, where, "class", 0, INT_MAX, -1, &cls) ||
+        if (!expect_object(c, sj, where) || !get_int(c, sj, where, "class", 0, INT_MAX, -1, &cls) ||
             !get_int(c, sj, where, "phase", 0, INT_MAX, -1, &s->phase) ||
             !get_uint(c, sj, where, "allocations", &s->allocations) ||
             !get_uint(c, sj, where, "frees", &s->frees) ||
@@ -400,15 +398,15 @@ static bool read_sites(struct ctx *c, const struct jv *doc, struct report *r)
             return invalid(c, "%s.class: no class %ld in this report (it has %zu)", where, cls,
                            r->class_count);
         if (s->phase >= 0 && (size_t)s->phase >= r->phase_count)
-            return invalid(c, "%s.phase: no phase %ld in this report (it has %zu)", where,
-                           s->phase, r->phase_count);
+            return invalid(c, "%s.phase: no phase %ld in this report (it has %zu)", where, s->phase,
+                           r->phase_count);
         s->class_index = (size_t)cls;
         if (s->allocations == 0 || s->frees > s->allocations)
-            return invalid(c, "%s: %" PRIu64 " frees of %" PRIu64 " allocations", where,
-                           s->frees, s->allocations);
+            return invalid(c, "%s: %" PRIu64 " frees of %" PRIu64 " allocations", where, s->frees,
+                           s->allocations);
         if (s->min_size == 0 || s->min_size > s->max_size)
-            return invalid(c, "%s: sizes from %" PRIu64 " to %" PRIu64 " bytes", where,
-                           s->min_size, s->max_size);
+            return invalid(c, "%s: sizes from %" PRIu64 " to %" PRIu64 " bytes", where, s->min_size,
+                           s->max_size);
         if (s->first_ns > s->last_ns)
             return invalid(c, "%s: last allocated before its first allocation", where);
         r->site_count++;

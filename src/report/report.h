@@ -183,8 +183,8 @@ struct report_site {
     size_t class_index; /* in report.classes */
     long phase;         /* in report.phases, or -1: outside every phase */
     uint64_t allocations, frees, bytes, min_size, max_size;
-    uint64_t peak_live_bytes; /* the most of its bytes live at once */
-    uint64_t lifetime_ns;     /* summed over its freed blocks */
+    uint64_t peak_live_bytes;   /* the most of its bytes live at once */
+    uint64_t lifetime_ns;       /* summed over its freed blocks */
     uint64_t first_ns, last_ns; /* CLOCK_MONOTONIC of its first and last allocation */
 };
 

@@ -17,12 +17,10 @@ static struct site *site_find(struct sites *s, int class_idx, int phase, uint32_
     for (;; h = (h + 1) % SITES_SLOTS) {
         if (s->slots[h]) {
             struct site *t = &s->table[s->slots[h] - 1];
-            if (t->class_idx == class_idx && t->phase == phase && t->bucket == bucket)
-                return t;
+            if (t->class_idx == class_idx && t->phase == phase && t->bucket == bucket) return t;
             continue;
         }
-        if (s->count == SITES_MAX)
-            return NULL;
+        if (s->count == SITES_MAX) return NULL;
         struct site *t = &s->table[s->count++];
         *t = (struct site){
             .class_idx = class_idx, .phase = phase, .bucket = bucket, .min_size = UINT64_MAX};
@@ -33,8 +31,7 @@ static struct site *site_find(struct sites *s, int class_idx, int phase, uint32_
 
 void sites_note_alloc(struct sites *s, int phase, struct block *b, size_t requested)
 {
-    if (!s || !b)
-        return;
+    if (!s || !b) return;
     struct site *t = site_find(s, b->class_idx, phase, bucket_of(requested));
     b->site = 0;
     if (!t) {
@@ -42,24 +39,21 @@ void sites_note_alloc(struct sites *s, int phase, struct block *b, size_t reques
         return;
     }
     uint64_t now = now_ns();
-    if (!t->allocations)
-        t->first_ns = now;
+    if (!t->allocations) t->first_ns = now;
     t->last_ns = now;
     t->allocations++;
     t->bytes += requested;
     t->min_size = requested < t->min_size ? requested : t->min_size;
     t->max_size = requested > t->max_size ? requested : t->max_size;
     t->live_bytes += requested;
-    if (t->live_bytes > t->peak_live_bytes)
-        t->peak_live_bytes = t->live_bytes;
+    if (t->live_bytes > t->peak_live_bytes) t->peak_live_bytes = t->live_bytes;
     b->site = (uint32_t)(t - s->table) + 1;
     b->born_ns = now;
 }
 
 void sites_note_free(struct sites *s, const struct block *b)
 {
-    if (!s || !b->site || b->site > s->count)
-        return;
+    if (!s || !b->site || b->site > s->count) return;
     struct site *t = &s->table[b->site - 1];
     uint64_t requested = b->requested ? b->requested : b->size;
     t->frees++;
