@@ -70,6 +70,7 @@ void runtime_after_fork_child(struct runtime *rt)
                                                   .slab_bytes = s->slab_bytes};
     }
     rt->timeline_count = rt->timeline_dropped = 0;
+    sites_after_fork_child(rt->sites);
     phases_after_fork_child(rt, profile_timestamp(rt));
     profile_after_fork_child(rt);
 }

@@ -2,6 +2,8 @@
  * and birth time while it lives. */
 #include "runtime/sites.h"
 
+#include <string.h>
+
 #include "util/clock.h"
 
 static uint32_t bucket_of(uint64_t size)
@@ -53,10 +55,18 @@ void sites_note_alloc(struct sites *s, int phase, struct block *b, size_t reques
 
 void sites_note_free(struct sites *s, const struct block *b)
 {
-    if (!s || !b->site || b->site > s->count) return;
+    if (!s || !b->site || b->site > s->count || b->born_ns < s->since_ns) return;
     struct site *t = &s->table[b->site - 1];
     uint64_t requested = b->requested ? b->requested : b->size;
     t->frees++;
     t->live_bytes -= requested <= t->live_bytes ? requested : t->live_bytes;
     t->lifetime_ns += now_ns() - b->born_ns;
+}
+
+void sites_after_fork_child(struct sites *s)
+{
+    if (!s) return;
+    memset(s->slots, 0, sizeof s->slots);
+    s->count = s->dropped = 0;
+    s->since_ns = now_ns();
 }

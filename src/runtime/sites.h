@@ -28,6 +28,7 @@ struct sites {
     struct site table[SITES_MAX];
     uint16_t slots[SITES_SLOTS]; /* index into table + 1, 0: empty */
     size_t count, dropped;       /* dropped: allocations of sites past SITES_MAX */
+    uint64_t since_ns;           /* blocks born before it belong to a parent process */
 };
 
 /* Block B of REQUESTED bytes was allocated while PHASE was the innermost open
@@ -35,5 +36,8 @@ struct sites {
 void sites_note_alloc(struct sites *s, int phase, struct block *b, size_t requested);
 /* Block B is being freed. */
 void sites_note_free(struct sites *s, const struct block *b);
+/* In the child of a fork: the table starts again, and the blocks inherited
+ * from the parent count no more (their frees were not the child's work). */
+void sites_after_fork_child(struct sites *s);
 
 #endif
