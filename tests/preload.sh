@@ -240,4 +240,42 @@ expect_status 0 "kept PYTORCH_ALLOC_CONF" san_env PYTORCH_ALLOC_CONF=expandable_
     "$UMPOL_BIN" run -p "$policy" -- /bin/true
 grep -q "warning: keeping PYTORCH_ALLOC_CONF=expandable_segments:True" "$tmp/out" ||
     fail "PYTORCH_ALLOC_CONF: no warning"
+
+# The report is never written through a symlink: links planted at the report's
+# name and at its first temporary name (the pid is the shell's, kept by exec)
+# leave the files they point to untouched; the report replaces the link.
+phases="$top_builddir/tests/preload/.libs/phases"
+[ -x "$phases" ] || phases="$top_builddir/tests/preload/phases"
+echo precious >"$tmp/victim"
+expect_status 0 "report beside planted symlinks" env REPORT="$tmp/linked.json" VICTIM="$tmp/victim" \
+    LIB="$preload" POLICY="$policy" PHASES="$phases" sh -c 'ln -s "$VICTIM" "$REPORT.tmp.$$" &&
+    ln -s "$VICTIM" "$REPORT" && exec env LD_PRELOAD="$LIB" UMPOL_POLICY="$POLICY" \
+    UMPOL_REPORT="$REPORT" "$PHASES" step'
+[ "$(cat "$tmp/victim")" = precious ] || fail "the report was written through a symlink"
+[ -f "$tmp/linked.json" ] && [ ! -L "$tmp/linked.json" ] || fail "the report did not replace the link"
+# An unwritable report says why.
+expect_status 0 "report to a missing directory" run UMPOL_POLICY="$policy" \
+    UMPOL_REPORT="$tmp/no/such/dir/r.json" "$phases" step
+grep -q "cannot write the report to $tmp/no/such/dir/r.json: No such file or directory" "$tmp/out" ||
+    fail "report write error: no reason"
+
+# Phase names of any bytes, and of any length, give a report any strict JSON
+# parser reads: escaped, invalid UTF-8 replaced, cut at 4096 bytes.
+if command -v python3 >/dev/null 2>&1; then
+    huge=$(python3 -c 'print("n" * 100000)')
+    expect_status 0 "hostile phase names" run UMPOL_POLICY="$policy" UMPOL_REPORT="$tmp/names.json" \
+        "$phases" 'q"uo\te' "$(printf 'ctl\001\033[31m\tend')" "$(printf 'bad\377\300utf8')" "$huge"
+    python3 - "$tmp/names.json" <<'PY' || fail "hostile phase names: report is not strict JSON"
+import json, sys
+def no_constant(name):
+    raise ValueError(name)
+r = json.loads(open(sys.argv[1], "rb").read().decode("utf-8", errors="strict"),
+               parse_constant=no_constant)
+names = [p["name"] for p in r["phases"]]
+assert names[0] == 'q"uo\\te', names[0]
+assert names[1] == "ctl\x01\x1b[31m\tend", names[1]
+assert names[2] == "bad\ufffd\ufffdutf8", names[2]
+assert names[3] == "n" * 4096, len(names[3])
+PY
+fi
 finish

@@ -75,7 +75,50 @@ grep -q "invalid JSON" "$tmp/out" || fail "truncated report: message"
 printf '{"something": "else"}' >"$tmp/other.json"
 expect_status 1 "not a report" "$UMPOL_BIN" report "$tmp/other.json"
 expect_status 2 "missing report" "$UMPOL_BIN" report "$tmp/none.json"
+grep -q "none.json: cannot open: No such file or directory" "$tmp/out" || fail "missing report: message"
 expect_status 2 "report without a file" "$UMPOL_BIN" report
+
+# Only regular files are read, at once: a directory, an endless device, a FIFO
+# with no writer, a file over the size limit (sparse) are I/O errors (exit 2).
+expect_status 2 "report of a directory" "$UMPOL_BIN" report "$tmp"
+grep -q "not a regular file (a directory)" "$tmp/out" || fail "directory: message"
+expect_status 2 "report of /dev/zero" timeout 10 "$UMPOL_BIN" report /dev/zero
+grep -q "/dev/zero: not a regular file (a device)" "$tmp/out" || fail "/dev/zero: message"
+mkfifo "$tmp/fifo"
+expect_status 2 "report of a FIFO" timeout 10 "$UMPOL_BIN" report "$tmp/fifo"
+grep -q "not a regular file (a FIFO)" "$tmp/out" || fail "FIFO: message"
+truncate -s 300M "$tmp/huge.json"
+expect_status 2 "report over the size limit" "$UMPOL_BIN" report "$tmp/huge.json"
+grep -q "too large: 314572800 bytes (reports are read up to 256 MiB)" "$tmp/out" || fail "oversize: message"
+
+# Another version of the schema is named as such; numbers JSON cannot hold,
+# and integers out of range, are refused with the field named (exit 1).
+printf '{"umpol_report": 2, "classes": []}' >"$tmp/v2.json"
+expect_status 1 "report of a newer version" "$UMPOL_BIN" report "$tmp/v2.json"
+grep -q "v2.json: unsupported report version 2 (this umpol reads 1)" "$tmp/out" || fail "version: message"
+bad_number() { # NAME JSON EXPECTED-MESSAGE
+    printf '%s' "$2" >"$tmp/$1.json"
+    expect_status 1 "report with $1" "$UMPOL_BIN" report --json "$tmp/$1.json"
+    grep -qF "$3" "$tmp/out" || { fail "$1: message"; cat "$tmp/out" >&2; }
+}
+bad_number nan '{"umpol_report": 1, "classes": [{"name": "a", "allocations": NaN}]}' "NaN and Infinity are not JSON numbers"
+bad_number inf '{"umpol_report": 1, "classes": [{"name": "a", "peak_bytes": inf}]}' "NaN and Infinity are not JSON numbers"
+bad_number 1e400 '{"umpol_report": 1, "totals": {"allocations": 1e400}}' "number out of range"
+bad_number rank '{"umpol_report": 1, "rank": 1e300}' "rank: expected an integer from 0 to 2147483647"
+bad_number phase '{"umpol_report": 1, "phases": [{"name": "a"}], "timeline": {"spans": [{"phase": 1e30, "start_ns": 0}]}}' \
+    "timeline.spans[0].phase: expected an integer from 0 to 2147483647"
+bad_number negative '{"umpol_report": 1, "classes": [{"name": "a", "frees": -3}]}' "classes[0].frees: expected an integer"
+
+# The report fuzzer's corpus (recorded reports, the schema's variants, inputs
+# that once leaked): each a clean verdict, exit 0 or 1, within 10 seconds.
+for input in "$top_srcdir"/tests/fuzz/report-corpus/*; do
+    timeout 10 "$UMPOL_BIN" report --json "$input" >"$tmp/out" 2>&1
+    status=$?
+    case $status in
+    0 | 1) pass ;;
+    *) fail "report corpus $(basename "$input"): exit $status"; head -5 "$tmp/out" >&2 ;;
+    esac
+done
 
 # topo always answers: without a GPU it says so and shows the host.
 expect_status 0 "topo" "$UMPOL_BIN" topo

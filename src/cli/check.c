@@ -9,6 +9,7 @@
 #include "cli/topo.h"
 #include "lang/json.h"
 #include "lang/policy.h"
+#include "lang/text.h"
 
 static bool want_color(FILE *out)
 {
@@ -69,17 +70,42 @@ int cmd_check(int argc, char **argv)
         } else {
             if (!quiet || st != POLICY_VALID)
                 diag_print(stderr, &pol.src, &pol.diags, want_color(stderr));
-            if (!quiet)
-                fprintf(st == POLICY_VALID ? stdout : stderr, "%s: %s (%zu error%s, %zu warning%s)\n",
-                        argv[i], st == POLICY_VALID ? "valid" : "invalid", pol.diags.errors,
+            if (!quiet) {
+                FILE *out = st == POLICY_VALID ? stdout : stderr;
+                text_print_visible(out, argv[i]);
+                fprintf(out, ": %s (%zu error%s, %zu warning%s)\n",
+                        st == POLICY_VALID ? "valid" : "invalid", pol.diags.errors,
                         pol.diags.errors == 1 ? "" : "s", pol.diags.warnings,
                         pol.diags.warnings == 1 ? "" : "s");
+            }
         }
         policy_free(&pol);
     }
     if (json)
         fputs("]}\n", stdout);
-    return worst;
+    return cli_finish_stdout("check", worst);
+}
+
+/* The explanation, line by line, with control characters that a policy's
+ * strings may hold escaped for the terminal. */
+static void print_explained(const struct program *p)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (!mem)
+        return;
+    program_explain(mem, p);
+    if (fclose(mem) == 0) {
+        for (char *line = text, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+            nl = strchr(line, '\n');
+            if (nl)
+                *nl = '\0';
+            text_print_visible(stdout, line);
+            putchar('\n');
+        }
+    }
+    free(text);
 }
 
 int cmd_explain(int argc, char **argv)
@@ -108,10 +134,12 @@ int cmd_explain(int argc, char **argv)
     } else {
         diag_print(stderr, &pol.src, &pol.diags, want_color(stderr));
         if (st == POLICY_VALID) {
-            printf("policy:       %s\n", argv[optind]);
-            program_explain(stdout, pol.program);
+            fputs("policy:       ", stdout);
+            text_print_visible(stdout, argv[optind]);
+            putchar('\n');
+            print_explained(pol.program);
         }
     }
     policy_free(&pol);
-    return (int)st;
+    return cli_finish_stdout("explain", (int)st);
 }

@@ -48,4 +48,8 @@ int cli_getopt(const char *name, int argc, char **argv);
 int cli_usage_error(const char *name, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* RC, or EXIT_USAGE with the reason on stderr when stdout could not be
+ * written (a full disk, /dev/full, a closed pipe): call before returning. */
+int cli_finish_stdout(const char *command, int rc);
+
 #endif

@@ -1,6 +1,7 @@
 /* `umpol report`: read one or more runtime reports (one per rank), sum them,
  * and show what a tuner needs first; or write them merged as JSON, or as a
- * Chrome/Perfetto trace. */
+ * Chrome/Perfetto trace. Reports are read through report/report.h. */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
@@ -9,152 +10,179 @@
 #include <string.h>
 
 #include "cli.h"
-#include "cli/jsonv.h"
 #include "lang/json.h"
-#include "lang/program.h"
+#include "lang/text.h"
+#include "report/report.h"
 
-/* Counters summed per class and per phase; names match report fields. */
-static const char *const class_fields[] = {
-    "allocations", "frees",         "bytes_requested", "peak_bytes",   "slabs",
-    "slab_bytes",  "prefetches",    "prefetch_bytes",  "evictions",    "evict_bytes",
-    "cap_refusals", "budget_skips", "advice_errors",   "discard_bytes"};
-static const char *const um_fields[] = {"htod_bytes", "dtoh_bytes", "gpu_faults",
-                                        "cpu_faults", "thrashing",  "throttling"};
-enum { NCLASS = sizeof class_fields / sizeof class_fields[0], NUM = 6 };
+/* Counters summed per class and per phase, as doubles: sums of many reports
+ * may pass 2^64. */
+static const enum report_class_counter summed[] = {
+    RC_ALLOCATIONS,  RC_FREES,        RC_BYTES_REQUESTED, RC_PEAK_BYTES,   RC_SLABS,
+    RC_SLAB_BYTES,   RC_PREFETCHES,   RC_PREFETCH_BYTES,  RC_EVICTIONS,    RC_EVICT_BYTES,
+    RC_CAP_REFUSALS, RC_BUDGET_SKIPS, RC_ADVICE_ERRORS,   RC_DISCARD_BYTES};
+enum { NSUM = sizeof summed / sizeof summed[0] };
 
 struct row {
-    char *name;
-    double v[NCLASS];
-    double um[NUM];
-    double entries, total_ns; /* phases */
-    const struct jv *policy;  /* from the first report that has the class */
+    const char *name; /* owned by the report it first appears in */
+    char *shown;      /* the name with control characters escaped, for the terminal */
+    double v[RC_COUNT];
+    double um[UM_COUNT];
+    double entries, total_ns;           /* phases */
+    const struct report_policy *policy; /* from the first report that has the class */
+};
+
+/* Rows by name: an open-addressing table of row indices, so that reading N
+ * classes costs O(N), not O(N^2). */
+struct rows {
+    struct row *items;
+    size_t count, cap;
+    size_t *slots; /* row index + 1, 0 when empty */
+    size_t nslots;
 };
 
 struct summary {
-    struct jv **docs;
+    struct report *reports;
+    char **paths_shown;
     const char **paths;
     size_t n;
-    struct row *classes, *phases;
-    size_t nclasses, nphases;
+    struct rows classes, phases;
+    size_t **class_row; /* per report, per class: its row in classes */
     bool profiled;
 };
 
-static char *read_file(const char *path, size_t *len)
+static uint64_t hash_name(const char *s)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (size_t got; buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
-        n += got;
-        if (n + 1 < cap)
-            continue;
-        char *grown = realloc(buf, cap * 2);
-        if (!grown) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = grown;
-        cap *= 2;
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static bool rows_rehash(struct rows *t, size_t nslots)
+{
+    size_t *slots = calloc(nslots, sizeof *slots);
+    if (!slots) return false;
+    for (size_t i = 0; i < t->count; i++) {
+        size_t s = hash_name(t->items[i].name) & (nslots - 1);
+        while (slots[s])
+            s = (s + 1) & (nslots - 1);
+        slots[s] = i + 1;
     }
-    fclose(f);
-    if (buf)
-        buf[n] = '\0';
-    *len = n;
-    return buf;
+    free(t->slots);
+    t->slots = slots;
+    t->nslots = nslots;
+    return true;
 }
 
-static struct row *find_row(struct row **rows, size_t *n, const char *name)
+/* The row of NAME, added when new; SIZE_MAX when out of memory. */
+static size_t find_row(struct rows *t, const char *name)
 {
-    for (size_t i = 0; i < *n; i++)
-        if (strcmp((*rows)[i].name, name) == 0)
-            return &(*rows)[i];
-    struct row *grown = realloc(*rows, (*n + 1) * sizeof *grown);
-    if (!grown)
-        return NULL;
-    *rows = grown;
-    struct row *r = &(*rows)[(*n)++];
+    if ((t->count + 1) * 2 > t->nslots && !rows_rehash(t, t->nslots ? t->nslots * 2 : 64))
+        return SIZE_MAX;
+    size_t s = hash_name(name) & (t->nslots - 1);
+    for (; t->slots[s]; s = (s + 1) & (t->nslots - 1))
+        if (strcmp(t->items[t->slots[s] - 1].name, name) == 0) return t->slots[s] - 1;
+    if (t->count == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 16;
+        struct row *grown = realloc(t->items, cap * sizeof *grown);
+        if (!grown) return SIZE_MAX;
+        t->items = grown;
+        t->cap = cap;
+    }
+    struct row *r = &t->items[t->count];
     memset(r, 0, sizeof *r);
-    r->name = strdup(name);
-    return r;
+    r->name = name;
+    if (!(r->shown = text_visible(name))) return SIZE_MAX;
+    t->slots[s] = ++t->count;
+    return t->count - 1;
 }
 
-static void add_um(double *dst, const struct jv *um)
+static void rows_free(struct rows *t)
 {
-    for (int k = 0; k < NUM; k++)
-        dst[k] += jv_num(um, um_fields[k], 0);
+    for (size_t i = 0; i < t->count; i++)
+        free(t->items[i].shown);
+    free(t->items);
+    free(t->slots);
+}
+
+static void add_um(double *dst, const uint64_t *um)
+{
+    for (int k = 0; k < UM_COUNT; k++)
+        dst[k] += (double)um[k];
 }
 
 static int load(struct summary *s, int argc, char **argv)
 {
     s->n = (size_t)argc;
-    s->docs = calloc(s->n, sizeof *s->docs);
     s->paths = (const char **)argv;
+    s->reports = calloc(s->n, sizeof *s->reports);
+    s->paths_shown = calloc(s->n, sizeof *s->paths_shown);
+    s->class_row = calloc(s->n, sizeof *s->class_row);
+    if (!s->reports || !s->paths_shown || !s->class_row) goto oom;
     for (size_t i = 0; i < s->n; i++) {
-        size_t len;
-        char *text = read_file(argv[i], &len);
-        if (!text) {
-            fprintf(stderr, "umpol report: cannot read %s\n", argv[i]);
-            return EXIT_USAGE;
+        char why[512];
+        enum report_status st = report_load(&s->reports[i], argv[i], why, sizeof why);
+        if (st != REPORT_OK) {
+            fputs("umpol report: ", stderr);
+            text_print_visible(stderr, why);
+            fputc('\n', stderr);
+            return st == REPORT_IO ? EXIT_USAGE : EXIT_INVALID;
         }
-        const char *err;
-        size_t off;
-        s->docs[i] = jv_parse(text, len, &err, &off);
-        free(text);
-        if (!s->docs[i] || jv_num(s->docs[i], "umpol_report", 0) != 1) {
-            fprintf(stderr, "umpol report: %s: %s%s at byte %zu\n", argv[i],
-                    s->docs[i] ? "not an umpol report" : "invalid JSON: ", s->docs[i] ? "" : err,
-                    s->docs[i] ? (size_t)0 : off);
-            return EXIT_INVALID;
-        }
-        const struct jv *classes = jv_get(s->docs[i], "classes");
-        for (size_t c = 0; classes && c < classes->count; c++) {
-            const struct jv *cj = &classes->items[c];
-            struct row *r = find_row(&s->classes, &s->nclasses, jv_str(cj, "name") ? jv_str(cj, "name") : "?");
-            if (!r)
-                return EXIT_USAGE;
-            for (int k = 0; k < NCLASS; k++)
-                r->v[k] += jv_num(cj, class_fields[k], 0);
-            if (jv_get(cj, "um")) {
-                add_um(r->um, jv_get(cj, "um"));
+        const struct report *r = &s->reports[i];
+        if (!(s->paths_shown[i] = text_visible(argv[i])) ||
+            !(s->class_row[i] = calloc(r->class_count + 1, sizeof *s->class_row[i])))
+            goto oom;
+        for (size_t c = 0; c < r->class_count; c++) {
+            const struct report_class *cls = &r->classes[c];
+            size_t k = find_row(&s->classes, cls->name);
+            if (k == SIZE_MAX) goto oom;
+            s->class_row[i][c] = k;
+            struct row *row = &s->classes.items[k];
+            for (int f = 0; f < RC_COUNT; f++)
+                row->v[f] += (double)cls->v[f];
+            if (cls->has_um) {
+                add_um(row->um, cls->um);
                 s->profiled = true;
             }
-            if (!r->policy)
-                r->policy = jv_get(cj, "policy");
+            if (!row->policy && cls->policy.present) row->policy = &cls->policy;
         }
-        const struct jv *phases = jv_get(s->docs[i], "phases");
-        for (size_t p = 0; phases && p < phases->count; p++) {
-            const struct jv *pj = &phases->items[p];
-            struct row *r = find_row(&s->phases, &s->nphases, jv_str(pj, "name") ? jv_str(pj, "name") : "?");
-            if (!r)
-                return EXIT_USAGE;
-            r->entries += jv_num(pj, "entries", 0);
-            r->total_ns += jv_num(pj, "total_ns", 0);
-            add_um(r->um, jv_get(pj, "um"));
+        for (size_t p = 0; p < r->phase_count; p++) {
+            const struct report_phase *ph = &r->phases[p];
+            size_t k = find_row(&s->phases, ph->name);
+            if (k == SIZE_MAX) goto oom;
+            struct row *row = &s->phases.items[k];
+            row->entries += (double)ph->entries;
+            row->total_ns += (double)ph->total_ns;
+            add_um(row->um, ph->um);
         }
     }
     return EXIT_VALID;
+oom:
+    fputs("umpol report: out of memory\n", stderr);
+    return EXIT_USAGE;
 }
 
 static void free_summary(struct summary *s)
 {
-    for (size_t i = 0; i < s->n; i++)
-        jv_free(s->docs[i]);
-    free(s->docs);
-    for (size_t i = 0; i < s->nclasses; i++)
-        free(s->classes[i].name);
-    for (size_t i = 0; i < s->nphases; i++)
-        free(s->phases[i].name);
-    free(s->classes);
-    free(s->phases);
+    for (size_t i = 0; s->reports && i < s->n; i++)
+        report_free(&s->reports[i]);
+    for (size_t i = 0; s->paths_shown && i < s->n; i++)
+        free(s->paths_shown[i]);
+    for (size_t i = 0; s->class_row && i < s->n; i++)
+        free(s->class_row[i]);
+    free(s->reports);
+    free(s->paths_shown);
+    free(s->class_row);
+    rows_free(&s->classes);
+    rows_free(&s->phases);
 }
 
-/* What a row costs the job: bytes moved by faults or by the runtime, faults weighted by a 64 KiB page. */
+/* What a row costs the job: bytes moved by faults or by the runtime, faults weighted by a 64 KiB
+ * page. */
 static double class_cost(const struct row *r)
 {
-    return r->um[0] + r->um[1] + r->um[2] * 65536.0 + r->v[7] + r->v[9];
+    return r->um[UM_HTOD_BYTES] + r->um[UM_DTOH_BYTES] + r->um[UM_GPU_FAULTS] * 65536.0 +
+           r->v[RC_PREFETCH_BYTES] + r->v[RC_EVICT_BYTES];
 }
 
 static int by_cost(const void *a, const void *b)
@@ -181,19 +209,16 @@ static const char *human(double bytes, char *buf, size_t len)
     return buf;
 }
 
-static bool policy_prefetches_gpu(const struct jv *policy)
+static bool policy_prefetches_gpu(const struct report_policy *policy)
 {
-    const struct jv *pf = jv_get(policy, "prefetch");
-    for (size_t i = 0; pf && i < pf->count; i++)
-        if (pf->items[i].type == JV_STRING && strncmp(pf->items[i].string, "gpu", 3) == 0)
-            return true;
+    for (size_t i = 0; policy && i < policy->prefetch_count; i++)
+        if (strncmp(policy->prefetch[i], "gpu", 3) == 0) return true;
     return false;
 }
 
-static bool policy_places_host(const struct jv *policy)
+static bool policy_places_host(const struct report_policy *policy)
 {
-    const struct jv *place = jv_get(policy, "place");
-    return place && place->type == JV_STRING && strncmp(place->string, "host", 4) == 0;
+    return policy && policy->place && strncmp(policy->place, "host", 4) == 0;
 }
 
 static void print_hints(const struct summary *s)
@@ -201,50 +226,57 @@ static void print_hints(const struct summary *s)
     puts("Look here first:");
     int hints = 0;
     double faults = 0;
-    for (size_t i = 0; i < s->nclasses; i++)
-        faults += s->classes[i].um[2];
+    const struct rows *classes = &s->classes, *phases = &s->phases;
+    for (size_t i = 0; i < classes->count; i++)
+        faults += classes->items[i].um[UM_GPU_FAULTS];
     const struct row *worst = NULL, *worst_phase = NULL;
-    for (size_t i = 0; i < s->nclasses; i++)
-        if (s->classes[i].um[2] > 0 && (!worst || s->classes[i].um[2] > worst->um[2]))
-            worst = &s->classes[i];
-    for (size_t i = 0; i < s->nphases; i++)
-        if (s->phases[i].um[2] > 0 && (!worst_phase || s->phases[i].um[2] > worst_phase->um[2]))
-            worst_phase = &s->phases[i];
+    for (size_t i = 0; i < classes->count; i++) {
+        const struct row *r = &classes->items[i];
+        if (r->um[UM_GPU_FAULTS] > 0 && (!worst || r->um[UM_GPU_FAULTS] > worst->um[UM_GPU_FAULTS]))
+            worst = r;
+    }
+    for (size_t i = 0; i < phases->count; i++) {
+        const struct row *r = &phases->items[i];
+        if (r->um[UM_GPU_FAULTS] > 0 &&
+            (!worst_phase || r->um[UM_GPU_FAULTS] > worst_phase->um[UM_GPU_FAULTS]))
+            worst_phase = r;
+    }
     if (worst) {
-        printf("  - class '%s' takes the most GPU page faults: %.0f of %.0f (%.0f%%)", worst->name,
-               worst->um[2], faults, 100 * worst->um[2] / faults);
-        if (worst_phase)
-            printf(", most of all in phase '%s'", worst_phase->name);
+        printf("  - class '%s' takes the most GPU page faults: %.0f of %.0f (%.0f%%)", worst->shown,
+               worst->um[UM_GPU_FAULTS], faults, 100 * worst->um[UM_GPU_FAULTS] / faults);
+        if (worst_phase) printf(", most of all in phase '%s'", worst_phase->shown);
         puts(".");
-        if (policy_places_host(worst->policy) && worst->um[0] == 0)
+        if (policy_places_host(worst->policy) && worst->um[UM_HTOD_BYTES] == 0)
             printf("    Its pages stay on the host, where its policy places them (nothing moved "
                    "to the GPU): these faults map them for the GPU, most at first touch. Prefetch "
                    "it to the GPU only if the budget has room for all of it.\n");
         else if (!policy_prefetches_gpu(worst->policy))
             printf("    It is never prefetched to the GPU: add 'prefetch gpu on enter \"%s\";' "
-                   "to class %s.\n", worst_phase ? worst_phase->name : "PHASE", worst->name);
+                   "to class %s.\n",
+                   worst_phase ? worst_phase->shown : "PHASE", worst->shown);
         else
             printf("    It is prefetched, but faults remain: prefetch earlier (on the enclosing "
                    "phase), or add 'access gpu' so the GPU maps pages instead of faulting them.\n");
         hints++;
     }
-    for (size_t i = 0; i < s->nclasses; i++) {
-        const struct row *r = &s->classes[i];
+    for (size_t i = 0; i < classes->count; i++) {
+        const struct row *r = &classes->items[i];
         char b[32];
-        if (r->v[8] > 0 && r->v[8] >= r->v[0] / 2) {
+        if (r->v[RC_EVICTIONS] > 0 && r->v[RC_EVICTIONS] >= r->v[RC_ALLOCATIONS] / 2) {
             printf("  - class '%s' was evicted %.0f times (%s): raise its priority or the "
                    "budget, or place it on the host with 'access gpu'.\n",
-                   r->name, r->v[8], human(r->v[9], b, sizeof b));
+                   r->shown, r->v[RC_EVICTIONS], human(r->v[RC_EVICT_BYTES], b, sizeof b));
             hints++;
         }
-        if (r->v[10] > 0) {
+        if (r->v[RC_CAP_REFUSALS] > 0) {
             printf("  - class '%s': %.0f allocations refused at the managed-memory cap.\n",
-                   r->name, r->v[10]);
+                   r->shown, r->v[RC_CAP_REFUSALS]);
             hints++;
         }
-        if (r->v[11] > 0) {
+        if (r->v[RC_BUDGET_SKIPS] > 0) {
             printf("  - class '%s': %.0f placements skipped under the budget (nothing of lower "
-                   "priority to evict).\n", r->name, r->v[11]);
+                   "priority to evict).\n",
+                   r->shown, r->v[RC_BUDGET_SKIPS]);
             hints++;
         }
     }
@@ -259,31 +291,72 @@ static void print_steps(const struct summary *s)
 {
     char b[2][32];
     for (size_t i = 0; i < s->n; i++) {
-        const struct jv *st = jv_get(s->docs[i], "step");
-        if (!st || st->type != JV_OBJECT)
+        const struct report *r = &s->reports[i];
+        const struct report_step *st = &r->step;
+        if (!st->present)
             continue;
-        const char *phase = jv_str(st, "phase");
-        const char *fallback = jv_str(st, "fallback");
-        printf("%s: learned step (phase \"%s\"): %.0f steps, %.0f repeated the one before, %.0f "
-               "differed, %.0f departed part way%s%s\n",
-               s->paths[i], phase ? phase : "?", jv_num(st, "steps", 0), jv_num(st, "matched", 0),
-               jv_num(st, "differed", 0), jv_num(st, "departures", 0), fallback ? "; " : "",
-               fallback ? fallback : "");
-        const struct jv *classes = jv_get(s->docs[i], "classes");
-        for (size_t k = 0; classes && k < classes->count; k++) {
-            const struct jv *nu = jv_get(&classes->items[k], "next_use");
-            double n = jv_num(nu, "predictions", 0);
-            if (!nu || (n == 0 && jv_num(nu, "demand_bytes", 0) == 0))
+        fputs(s->paths_shown[i], stdout);
+        fputs(": learned step (phase \"", stdout);
+        text_print_visible(stdout, st->phase);
+        printf("\"): %" PRIu64 " steps, %" PRIu64 " repeated the one before, %" PRIu64
+               " differed, %" PRIu64 " departed part way",
+               st->steps, st->matched, st->differed, st->departures);
+        if (st->fallback) {
+            fputs("; ", stdout);
+            text_print_visible(stdout, st->fallback);
+        }
+        putchar('\n');
+        for (size_t k = 0; k < r->class_count; k++) {
+            const struct report_class *cls = &r->classes[k];
+            const uint64_t *nu = cls->next_use;
+            if (!cls->has_next_use || (nu[NU_PREDICTIONS] == 0 && nu[NU_DEMAND_BYTES] == 0))
                 continue;
-            printf("  class '%s': %.0f uses predicted, %.0f at the predicted event (mean error "
-                   "%.1f events); to the GPU ahead of use %s, on demand %s\n",
-                   jv_str(&classes->items[k], "name"), n, jv_num(nu, "hits", 0),
-                   n ? jv_num(nu, "error_events", 0) / n : 0.0,
-                   human(jv_num(nu, "ahead_bytes", 0), b[0], 32),
-                   human(jv_num(nu, "demand_bytes", 0), b[1], 32));
+            fputs("  class '", stdout);
+            text_print_visible(stdout, cls->name);
+            printf("': %" PRIu64 " uses predicted, %" PRIu64
+                   " at the predicted event (mean error %.1f events); to the GPU ahead of use %s, "
+                   "on demand %s\n",
+                   nu[NU_PREDICTIONS], nu[NU_HITS],
+                   nu[NU_PREDICTIONS] ? (double)nu[NU_ERROR_EVENTS] / (double)nu[NU_PREDICTIONS]
+                                      : 0.0,
+                   human((double)nu[NU_AHEAD_BYTES], b[0], 32),
+                   human((double)nu[NU_DEMAND_BYTES], b[1], 32));
         }
         putchar('\n');
     }
+}
+
+static void print_per_rank(const struct summary *s)
+{
+    char b[32];
+    size_t nrows = s->classes.count;
+    /* Per row and report, the class of that report (+1; 0 when it has none). */
+    size_t *cell = nrows && s->n <= SIZE_MAX / nrows ? calloc(nrows * s->n, sizeof *cell) : NULL;
+    if (!cell) {
+        if (nrows) fputs("umpol report: out of memory for the per-rank table\n", stderr);
+        return;
+    }
+    for (size_t i = 0; i < s->n; i++)
+        for (size_t c = 0; c < s->reports[i].class_count; c++)
+            if (!cell[s->class_row[i][c] * s->n + i]) cell[s->class_row[i][c] * s->n + i] = c + 1;
+    printf("\nPer rank (peak bytes / GPU faults):\n  %-16s", "class");
+    for (size_t i = 0; i < s->n; i++)
+        printf(" %20s", s->paths_shown[i]);
+    putchar('\n');
+    for (size_t k = 0; k < nrows; k++) {
+        printf("  %-16s", s->classes.items[k].shown);
+        for (size_t i = 0; i < s->n; i++) {
+            size_t c = cell[k * s->n + i];
+            const struct report_class *cls = c ? &s->reports[i].classes[c - 1] : NULL;
+            char text[48];
+            snprintf(text, sizeof text, "%s / %.0f",
+                     human(cls ? (double)cls->v[RC_PEAK_BYTES] : 0, b, sizeof b),
+                     cls ? (double)cls->um[UM_GPU_FAULTS] : 0);
+            printf(" %20s", text);
+        }
+        putchar('\n');
+    }
+    free(cell);
 }
 
 static void print_text(const struct summary *s)
@@ -293,111 +366,91 @@ static void print_text(const struct summary *s)
     if (s->n > 1) {
         printf(" (ranks");
         for (size_t i = 0; i < s->n; i++) {
-            const struct jv *rank = jv_get(s->docs[i], "rank");
-            printf(i ? ", %s" : " %s", rank && rank->type == JV_NUMBER ? "" : "?");
-            if (rank && rank->type == JV_NUMBER)
-                printf("%.0f", rank->number);
+            fputs(i ? ", " : " ", stdout);
+            if (s->reports[i].rank >= 0)
+                printf("%ld", s->reports[i].rank);
+            else
+                putchar('?');
         }
         printf(")");
     }
-    double allocs = 0, pass = 0, rt_ns = 0, place_ns = 0, reclaim_ns = 0, evict_ns = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        const struct jv *t = jv_get(s->docs[i], "totals");
-        allocs += jv_num(t, "allocations", 0);
-        pass += jv_num(t, "passthrough", 0);
-        rt_ns += jv_num(t, "runtime_ns", 0);
-        place_ns += jv_num(t, "place_ns", 0);
-        reclaim_ns += jv_num(t, "reclaim_ns", 0);
-        evict_ns += jv_num(t, "evict_ns", 0);
-    }
+    double t[TOT_COUNT] = {0};
+    for (size_t i = 0; i < s->n; i++)
+        for (int k = 0; k < TOT_COUNT; k++)
+            t[k] += (double)s->reports[i].totals[k];
     printf(": %.0f allocations placed, %.0f passed through, %.1f ms in runtime-issued CUDA work",
-           allocs, pass, rt_ns / 1e6);
-    if (place_ns + reclaim_ns + evict_ns > 0)
-        printf(" (placing on allocation %.1f ms, taking back freed space %.1f ms, evicting %.1f ms)",
-               place_ns / 1e6, reclaim_ns / 1e6, evict_ns / 1e6);
+           t[TOT_ALLOCATIONS], t[TOT_PASSTHROUGH], t[TOT_RUNTIME_NS] / 1e6);
+    if (t[TOT_PLACE_NS] + t[TOT_RECLAIM_NS] + t[TOT_EVICT_NS] > 0)
+        printf(
+            " (placing on allocation %.1f ms, taking back freed space %.1f ms, evicting %.1f ms)",
+            t[TOT_PLACE_NS] / 1e6, t[TOT_RECLAIM_NS] / 1e6, t[TOT_EVICT_NS] / 1e6);
     printf("\n\n");
     print_steps(s);
     print_hints(s);
-    struct row *classes = malloc(s->nclasses * sizeof *classes);
-    if (classes && s->nclasses) {
-        memcpy(classes, s->classes, s->nclasses * sizeof *classes);
-        qsort(classes, s->nclasses, sizeof *classes, by_cost);
+    size_t nclasses = s->classes.count, nphases = s->phases.count;
+    struct row *classes = nclasses ? malloc(nclasses * sizeof *classes) : NULL;
+    if (classes) {
+        memcpy(classes, s->classes.items, nclasses * sizeof *classes);
+        qsort(classes, nclasses, sizeof *classes, by_cost);
         printf("\nClasses, costliest first:\n  %-16s %10s %10s %10s %10s %10s %11s %9s\n", "class",
                "allocs", "peak", "GPU faults", "to GPU", "to host", "prefetched", "evictions");
-        for (size_t i = 0; i < s->nclasses; i++) {
+        for (size_t i = 0; i < nclasses; i++) {
             const struct row *r = &classes[i];
-            printf("  %-16s %10.0f %10s %10.0f %10s %10s %11s %9.0f\n", r->name, r->v[0],
-                   human(r->v[3], b[0], 32), r->um[2], human(r->um[0], b[1], 32),
-                   human(r->um[1], b[2], 32), human(r->v[7], b[3], 32), r->v[8]);
+            printf("  %-16s %10.0f %10s %10.0f %10s %10s %11s %9.0f\n", r->shown,
+                   r->v[RC_ALLOCATIONS], human(r->v[RC_PEAK_BYTES], b[0], 32), r->um[UM_GPU_FAULTS],
+                   human(r->um[UM_HTOD_BYTES], b[1], 32), human(r->um[UM_DTOH_BYTES], b[2], 32),
+                   human(r->v[RC_PREFETCH_BYTES], b[3], 32), r->v[RC_EVICTIONS]);
         }
     }
     free(classes);
-    struct row *phases = malloc((s->nphases ? s->nphases : 1) * sizeof *phases);
-    if (phases && s->nphases) {
-        memcpy(phases, s->phases, s->nphases * sizeof *phases);
-        qsort(phases, s->nphases, sizeof *phases, by_time);
+    struct row *phases = nphases ? malloc(nphases * sizeof *phases) : NULL;
+    if (phases) {
+        memcpy(phases, s->phases.items, nphases * sizeof *phases);
+        qsort(phases, nphases, sizeof *phases, by_time);
         printf("\nPhases, longest first:\n  %-20s %9s %12s %10s %10s %10s\n", "phase", "entries",
                "time", "GPU faults", "to GPU", "to host");
-        for (size_t i = 0; i < s->nphases; i++) {
+        for (size_t i = 0; i < nphases; i++) {
             const struct row *r = &phases[i];
-            printf("  %-20s %9.0f %9.1f ms %10.0f %10s %10s\n", r->name, r->entries,
-                   r->total_ns / 1e6, r->um[2], human(r->um[0], b[0], 32), human(r->um[1], b[1], 32));
+            printf("  %-20s %9.0f %9.1f ms %10.0f %10s %10s\n", r->shown, r->entries,
+                   r->total_ns / 1e6, r->um[UM_GPU_FAULTS], human(r->um[UM_HTOD_BYTES], b[0], 32),
+                   human(r->um[UM_DTOH_BYTES], b[1], 32));
         }
     }
     free(phases);
-    if (s->n > 1) {
-        printf("\nPer rank (peak bytes / GPU faults):\n  %-16s", "class");
-        for (size_t i = 0; i < s->n; i++)
-            printf(" %20s", s->paths[i]);
-        putchar('\n');
-        for (size_t c = 0; c < s->nclasses; c++) {
-            printf("  %-16s", s->classes[c].name);
-            for (size_t i = 0; i < s->n; i++) {
-                const struct jv *classes_i = jv_get(s->docs[i], "classes");
-                const struct jv *cj = NULL;
-                for (size_t k = 0; classes_i && k < classes_i->count; k++)
-                    if (jv_str(&classes_i->items[k], "name") &&
-                        strcmp(jv_str(&classes_i->items[k], "name"), s->classes[c].name) == 0)
-                        cj = &classes_i->items[k];
-                char cell[48];
-                snprintf(cell, sizeof cell, "%s / %.0f", human(jv_num(cj, "peak_bytes", 0), b[0], 32),
-                         jv_num(jv_get(cj, "um"), "gpu_faults", 0));
-                printf(" %20s", cell);
-            }
-            putchar('\n');
-        }
-    }
+    if (s->n > 1) print_per_rank(s);
+}
+
+static void print_um_json(const double *um)
+{
+    fputs(", \"um\": {", stdout);
+    for (int k = 0; k < UM_COUNT; k++)
+        printf("%s\"%s\": %.0f", k ? ", " : "", report_um_counters[k], um[k]);
+    fputs("}}", stdout);
 }
 
 static void print_json(const struct summary *s)
 {
     printf("{\"umpol_report_summary\": 1, \"reports\": %zu, \"files\": [", s->n);
     for (size_t i = 0; i < s->n; i++) {
-        if (i)
-            fputs(", ", stdout);
+        if (i) fputs(", ", stdout);
         json_print_string(stdout, s->paths[i]);
     }
     fputs("],\n \"classes\": [", stdout);
-    for (size_t c = 0; c < s->nclasses; c++) {
-        const struct row *r = &s->classes[c];
+    for (size_t c = 0; c < s->classes.count; c++) {
+        const struct row *r = &s->classes.items[c];
         fputs(c ? ",\n  {\"name\": " : "\n  {\"name\": ", stdout);
         json_print_string(stdout, r->name);
-        for (int k = 0; k < NCLASS; k++)
-            printf(", \"%s\": %.0f", class_fields[k], r->v[k]);
-        fputs(", \"um\": {", stdout);
-        for (int k = 0; k < NUM; k++)
-            printf("%s\"%s\": %.0f", k ? ", " : "", um_fields[k], r->um[k]);
-        fputs("}}", stdout);
+        for (int k = 0; k < NSUM; k++)
+            printf(", \"%s\": %.0f", report_class_counters[summed[k]], r->v[summed[k]]);
+        print_um_json(r->um);
     }
     fputs("],\n \"phases\": [", stdout);
-    for (size_t p = 0; p < s->nphases; p++) {
-        const struct row *r = &s->phases[p];
+    for (size_t p = 0; p < s->phases.count; p++) {
+        const struct row *r = &s->phases.items[p];
         fputs(p ? ",\n  {\"name\": " : "\n  {\"name\": ", stdout);
         json_print_string(stdout, r->name);
-        printf(", \"entries\": %.0f, \"total_ns\": %.0f, \"um\": {", r->entries, r->total_ns);
-        for (int k = 0; k < NUM; k++)
-            printf("%s\"%s\": %.0f", k ? ", " : "", um_fields[k], r->um[k]);
-        fputs("}}", stdout);
+        printf(", \"entries\": %.0f, \"total_ns\": %.0f", r->entries, r->total_ns);
+        print_um_json(r->um);
     }
     fputs("]}\n", stdout);
 }
@@ -408,55 +461,67 @@ static int write_trace(const struct summary *s, const char *path)
 {
     FILE *f = fopen(path, "w");
     if (!f) {
-        fprintf(stderr, "umpol report: cannot write %s\n", path);
+        fputs("umpol report: cannot write ", stderr);
+        text_print_visible(stderr, path);
+        fprintf(stderr, ": %s\n", strerror(errno));
         return EXIT_USAGE;
     }
     fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n", f);
     bool first = true;
 #define SEP() (first ? (first = false, "") : ",\n")
     for (size_t i = 0; i < s->n; i++) {
-        const struct jv *doc = s->docs[i];
-        const struct jv *rank = jv_get(doc, "rank");
-        int pid = rank && rank->type == JV_NUMBER ? (int)rank->number : (int)i;
-        fprintf(f, "%s{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %d, \"args\": {\"name\": \"rank %d\"}}",
+        const struct report *r = &s->reports[i];
+        long pid = r->rank >= 0 ? r->rank : (long)i;
+        fprintf(f,
+                "%s{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %ld, \"args\": {\"name\": "
+                "\"rank %ld\"}}",
                 SEP(), pid, pid);
-        fprintf(f, "%s{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": 1, \"args\": {\"name\": \"phases\"}}",
+        fprintf(f,
+                "%s{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %ld, \"tid\": 1, \"args\": "
+                "{\"name\": \"phases\"}}",
                 SEP(), pid);
-        const struct jv *classes = jv_get(doc, "classes"), *phases = jv_get(doc, "phases");
-        for (size_t c = 0; classes && c < classes->count; c++) {
-            fprintf(f, "%s{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %zu, \"args\": {\"name\": ",
+        for (size_t c = 0; c < r->class_count; c++) {
+            fprintf(f,
+                    "%s{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %ld, \"tid\": %zu, "
+                    "\"args\": {\"name\": ",
                     SEP(), pid, 10 + c);
-            json_print_string(f, jv_str(&classes->items[c], "name"));
+            json_print_string(f, r->classes[c].name);
             fputs("}}", f);
         }
-        const struct jv *tl = jv_get(doc, "timeline");
-        const struct jv *spans = jv_get(tl, "spans"), *events = jv_get(tl, "events");
-        for (size_t k = 0; spans && k < spans->count; k++) {
-            const struct jv *sp = &spans->items[k];
-            size_t ph = (size_t)jv_num(sp, "phase", 0);
-            double start = jv_num(sp, "start_ns", 0), end = jv_num(sp, "end_ns", start);
-            fprintf(f, "%s{\"ph\": \"X\", \"pid\": %d, \"tid\": 1, \"ts\": %.3f, \"dur\": %.3f, \"name\": ",
+        for (size_t k = 0; k < r->span_count; k++) {
+            const struct report_span *sp = &r->spans[k];
+            double start = (double)sp->start_ns, end = sp->open ? start : (double)sp->end_ns;
+            fprintf(f,
+                    "%s{\"ph\": \"X\", \"pid\": %ld, \"tid\": 1, \"ts\": %.3f, \"dur\": %.3f, "
+                    "\"name\": ",
                     SEP(), pid, start / 1e3, (end - start) / 1e3);
-            json_print_string(f, phases && ph < phases->count ? jv_str(&phases->items[ph], "name") : "?");
+            json_print_string(f, r->phases[sp->phase].name);
             fputc('}', f);
         }
-        for (size_t k = 0; events && k < events->count; k++) {
-            const struct jv *e = &events->items[k];
-            double t = jv_num(e, "t_ns", 0) / 1e3;
-            int cls = (int)jv_num(e, "class", -1), dev = (int)jv_num(e, "device", 0);
-            fprintf(f, "%s{\"ph\": \"i\", \"s\": \"t\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, \"name\": \"%s\", "
-                       "\"args\": {\"bytes\": %.0f, \"device\": %d}}",
-                    SEP(), pid, 10 + (cls < 0 ? 0 : cls), t, jv_str(e, "kind") ? jv_str(e, "kind") : "?",
-                    jv_num(e, "bytes", 0), dev);
-            fprintf(f, "%s{\"ph\": \"C\", \"pid\": %d, \"ts\": %.3f, \"name\": \"GPU %d placed bytes\", "
-                       "\"args\": {\"bytes\": %.0f}}",
-                    SEP(), pid, t, dev, jv_num(e, "resident_bytes", 0));
+        for (size_t k = 0; k < r->event_count; k++) {
+            const struct report_event *e = &r->events[k];
+            double t = (double)e->t_ns / 1e3;
+            fprintf(f,
+                    "%s{\"ph\": \"i\", \"s\": \"t\", \"pid\": %ld, \"tid\": %ld, \"ts\": %.3f, "
+                    "\"name\": \"%s\", "
+                    "\"args\": {\"bytes\": %" PRIu64 ", \"device\": %d}}",
+                    SEP(), pid, 10 + (e->class_index < 0 ? 0 : e->class_index), t,
+                    report_event_kinds[e->kind], e->bytes, e->device);
+            fprintf(
+                f,
+                "%s{\"ph\": \"C\", \"pid\": %ld, \"ts\": %.3f, \"name\": \"GPU %d placed bytes\", "
+                "\"args\": {\"bytes\": %" PRIu64 "}}",
+                SEP(), pid, t, e->device, e->resident_bytes);
         }
     }
 #undef SEP
     fputs("\n]}\n", f);
-    if (fclose(f) != 0) {
-        fprintf(stderr, "umpol report: cannot write %s\n", path);
+    int err = ferror(f) ? EIO : 0;
+    if (fclose(f) != 0 && !err) err = errno;
+    if (err) {
+        fputs("umpol report: cannot write ", stderr);
+        text_print_visible(stderr, path);
+        fprintf(stderr, ": %s\n", strerror(err));
         return EXIT_USAGE;
     }
     return EXIT_VALID;
@@ -477,13 +542,12 @@ int cmd_report(int argc, char **argv)
     struct summary s = {0};
     int rc = load(&s, argc - optind, argv + optind);
     if (rc == EXIT_VALID) {
-        if (trace)
-            rc = write_trace(&s, trace);
+        if (trace) rc = write_trace(&s, trace);
         if (json)
             print_json(&s);
         else if (!trace)
             print_text(&s);
     }
     free_summary(&s);
-    return rc;
+    return cli_finish_stdout("report", rc);
 }

@@ -1,5 +1,6 @@
 #include "diag.h"
 #include "json.h"
+#include "text.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -177,44 +178,32 @@ void diag_print(FILE *out, const struct source *src, const struct diag_list *lis
         static const char *const sev_colors[] = {"\033[1;31m", "\033[1;35m", "\033[1;36m"};
         const char *sev = sev_names[d->severity];
         const char *sev_color = color ? sev_colors[d->severity] : "";
+        /* File names and messages may hold any byte: shown escaped. */
+        fputs(bold, out);
+        text_print_visible(out, src->name);
         if (d->loc.first_line > 0)
-            fprintf(out, "%s%s:%d:%d:%s ", bold, src->name, d->loc.first_line,
-                    d->loc.first_column, reset);
-        else
-            fprintf(out, "%s%s:%s ", bold, src->name, reset);
-        fprintf(out, "%s%s[%s]:%s %s\n", sev_color, sev, diag_code_name(d->code, code), reset,
-                d->message ? d->message : "(out of memory)");
+            fprintf(out, ":%d:%d", d->loc.first_line, d->loc.first_column);
+        fprintf(out, ":%s %s%s[%s]:%s ", reset, sev_color, sev, diag_code_name(d->code, code),
+                reset);
+        text_print_visible(out, d->message ? d->message : "(out of memory)");
+        fputc('\n', out);
         if (d->loc.first_line > 0)
             print_excerpt(out, src, d->loc, color ? "\033[1;32m" : "");
         if (d->has_note) {
-            fprintf(out, "%s%s:%d:%d:%s note: %s\n", bold, src->name, d->note_loc.first_line,
-                    d->note_loc.first_column, reset, d->note);
+            fputs(bold, out);
+            text_print_visible(out, src->name);
+            fprintf(out, ":%d:%d:%s note: ", d->note_loc.first_line, d->note_loc.first_column,
+                    reset);
+            text_print_visible(out, d->note);
+            fputc('\n', out);
             print_excerpt(out, src, d->note_loc, color ? "\033[1;36m" : "");
         }
     }
-    if (list->hidden_warnings)
-        fprintf(out, "%s: %zu more warning%s not shown\n", src->name, list->hidden_warnings,
+    if (list->hidden_warnings) {
+        text_print_visible(out, src->name);
+        fprintf(out, ": %zu more warning%s not shown\n", list->hidden_warnings,
                 list->hidden_warnings == 1 ? "" : "s");
-}
-
-void json_print_string(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        switch (*p) {
-        case '"': fputs("\\\"", out); break;
-        case '\\': fputs("\\\\", out); break;
-        case '\n': fputs("\\n", out); break;
-        case '\t': fputs("\\t", out); break;
-        case '\r': fputs("\\r", out); break;
-        default:
-            if (*p < 0x20)
-                fprintf(out, "\\u%04x", *p);
-            else
-                fputc(*p, out);
-        }
     }
-    fputc('"', out);
 }
 
 void diag_print_json(FILE *out, const struct source *src, const struct diag_list *list)

@@ -146,7 +146,7 @@ __attribute__((destructor)) static void umpol_unload(void)
         int rc = report_write(&g_rt, path);
         pthread_mutex_unlock(&g_rt.lock);
         if (rc != 0)
-            LOG(LOG_ERROR, "cannot write the report to %s", path);
+            LOG(LOG_ERROR, "cannot write the report to %s: %s", path, strerror(-rc));
         else
             LOG(LOG_INFO, "report written to %s", path);
     }

@@ -1,5 +1,8 @@
-/* The JSON report written at exit (UMPOL_REPORT): written to a temporary file
- * and renamed, so a reader never sees half a report. Schema in umpol(7). */
+/* The JSON report written at exit (UMPOL_REPORT): written to a new temporary
+ * file beside it and renamed, so a reader never sees half a report. Schema in
+ * umpol(7) and report/report.h. */
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,9 +10,11 @@
 #include <unistd.h>
 
 #include "lang/json.h"
+#include "report/report.h"
 #include "runtime/profile.h"
 #include "runtime/report.h"
 #include "runtime/state.h"
+#include "util/clock.h"
 #include "util/env.h"
 
 /* This process's rank as its launcher set it (torchrun, Slurm, Open MPI), or NULL. */
@@ -18,7 +23,9 @@ static const char *rank_of_process(void)
     static const char *const vars[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "LOCAL_RANK"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *rank = runtime_env(vars[i]);
-        if (rank && *rank && strspn(rank, "0123456789") == strlen(rank))
+        /* Digits only, and few enough for an int: the report stays readable. */
+        size_t len = rank ? strlen(rank) : 0;
+        if (len > 0 && len <= 9 && strspn(rank, "0123456789") == len)
             return rank;
     }
     return NULL;
@@ -68,7 +75,7 @@ static void write_policy(FILE *f, const struct program *p, const struct program_
                  pattern ? "\"" : "");
         if (k)
             fputs(", ", f);
-        json_print_string(f, text);
+        json_print_string_max(f, text, REPORT_NAME_MAX);
     }
     fprintf(f, "], \"read_mostly\": %s, \"priority\": %u}", cls->read_mostly ? "true" : "false",
             cls->priority);
@@ -79,7 +86,7 @@ static void write_class(FILE *f, const struct runtime *rt, size_t c)
     const struct class_stats *s = &rt->class_stats[c];
     const struct program_class *cls = &rt->program->classes[c];
     fputs("    {\"name\": ", f);
-    json_print_string(f, cls->name);
+    json_print_string_max(f, cls->name, REPORT_NAME_MAX);
     fprintf(f,
             ", \"memory\": \"%s\", \"allocations\": %" PRIu64 ", \"frees\": %" PRIu64
             ", \"bytes_requested\": %" PRIu64 ", \"live_bytes\": %" PRIu64
@@ -146,18 +153,49 @@ static void write_timeline(FILE *f, const struct runtime *rt)
     fputs("]}", f);
 }
 
+/* A new file beside PATH, opened for writing; its name in TMP. Never an
+ * existing file or a symlink planted at the name (O_EXCL, O_NOFOLLOW): in a
+ * shared directory, nobody can make the job overwrite a file of theirs. */
+static FILE *create_temporary(const char *path, char *tmp, size_t len)
+{
+    unsigned long salt = (unsigned long)now_ns();
+    for (int attempt = 0; attempt < 100; attempt++) {
+        /* First PATH.tmp.PID; when taken, a name nobody could have guessed. */
+        salt = salt * 6364136223846793005ul + 1442695040888963407ul;
+        int n = attempt == 0 ? snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid())
+                             : snprintf(tmp, len, "%s.tmp.%ld.%08lx", path, (long)getpid(),
+                                        (salt >> 32) & 0xfffffffful);
+        if (n < 0 || (size_t)n >= len) {
+            errno = ENAMETOOLONG;
+            return NULL;
+        }
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd < 0 && errno == EEXIST)
+            continue;
+        if (fd < 0)
+            return NULL;
+        FILE *f = fdopen(fd, "w");
+        if (!f) {
+            int err = errno;
+            close(fd);
+            unlink(tmp);
+            errno = err;
+        }
+        return f;
+    }
+    errno = EEXIST;
+    return NULL;
+}
+
 int report_write(const struct runtime *rt, const char *path)
 {
-    char tmp[4096];
-    int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    if (n < 0 || (size_t)n >= sizeof tmp)
-        return -1;
-    FILE *f = fopen(tmp, "w");
+    char tmp[4200];
+    FILE *f = create_temporary(path, tmp, sizeof tmp);
     if (!f)
-        return -1;
+        return -errno;
     const char *rank = rank_of_process();
-    fprintf(f, "{\n  \"umpol_report\": 1,\n  \"pid\": %ld,\n  \"rank\": %s,\n", (long)getpid(),
-            rank ? rank : "null");
+    fprintf(f, "{\n  \"umpol_report\": %d,\n  \"pid\": %ld,\n  \"rank\": %s,\n", REPORT_VERSION,
+            (long)getpid(), rank ? rank : "null");
     fprintf(f,
             "  \"totals\": {\"allocations\": %" PRIu64 ", \"frees\": %" PRIu64
             ", \"passthrough\": %" PRIu64 ", \"jobs_managed_allocations\": %" PRIu64
@@ -209,7 +247,7 @@ int report_write(const struct runtime *rt, const char *path)
     for (size_t i = 0; i < rt->phase_stat_count; i++) {
         const struct phase_stat *ps = &rt->phase_stats[i];
         fputs(i ? ",\n    {\"name\": " : "\n    {\"name\": ", f);
-        json_print_string(f, ps->name);
+        json_print_string_max(f, ps->name, REPORT_NAME_MAX);
         fprintf(f, ", \"entries\": %" PRIu64 ", \"total_ns\": %" PRIu64, ps->entries,
                 ps->total_ns);
         if (rt->profile) {
@@ -222,11 +260,17 @@ int report_write(const struct runtime *rt, const char *path)
     profile_report(rt, f);
     write_timeline(f, rt);
     fputs("\n}\n", f);
-    bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
+    errno = 0;
+    int err = fflush(f) != 0 || ferror(f) ? (errno ? errno : EIO) : 0;
+    if (!err && fsync(fileno(f)) != 0)
+        err = errno;
+    if (fclose(f) != 0 && !err)
+        err = errno;
+    if (!err && rename(tmp, path) != 0)
+        err = errno;
+    if (err) {
         unlink(tmp);
-        return -1;
+        return -err;
     }
     return 0;
 }

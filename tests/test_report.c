@@ -1,0 +1,412 @@
+/* Unit tests of the report module (src/report/): the reader against valid,
+ * hostile and malformed reports and files that are not reports; and, with
+ * the runtime built, the writer's reports read back through the reader. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lang/json.h"
+#include "lang/text.h"
+#include "report/report.h"
+
+#ifdef TEST_REPORT_WRITER
+#include "fake/fake_api.h"
+#include "fake/fake_cudart.h"
+#include "lang/policy.h"
+#include "runtime/runtime.h"
+#endif
+
+static enum report_status parse(struct report *r, const char *text, char *why, size_t len)
+{
+    return report_parse(r, text, strlen(text), why, len);
+}
+
+static void test_report_reads_a_recorded_report(void **state)
+{
+    (void)state;
+    const char *text =
+        "{\"umpol_report\": 1, \"pid\": 7, \"rank\": 2,"
+        " \"totals\": {\"allocations\": 18446744073709551615, \"frees\": 1e3},"
+        " \"devices\": [{\"device\": 0, \"total_bytes\": 100, \"budget_bytes\": null,"
+        "   \"cap_bytes\": 90, \"managed_bytes\": 1, \"resident_bytes\": 0, \"host_numa_id\": 0}],"
+        " \"classes\": [{\"name\": \"w\", \"memory\": \"device\", \"peak_bytes\": 4096,"
+        "   \"um\": {\"gpu_faults\": 3},"
+        "   \"policy\": {\"place\": \"gpu\", \"access\": [], \"prefetch\": [\"gpu on alloc\"],"
+        "   \"read_mostly\": true, \"priority\": 5}}],"
+        " \"phases\": [{\"name\": \"f\\u00e9\", \"entries\": 2, \"total_ns\": 10}],"
+        " \"timeline\": {\"spans\": [{\"phase\": 0, \"start_ns\": 1, \"end_ns\": null, \"depth\": "
+        "0}],"
+        "   \"events\": [{\"t_ns\": 3, \"kind\": \"evict\", \"class\": 0, \"device\": 0,"
+        "   \"bytes\": 8, \"resident_bytes\": 0}]}}";
+    struct report r;
+    char why[256] = "";
+    assert_int_equal(parse(&r, text, why, sizeof why), REPORT_OK);
+    assert_int_equal(r.version, REPORT_VERSION);
+    assert_int_equal(r.pid, 7);
+    assert_int_equal(r.rank, 2);
+    assert_true(r.totals[TOT_ALLOCATIONS] == UINT64_MAX);
+    assert_int_equal(r.totals[TOT_FREES], 1000);
+    assert_int_equal(r.device_count, 1);
+    assert_false(r.devices[0].has_budget);
+    assert_int_equal(r.class_count, 1);
+    assert_true(r.classes[0].device_memory);
+    assert_int_equal(r.classes[0].v[RC_PEAK_BYTES], 4096);
+    assert_int_equal(r.classes[0].v[RC_ALLOCATIONS], 0); /* absent reads as 0 */
+    assert_true(r.profiled && r.classes[0].has_um);
+    assert_int_equal(r.classes[0].um[UM_GPU_FAULTS], 3);
+    assert_true(r.classes[0].policy.present && r.classes[0].policy.read_mostly);
+    assert_string_equal(r.classes[0].policy.prefetch[0], "gpu on alloc");
+    assert_string_equal(r.phases[0].name, "f\xc3\xa9");
+    assert_true(r.spans[0].open);
+    assert_int_equal(r.events[0].kind, EV_EVICT);
+    report_free(&r);
+}
+
+/* Each bad report, and the words its message must hold. */
+static const struct {
+    const char *text;
+    const char *why;
+} bad_reports[] = {
+    {"{\"umpol_report\": 2}", "unsupported report version 2 (this umpol reads 1)"},
+    {"{\"umpol_report\": 0, \"classes\": []}", "unsupported report version 0 (this umpol reads 1)"},
+    {"{\"something\": \"else\"}", "not an umpol report"},
+    {"[1, 2]", "not an umpol report"},
+    {"{\"umpol_report\": \"1\"}", "umpol_report: expected a version number"},
+    {"{\"umpol_report\": 1, \"totals\": {\"allocations\": NaN}}", "NaN and Infinity are not JSON"},
+    {"{\"umpol_report\": 1, \"totals\": {\"allocations\": inf}}", "NaN and Infinity are not JSON"},
+    {"{\"umpol_report\": 1, \"totals\": {\"allocations\": -Infinity}}", "NaN and Infinity"},
+    {"{\"umpol_report\": 1, \"totals\": {\"allocations\": 1e400}}", "number out of range"},
+    {"{\"umpol_report\": 1, \"totals\": {\"allocations\": -1}}",
+     "totals.allocations: expected an integer"},
+    {"{\"umpol_report\": 1, \"totals\": {\"allocations\": 1.5}}",
+     "totals.allocations: expected an integer"},
+    {"{\"umpol_report\": 1, \"totals\": {\"allocations\": 18446744073709551616}}",
+     "expected an integer"},
+    {"{\"umpol_report\": 1, \"rank\": 1e300}", "rank: expected an integer from 0 to 2147483647"},
+    {"{\"umpol_report\": 1, \"pid\": -5}", "pid: expected an integer"},
+    {"{\"umpol_report\": 1, \"phases\": [{\"name\": \"a\"}], \"timeline\": {\"spans\": "
+     "[{\"phase\": 1e30, \"start_ns\": 0}]}}",
+     "timeline.spans[0].phase: expected an integer"},
+    {"{\"umpol_report\": 1, \"phases\": [{\"name\": \"a\"}], \"timeline\": {\"spans\": "
+     "[{\"phase\": 1, \"start_ns\": 0}]}}",
+     "timeline.spans[0].phase: no phase 1 in this report (it has 1)"},
+    {"{\"umpol_report\": 1, \"timeline\": {\"events\": [{\"kind\": \"evict\", \"class\": 0}]}}",
+     "timeline.events[0].class: no class 0 in this report (it has 0)"},
+    {"{\"umpol_report\": 1, \"classes\": [{\"name\": \"c\"}], \"timeline\": {\"events\": "
+     "[{\"kind\": \"boom\", \"class\": 0}]}}",
+     "timeline.events[0].kind: expected one of"},
+    {"{\"umpol_report\": 1, \"classes\": [{\"allocations\": 1}]}", "classes[0]: no \"name\""},
+    {"{\"umpol_report\": 1, \"classes\": [{\"name\": 5}]}", "classes[0].name: expected a string"},
+    {"{\"umpol_report\": 1, \"classes\": [{\"name\": \"\xff\"}]}", "invalid UTF-8 in a string"},
+    {"{\"umpol_report\": 1, \"classes\": [{\"name\": \"a\x01\"}]}",
+     "control character in a string"},
+    {"{\"umpol_report\": 1, \"classes\": {}}", "classes: expected an array"},
+    {"{\"umpol_report\": 1, \"classes\": [", "invalid JSON: unexpected end at byte 32"},
+    {"{\"umpol_report\": 1} x", "invalid JSON: trailing characters at byte 20"},
+    {"{\"umpol_report\": 01}", "invalid JSON: expected ',' or '}'"},
+    {"{\"umpol_report\": 0x1}", "invalid JSON"},
+    {"{\"umpol_report\": 1, \"a\": \"\\x\"}", "bad escape in a string"},
+    {"{\"umpol_report\": 1, \"a\": \"\\u12\"}", "bad \\u escape"},
+    {"", "invalid JSON: unexpected end at byte 0"},
+    /* Malformed nested input, where the reader used to leak what it had read. */
+    {"{\"a\": [{\"b\": [1, {\"c\": \"d\"}, [2, 3]], \"e\": {\"f\": [}}]}", "invalid JSON"},
+    {"[[[[{\"k\": [[[[\"x\", [1, 2, {\"y\": tru}]]]]]}]]]]", "invalid JSON"},
+    {"{\"a\": {\"b\": {\"c\": 1}}, \"a\": [1, 2, 3,]}", "invalid JSON"},
+};
+
+static void test_report_refuses_bad_reports(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof bad_reports / sizeof bad_reports[0]; i++) {
+        struct report r;
+        char why[256] = "";
+        enum report_status st = parse(&r, bad_reports[i].text, why, sizeof why);
+        if (st != REPORT_INVALID || !strstr(why, bad_reports[i].why))
+            fail_msg("case %zu (%s): status %d, message '%s', expected '%s'", i,
+                     bad_reports[i].text, st, why, bad_reports[i].why);
+    }
+}
+
+static void test_report_nesting_is_bounded(void **state)
+{
+    (void)state;
+    char text[600];
+    size_t n = 0;
+    n += (size_t)snprintf(text, sizeof text, "{\"umpol_report\": 1, \"x\": ");
+    for (int i = 0; i < 100; i++)
+        text[n++] = '[';
+    for (int i = 0; i < 100; i++)
+        text[n++] = ']';
+    text[n++] = '}';
+    text[n] = '\0';
+    struct report r;
+    char why[256];
+    assert_int_equal(parse(&r, text, why, sizeof why), REPORT_INVALID);
+    assert_non_null(strstr(why, "nested too deeply"));
+}
+
+static void test_report_names_are_bounded_and_utf8(void **state)
+{
+    (void)state;
+    /* A name of exactly REPORT_NAME_MAX bytes is read, one byte more is refused. */
+    size_t len = REPORT_NAME_MAX + 64;
+    char *text = malloc(len + 128);
+    assert_non_null(text);
+    for (int extra = 0; extra <= 1; extra++) {
+        int n = snprintf(text, 64, "{\"umpol_report\": 1, \"phases\": [{\"name\": \"");
+        memset(text + n, 'x', REPORT_NAME_MAX + (size_t)extra);
+        strcpy(text + n + REPORT_NAME_MAX + extra, "\"}]}");
+        struct report r;
+        char why[256] = "";
+        enum report_status st = parse(&r, text, why, sizeof why);
+        if (!extra) {
+            assert_int_equal(st, REPORT_OK);
+            assert_int_equal(strlen(r.phases[0].name), REPORT_NAME_MAX);
+            report_free(&r);
+        } else {
+            assert_int_equal(st, REPORT_INVALID);
+            assert_non_null(strstr(why, "phases[0].name: longer than 4096 bytes"));
+        }
+    }
+    free(text);
+    /* Escapes decode to UTF-8; lone surrogates and U+0000 become U+FFFD. */
+    struct report r;
+    char why[256];
+    assert_int_equal(parse(&r,
+                           "{\"umpol_report\": 1, \"phases\": [{\"name\": "
+                           "\"\\ud83d\\ude00|\\ud800|\\u0000|\\u001b|\\/\"}]}",
+                           why, sizeof why),
+                     REPORT_OK);
+    assert_string_equal(r.phases[0].name, "\xf0\x9f\x98\x80|\xef\xbf\xbd|\xef\xbf\xbd|\x1b|/");
+    report_free(&r);
+}
+
+/* The JSON writer: whatever the bytes, valid UTF-8 with everything escaped. */
+static char *json_of(const char *s, size_t max)
+{
+    char *out = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&out, &len);
+    assert_non_null(mem);
+    json_print_string_max(mem, s, max);
+    assert_int_equal(fclose(mem), 0);
+    return out;
+}
+
+static void test_report_json_strings_are_always_valid(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        size_t max;
+        const char *out;
+    } cases[] = {
+        {"evi\"ct", (size_t)-1, "\"evi\\\"ct\""},
+        {"a\\b\n\t\r\x01\x1b[31m\x7f", (size_t)-1, "\"a\\\\b\\n\\t\\r\\u0001\\u001b[31m\\u007f\""},
+        {"ok\xff\xfe", (size_t)-1, "\"ok\xef\xbf\xbd\xef\xbf\xbd\""},
+        {"\xc0\xaf\xed\xa0\x80", (size_t)-1,
+         "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\""},
+        {"\xc3\xa9t\xc3\xa9", (size_t)-1, "\"\xc3\xa9t\xc3\xa9\""},
+        {"\xc3\xa9t\xc3\xa9", 4, "\"\xc3\xa9t\""}, /* cut before a character, not through it */
+        {"\xf0\x9f\x98\x80", 3, "\"\""},
+        {"abcdef", 3, "\"abc\""},
+        {NULL, (size_t)-1, "\"\""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *out = json_of(cases[i].in, cases[i].max);
+        if (strcmp(out, cases[i].out) != 0)
+            fail_msg("case %zu: got %s, expected %s", i, out, cases[i].out);
+        free(out);
+    }
+}
+
+static void test_report_terminal_text_escapes_controls(void **state)
+{
+    (void)state;
+    char *shown = text_visible("a\x1b[2Jb\x07\xc2\x9b\xff\xc3\xa9");
+    assert_non_null(shown);
+    assert_string_equal(shown, "a\\x1b[2Jb\\x07\\u{9b}\\xff\xc3\xa9");
+    free(shown);
+}
+
+/* ---- files that are not reports ---- */
+
+static char tmpdir[64];
+
+static int make_tmpdir(void **state)
+{
+    (void)state;
+    strcpy(tmpdir, "/tmp/umpol-report-XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int remove_tmpdir(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void expect_io_error(const char *path, const char *words)
+{
+    struct report r;
+    char why[512] = "";
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    enum report_status st = report_load(&r, path, why, sizeof why);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (st != REPORT_IO || !strstr(why, words) || strncmp(why, path, strlen(path)) != 0)
+        fail_msg("%s: status %d, message '%s', expected '%s'", path, st, why, words);
+    /* At once: nothing waits for a writer or reads an endless device. */
+    assert_true(t1.tv_sec - t0.tv_sec < 2);
+}
+
+static void test_report_reads_only_regular_files(void **state)
+{
+    (void)state;
+    expect_io_error(tmpdir, "not a regular file (a directory)");
+    expect_io_error("/dev/zero", "not a regular file (a device)");
+    char path[128];
+    snprintf(path, sizeof path, "%s/fifo", tmpdir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    expect_io_error(path, "not a regular file (a FIFO)");
+    snprintf(path, sizeof path, "%s/missing.json", tmpdir);
+    expect_io_error(path, "cannot open: No such file or directory");
+    /* Oversize, as a sparse file: refused from its size, unread. */
+    snprintf(path, sizeof path, "%s/huge.json", tmpdir);
+    int fd = open(path, O_CREAT | O_WRONLY, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, (off_t)REPORT_FILE_MAX + 1), 0);
+    close(fd);
+    expect_io_error(path, "too large: 268435457 bytes (reports are read up to 256 MiB)");
+}
+
+#ifdef TEST_REPORT_WRITER
+/* ---- the runtime's writer, read back through the reader ---- */
+
+struct writer {
+    struct policy pol;
+    struct runtime rt;
+};
+
+static struct writer *writer_setup(const char *policy_text)
+{
+    struct writer *w = calloc(1, sizeof *w);
+    assert_non_null(w);
+    assert_int_equal(policy_load_text(&w->pol, "t.umpol", policy_text, strlen(policy_text)),
+                     POLICY_VALID);
+    assert_int_equal(runtime_init(&w->rt, w->pol.program, &fake_api), 0);
+    return w;
+}
+
+static void writer_teardown(struct writer *w)
+{
+    for (int d = 0; d < RT_MAX_DEVICES; d++)
+        if (w->rt.devices[d].follow_event) cudaEventDestroy(w->rt.devices[d].follow_event);
+    runtime_destroy(&w->rt);
+    policy_free(&w->pol);
+    free(w);
+}
+
+static void test_report_writer_bounds_and_escapes_names(void **state)
+{
+    (void)state;
+    struct writer *w = writer_setup("umpol 1;\nclass all { match any; }\n");
+    char *huge = malloc(10 << 20);
+    assert_non_null(huge);
+    memset(huge, 'n', (10 << 20) - 1);
+    huge[(10 << 20) - 1] = '\0';
+    /* A multi-byte character across the cut: the cut comes before it. */
+    memcpy(huge + REPORT_NAME_MAX - 1, "\xc3\xa9", 2);
+    const char *names[] = {"q\"uo\\te", "ctl\x01\x1b[31m\n", "bad\xff\xc0utf8", huge};
+    for (size_t i = 0; i < 4; i++) {
+        phase_enter(&w->rt, names[i]);
+        phase_exit(&w->rt);
+    }
+    char path[128];
+    snprintf(path, sizeof path, "%s/names.json", tmpdir);
+    assert_int_equal(report_write(&w->rt, path), 0);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(st.st_size < 64 * 1024); /* not 10 MiB */
+    struct report r;
+    char why[512] = "";
+    if (report_load(&r, path, why, sizeof why) != REPORT_OK)
+        fail_msg("the writer's report does not read back: %s", why);
+    assert_int_equal(r.phase_count, 4);
+    assert_string_equal(r.phases[0].name, "q\"uo\\te");
+    assert_string_equal(r.phases[1].name, "ctl\x01\x1b[31m\n");
+    assert_string_equal(r.phases[2].name, "bad\xef\xbf\xbd\xef\xbf\xbdutf8");
+    assert_int_equal(strlen(r.phases[3].name), REPORT_NAME_MAX - 1);
+    assert_int_equal(r.span_count, 4);
+    report_free(&r);
+    free(huge);
+    writer_teardown(w);
+}
+
+/* Symlinks planted at the report's name and at the first temporary name: the
+ * files they point to stay as they were; the report replaces the links. */
+static void test_report_writer_follows_no_symlink(void **state)
+{
+    (void)state;
+    struct writer *w = writer_setup("umpol 1;\nclass all { match any; }\n");
+    char path[128], tmp[160], victim[128], victim2[128];
+    snprintf(path, sizeof path, "%s/r.json", tmpdir);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    snprintf(victim, sizeof victim, "%s/victim", tmpdir);
+    snprintf(victim2, sizeof victim2, "%s/victim2", tmpdir);
+    FILE *v = fopen(victim, "w");
+    assert_non_null(v);
+    fputs("precious", v);
+    fclose(v);
+    assert_int_equal(symlink(victim, tmp), 0);
+    assert_int_equal(symlink(victim2, path), 0); /* dangling: must not be created */
+    assert_int_equal(report_write(&w->rt, path), 0);
+    char buf[32] = "";
+    v = fopen(victim, "r");
+    assert_non_null(v);
+    assert_non_null(fgets(buf, sizeof buf, v));
+    fclose(v);
+    assert_string_equal(buf, "precious");
+    assert_int_equal(access(victim2, F_OK), -1);
+    struct stat st;
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    assert_int_equal(lstat(tmp, &st), 0);
+    assert_true(S_ISLNK(st.st_mode)); /* left alone */
+    /* A directory that does not exist: the reason comes back as -errno. */
+    snprintf(path, sizeof path, "%s/no/such/dir/r.json", tmpdir);
+    assert_int_equal(report_write(&w->rt, path), -ENOENT);
+    writer_teardown(w);
+}
+#endif
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_report_reads_a_recorded_report),
+        cmocka_unit_test(test_report_refuses_bad_reports),
+        cmocka_unit_test(test_report_nesting_is_bounded),
+        cmocka_unit_test(test_report_names_are_bounded_and_utf8),
+        cmocka_unit_test(test_report_json_strings_are_always_valid),
+        cmocka_unit_test(test_report_terminal_text_escapes_controls),
+        cmocka_unit_test(test_report_reads_only_regular_files),
+#ifdef TEST_REPORT_WRITER
+        cmocka_unit_test(test_report_writer_bounds_and_escapes_names),
+        cmocka_unit_test(test_report_writer_follows_no_symlink),
+#endif
+    };
+    return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
+}
