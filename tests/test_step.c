@@ -186,15 +186,22 @@ static const char ahead_policy[] =
     "          prefetch host on exit \"opt\"; }\n"
     "class x { match any; }\n";
 
+/* Stream waits issued while "backward" opened, and when "opt" opened. */
+static uint64_t waits_backward, waits_opt;
+
 static void ahead_step(struct fixture *f, void *o, bool differ, bool *before_opt)
 {
     phase_enter(&f->rt, "forward");
     void *x = differ ? alloc_tagged(f, NULL, 4096) : NULL; /* a step unlike the others */
     phase_exit(&f->rt);
+    uint64_t w0 = fake_counters()->stream_wait;
     phase_enter(&f->rt, "backward");
+    waits_backward = fake_counters()->stream_wait - w0;
     *before_opt = on_gpu(f, o);
     phase_exit(&f->rt);
+    w0 = fake_counters()->stream_wait;
     phase_enter(&f->rt, "opt");
+    waits_opt = fake_counters()->stream_wait - w0;
     assert_true(on_gpu(f, o));
     phase_exit(&f->rt);
     assert_false(on_gpu(f, o));
@@ -218,6 +225,9 @@ static void test_step_prefetches_ahead_and_falls_back(void **state)
     for (int step = 2; step <= 3; step++) {
         ahead_step(f, o, false, &before);
         assert_true(before);
+        /* The job's streams wait for the move only when the use comes. */
+        assert_int_equal(waits_backward, 0);
+        assert_true(waits_opt >= 1);
     }
     assert_int_equal(st->ahead_bytes, 4 * MiB);
     assert_int_equal(st->demand_bytes, 2 * MiB);

@@ -639,8 +639,10 @@ static void move_class(struct runtime *rt, size_t c, int device, struct program_
     free(ptrs);
     free(sizes);
     /* Data brought to the GPU must be there before the job's next kernels: order
-     * the legacy default stream (and so every blocking stream) after the batch. */
-    if (n && is_gpu(loc) && dev->stream)
+     * the legacy default stream (and so every blocking stream) after the batch.
+     * A batch moved ahead of its use overlaps the job's work until then: the
+     * order is set when the use comes (step_used). */
+    if (n && is_gpu(loc) && dev->stream && rt->ahead_use < 0)
         mover_follow(&rt->mover, dev, cudaStreamLegacy, dev->stream);
 }
 
@@ -650,13 +652,17 @@ static void step_used(struct runtime *rt, size_t c, uint32_t k)
 {
     long actual = step_record(&rt->step, step_use_key((uint32_t)c, k));
     long predicted = rt->predicted_use[c];
+    if (predicted >= 0) /* moved ahead: the job's work from here on waits for it */
+        for (int d = 0; d < RT_MAX_DEVICES; d++)
+            if (rt->devices[d].known && rt->devices[d].stream)
+                mover_follow(&rt->mover, &rt->devices[d], cudaStreamLegacy, rt->devices[d].stream);
+    rt->predicted_use[c] = -1;
     if (actual < 0 || predicted < 0)
         return;
     struct class_stats *st = &rt->class_stats[c];
     st->next_use_predictions++;
     st->next_use_hits += actual == predicted;
     st->next_use_error += (uint64_t)(actual > predicted ? actual - predicted : predicted - actual);
-    rt->predicted_use[c] = -1;
 }
 
 void place_ahead(struct runtime *rt)
