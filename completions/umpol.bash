@@ -17,8 +17,8 @@ _umpol()
         COMPREPLY=($(compgen -W "$commands --help --version -h -V" -- "$cur"))
         return
     fi
-    # After run's "--", complete the job's command line.
-    if [[ $cmd == run ]]; then
+    # After run's (or suggest's) "--", complete the job's command line.
+    if [[ $cmd == run || $cmd == suggest ]]; then
         for ((i = i + 1; i < COMP_CWORD; i++)); do
             if [[ ${COMP_WORDS[i]} == -- ]]; then
                 if declare -F _command_offset >/dev/null; then
@@ -36,8 +36,12 @@ _umpol()
         compopt -o nospace 2>/dev/null
         return
         ;;
-    -r | --report | --trace)
+    -r | --report | --trace | -o | --output)
         COMPREPLY=($(compgen -f -- "$cur"))
+        return
+        ;;
+    -g | --goal)
+        COMPREPLY=($(compgen -W "speed memory" -- "$cur"))
         return
         ;;
     esac
@@ -53,7 +57,7 @@ _umpol()
         COMPREPLY=($(compgen -f -X '!*.umpol' -- "$cur") $(compgen -d -S / -- "$cur"))
         compopt -o nospace 2>/dev/null
         ;;
-    report)
+    report | suggest)
         COMPREPLY=($(compgen -f -X '!*.json' -- "$cur") $(compgen -d -S / -- "$cur"))
         compopt -o nospace 2>/dev/null
         ;;

@@ -66,12 +66,17 @@ n=$(ls "$tmp/fork" | wc -l)
 [ "$n" -eq 2 ] || fail "fork: $n reports, expected 2 (parent and the child that allocated)"
 if command -v python3 >/dev/null 2>&1 && [ -n "$parent" ]; then
     "$UMPOL_BIN" report --json "$tmp/fork"/*.json >"$tmp/fork.json" || fail "fork: umpol report"
-    python3 - "$tmp/fork.json" "$parent" <<'PY' || fail "fork: summed allocations"
-import json, sys
+    python3 - "$tmp/fork.json" "$parent" "$tmp/fork" <<'PY' || fail "fork: summed allocations"
+import glob, json, sys
 r = json.load(open(sys.argv[1]))
 total = sum(c["allocations"] for c in r["classes"])
 assert total == int(sys.argv[2]) + 1000, (total, sys.argv[2])
 assert sum(c["frees"] for c in r["classes"]) == total
+# The allocation sites start again in the child too: each allocation counted once.
+reports = [json.load(open(f)) for f in glob.glob(sys.argv[3] + "/*.json")]
+assert all(d["sites_dropped"] == 0 for d in reports)
+sites = sum(s["allocations"] for d in reports for s in d["sites"])
+assert sites == total, (sites, total)
 PY
 fi
 

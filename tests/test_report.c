@@ -23,6 +23,7 @@
 #ifdef TEST_REPORT_WRITER
 #include "fake/fake_api.h"
 #include "fake/fake_cudart.h"
+#include "lang/api.h"
 #include "lang/policy.h"
 #include "runtime/runtime.h"
 #endif
@@ -48,7 +49,14 @@ static void test_report_reads_a_recorded_report(void **state)
         " \"timeline\": {\"spans\": [{\"phase\": 0, \"start_ns\": 1, \"end_ns\": null, \"depth\": "
         "0}],"
         "   \"events\": [{\"t_ns\": 3, \"kind\": \"evict\", \"class\": 0, \"device\": 0,"
-        "   \"bytes\": 8, \"resident_bytes\": 0}]}}";
+        "   \"bytes\": 8, \"resident_bytes\": 0}]},"
+        " \"sites_dropped\": 3, \"sites\": ["
+        "  {\"class\": 0, \"phase\": 0, \"allocations\": 4, \"frees\": 3, \"bytes\": 16384,"
+        "   \"min_size\": 4000, \"max_size\": 4096, \"peak_live_bytes\": 8192,"
+        "   \"lifetime_ns\": 99, \"first_ns\": 5, \"last_ns\": 5},"
+        "  {\"class\": 0, \"phase\": null, \"allocations\": 1, \"frees\": 0, \"bytes\": 1,"
+        "   \"min_size\": 1, \"max_size\": 1, \"peak_live_bytes\": 1, \"lifetime_ns\": 0,"
+        "   \"first_ns\": 7, \"last_ns\": 8}]}";
     struct report r;
     char why[256] = "";
     assert_int_equal(parse(&r, text, why, sizeof why), REPORT_OK);
@@ -70,6 +78,23 @@ static void test_report_reads_a_recorded_report(void **state)
     assert_string_equal(r.phases[0].name, "f\xc3\xa9");
     assert_true(r.spans[0].open);
     assert_int_equal(r.events[0].kind, EV_EVICT);
+    assert_true(r.has_sites);
+    assert_int_equal(r.sites_dropped, 3);
+    assert_int_equal(r.site_count, 2);
+    assert_int_equal(r.sites[0].class_index, 0);
+    assert_int_equal(r.sites[0].phase, 0);
+    assert_int_equal(r.sites[0].allocations, 4);
+    assert_int_equal(r.sites[0].frees, 3);
+    assert_int_equal(r.sites[0].min_size, 4000);
+    assert_int_equal(r.sites[0].peak_live_bytes, 8192);
+    assert_int_equal(r.sites[0].lifetime_ns, 99);
+    assert_int_equal(r.sites[1].phase, -1); /* outside every phase */
+    assert_int_equal(r.sites[1].last_ns, 8);
+    report_free(&r);
+    /* Reports written before the sites table: read, without sites. */
+    assert_int_equal(parse(&r, "{\"umpol_report\": 1}", why, sizeof why), REPORT_OK);
+    assert_false(r.has_sites);
+    assert_int_equal(r.site_count, 0);
     report_free(&r);
 }
 
@@ -119,11 +144,69 @@ static const struct {
     {"{\"umpol_report\": 1, \"a\": \"\\x\"}", "bad escape in a string"},
     {"{\"umpol_report\": 1, \"a\": \"\\u12\"}", "bad \\u escape"},
     {"", "invalid JSON: unexpected end at byte 0"},
+    /* The sites table: indices, integers and counts that agree. */
+    {"{\"umpol_report\": 1, \"sites\": {}}", "sites: expected an array"},
+    {"{\"umpol_report\": 1, \"sites\": [{\"class\": 0, \"allocations\": 1, \"min_size\": 1, "
+     "\"max_size\": 1}]}",
+     "sites[0].class: no class 0 in this report (it has 0)"},
+    {"{\"umpol_report\": 1, \"classes\": [{\"name\": \"c\"}], \"sites\": [{\"allocations\": 1}]}",
+     "sites[0].class: no class -1 in this report"},
+    {"{\"umpol_report\": 1, \"classes\": [{\"name\": \"c\"}], \"sites\": [{\"class\": -1}]}",
+     "sites[0].class: expected an integer from 0 to 2147483647"},
+    {"{\"umpol_report\": 1, \"classes\": [{\"name\": \"c\"}], \"sites\": [{\"class\": 0, "
+     "\"phase\": 0, \"allocations\": 1, \"min_size\": 1, \"max_size\": 1}]}",
+     "sites[0].phase: no phase 0 in this report (it has 0)"},
+    {"{\"umpol_report\": 1, \"classes\": [{\"name\": \"c\"}], \"sites\": [{\"class\": 0, "
+     "\"phase\": 1.5}]}",
+     "sites[0].phase: expected an integer"},
+    {"{\"umpol_report\": 1, \"classes\": [{\"name\": \"c\"}], \"sites\": [{\"class\": 0, "
+     "\"allocations\": -2}]}",
+     "sites[0].allocations: expected an integer from 0 to 18446744073709551615"},
+    {"{\"umpol_report\": 1, \"classes\": [{\"name\": \"c\"}], \"sites\": [{\"class\": 0, "
+     "\"allocations\": 2, \"frees\": 3, \"min_size\": 1, \"max_size\": 1}]}",
+     "sites[0]: 3 frees of 2 allocations"},
+    {"{\"umpol_report\": 1, \"classes\": [{\"name\": \"c\"}], \"sites\": [{\"class\": 0, "
+     "\"allocations\": 0, \"min_size\": 1, \"max_size\": 1}]}",
+     "sites[0]: 0 frees of 0 allocations"},
+    {"{\"umpol_report\": 1, \"classes\": [{\"name\": \"c\"}], \"sites\": [{\"class\": 0, "
+     "\"allocations\": 1, \"min_size\": 9, \"max_size\": 8}]}",
+     "sites[0]: sizes from 9 to 8 bytes"},
+    {"{\"umpol_report\": 1, \"classes\": [{\"name\": \"c\"}], \"sites\": [{\"class\": 0, "
+     "\"allocations\": 1, \"min_size\": 1, \"max_size\": 1, \"first_ns\": 2, \"last_ns\": 1}]}",
+     "sites[0]: last allocated before its first allocation"},
+    {"{\"umpol_report\": 1, \"sites_dropped\": \"x\", \"sites\": []}",
+     "sites_dropped: expected an integer"},
     /* Malformed nested input, where the reader used to leak what it had read. */
     {"{\"a\": [{\"b\": [1, {\"c\": \"d\"}, [2, 3]], \"e\": {\"f\": [}}]}", "invalid JSON"},
     {"[[[[{\"k\": [[[[\"x\", [1, 2, {\"y\": tru}]]]]]}]]]]", "invalid JSON"},
     {"{\"a\": {\"b\": {\"c\": 1}}, \"a\": [1, 2, 3,]}", "invalid JSON"},
 };
+
+/* More sites than the runtime ever writes: refused, not read. */
+static void test_report_sites_are_bounded(void **state)
+{
+    (void)state;
+    const char *site = "{\"class\": 0, \"allocations\": 1, \"min_size\": 1, \"max_size\": 1}";
+    size_t n = REPORT_SITES_MAX + 1, len = 0;
+    char *text = malloc(n * (strlen(site) + 1) + 128);
+    assert_non_null(text);
+    len += (size_t)sprintf(text,
+                           "{\"umpol_report\": 1, \"classes\": [{\"name\": \"c\"}], \"sites\": [");
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)sprintf(text + len, "%s%s", i ? "," : "", site);
+    strcpy(text + len, "]}");
+    struct report r;
+    char why[256] = "";
+    assert_int_equal(parse(&r, text, why, sizeof why), REPORT_INVALID);
+    assert_non_null(strstr(why, "sites: 4097 sites (a report holds at most 4096)"));
+    /* The most it holds reads. */
+    char *last = strrchr(text, '{');
+    strcpy(last - 1, "]}");
+    assert_int_equal(parse(&r, text, why, sizeof why), REPORT_OK);
+    assert_int_equal(r.site_count, REPORT_SITES_MAX);
+    report_free(&r);
+    free(text);
+}
 
 static void test_report_refuses_bad_reports(void **state)
 {
@@ -356,6 +439,62 @@ static void test_report_writer_bounds_and_escapes_names(void **state)
     writer_teardown(w);
 }
 
+/* The sites the runtime records are the ones the reader reads back: by
+ * class, innermost phase (as a nested phase closes, the enclosing one) and
+ * power-of-two size. */
+static void test_report_writer_records_sites(void **state)
+{
+    (void)state;
+    struct writer *w = writer_setup("umpol 1;\nclass all { match any; }\n");
+    w->rt.sites = calloc(1, sizeof *w->rt.sites);
+    assert_non_null(w->rt.sites);
+    cudaSetDevice(0);
+    void *p[4];
+    bool handled;
+    assert_int_equal(rt_alloc(&w->rt, &p[0], 1000, API_CUDA_MALLOC_ASYNC, 0, &handled), 0);
+    phase_enter(&w->rt, "outer");
+    phase_enter(&w->rt, "inner");
+    assert_int_equal(rt_alloc(&w->rt, &p[1], 5000, API_CUDA_MALLOC_ASYNC, 0, &handled), 0);
+    phase_exit(&w->rt);
+    assert_int_equal(rt_alloc(&w->rt, &p[2], 4096, API_CUDA_MALLOC_ASYNC, 0, &handled), 0);
+    assert_int_equal(rt_alloc(&w->rt, &p[3], 6000, API_CUDA_MALLOC_ASYNC, 0, &handled), 0);
+    phase_exit(&w->rt);
+    cudaError_t err;
+    assert_true(rt_free(&w->rt, p[2], 0, MODE_STREAM, &err));
+    assert_true(rt_free(&w->rt, p[1], 0, MODE_STREAM, &err));
+    char path[128];
+    snprintf(path, sizeof path, "%s/sites.json", tmpdir);
+    assert_int_equal(report_write(&w->rt, path), 0);
+    struct report r;
+    char why[512] = "";
+    if (report_load(&r, path, why, sizeof why) != REPORT_OK)
+        fail_msg("the writer's report does not read back: %s", why);
+    assert_true(r.has_sites);
+    assert_int_equal(r.sites_dropped, 0);
+    assert_int_equal(r.site_count, 3);
+    assert_string_equal(r.phases[r.sites[1].phase].name, "inner");
+    assert_string_equal(r.phases[r.sites[2].phase].name, "outer");
+    const struct report_site *none = &r.sites[0], *inner = &r.sites[1], *outer = &r.sites[2];
+    assert_int_equal(none->phase, -1);
+    assert_int_equal(none->allocations, 1);
+    assert_int_equal(none->frees, 0);
+    assert_int_equal(inner->allocations, 1);
+    assert_int_equal(inner->frees, 1);
+    assert_int_equal(inner->bytes, 5000);
+    /* 4096 and 6000 share a power of two: one site of two allocations. */
+    assert_int_equal(outer->allocations, 2);
+    assert_int_equal(outer->frees, 1);
+    assert_int_equal(outer->bytes, 10096);
+    assert_int_equal(outer->min_size, 4096);
+    assert_int_equal(outer->max_size, 6000);
+    assert_int_equal(outer->peak_live_bytes, 10096);
+    assert_true(outer->first_ns <= outer->last_ns);
+    report_free(&r);
+    assert_true(rt_free(&w->rt, p[0], 0, MODE_STREAM, &err));
+    assert_true(rt_free(&w->rt, p[3], 0, MODE_STREAM, &err));
+    writer_teardown(w);
+}
+
 /* Symlinks planted at the report's name and at the first temporary name: the
  * files they point to stay as they were; the report replaces the links. */
 static void test_report_writer_follows_no_symlink(void **state)
@@ -398,6 +537,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_report_reads_a_recorded_report),
         cmocka_unit_test(test_report_refuses_bad_reports),
+        cmocka_unit_test(test_report_sites_are_bounded),
         cmocka_unit_test(test_report_nesting_is_bounded),
         cmocka_unit_test(test_report_names_are_bounded_and_utf8),
         cmocka_unit_test(test_report_json_strings_are_always_valid),
@@ -406,6 +546,7 @@ int main(void)
 #ifdef TEST_REPORT_WRITER
         cmocka_unit_test(test_report_writer_bounds_and_escapes_names),
         cmocka_unit_test(test_report_writer_follows_no_symlink),
+        cmocka_unit_test(test_report_writer_records_sites),
 #endif
     };
     return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);

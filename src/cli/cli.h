@@ -2,6 +2,8 @@
 #ifndef UMPOL_CLI_H
 #define UMPOL_CLI_H
 
+#include <stdbool.h>
+
 /* Stable exit codes (documented in umpol(1)). */
 enum { EXIT_VALID = 0, EXIT_INVALID = 1, EXIT_USAGE = 2 };
 
@@ -10,6 +12,12 @@ int cmd_explain(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_topo(int argc, char **argv);
+int cmd_suggest(int argc, char **argv);
+
+/* Run CMD with the runtime preloaded under POLICY_PATH (REPORT: UMPOL_REPORT,
+ * or NULL; PYTHON: put the umpol Python package on PYTHONPATH); returns the
+ * job's exit status, or EXIT_USAGE when it cannot start. */
+int run_job(const char *policy_path, const char *report, bool verbose, bool python, char **cmd);
 
 /* Keys of options that have a long name only (short options use their letter). */
 enum { OPT_JSON = 256, OPT_TOPOLOGY, OPT_TRACE, OPT_MEASURE, OPT_NO_PYTHON };

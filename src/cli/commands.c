@@ -36,6 +36,12 @@ static const struct cli_option report_options[] = {
     {OPT_TRACE, "trace", "OUT.json", "write a Chrome/Perfetto trace of phases and placements"},
     {0, NULL, NULL, NULL}};
 
+static const struct cli_option suggest_options[] = {
+    {'b', "budget", "SIZE", "GPU memory the policy may hold: 8GiB, 512MiB or N% of the GPU"},
+    {'g', "goal", "GOAL", "speed (fastest steps within the budget, default) or memory"},
+    {'o', "output", "FILE", "write the policy to FILE, whole or not at all"},
+    {0, NULL, NULL, NULL}};
+
 static const struct cli_option topo_options[] = {
     {OPT_MEASURE, "measure", NULL, "also measure each GPU's pinned host<->GPU copy bandwidth"},
     {0, NULL, NULL, NULL}};
@@ -58,6 +64,11 @@ const struct cli_command cli_commands[] = {
     {"report", cmd_report, "REPORT...", "summarise runtime reports (several ranks are summed)",
      "0 read, 1 a file is not an umpol report, 2 usage or I/O error",
      "umpol report report-*.json", report_options},
+    {"suggest", cmd_suggest, "REPORT... or -- COMMAND [ARG...]",
+     "draft a policy from a recorded run, or record COMMAND once and draft from it",
+     "0 policy written, 1 the budget cannot work, 2 usage error or a report that cannot be used",
+     "umpol suggest --budget 12GiB -o train.umpol -- python3 train.py --steps 4",
+     suggest_options},
     {"topo", cmd_topo, "", "GPUs, Unified Memory attributes, NUMA nodes, link bandwidth",
      "0 (also without a GPU), 2 usage error", "umpol topo --measure", topo_options},
     {"help", cmd_help, "[COMMAND]", "show the commands, or one command's help",

@@ -360,7 +360,11 @@ int cmd_run(int argc, char **argv)
         fputs("umpol run: no policy: give -p POLICY or set UMPOL_POLICY\n", stderr);
         return EXIT_USAGE;
     }
+    return run_job(policy_path, report, verbose, python, argv + optind);
+}
 
+int run_job(const char *policy_path, const char *report, bool verbose, bool python, char **cmd)
+{
     /* Read and check the policy once: the job gets this very text. */
     struct policy pol;
     enum policy_status st = policy_load_file(&pol, policy_path);
@@ -442,8 +446,8 @@ int cmd_run(int argc, char **argv)
         return EXIT_USAGE;
     }
     if (child == 0) {
-        execvp(argv[optind], argv + optind);
-        fprintf(stderr, "umpol run: cannot run %s: %s\n", argv[optind], strerror(errno));
+        execvp(cmd[0], cmd);
+        fprintf(stderr, "umpol run: cannot run %s: %s\n", cmd[0], strerror(errno));
         _exit(127);
     }
     /* Like a shell: the job gets the terminal's signals; we wait for it. */

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -363,6 +364,56 @@ static bool read_timeline(struct ctx *c, const struct jv *doc, struct report *r)
     return true;
 }
 
+static bool read_sites(struct ctx *c, const struct jv *doc, struct report *r)
+{
+    const struct jv *a;
+    if (!get_array(c, doc, "", "sites", &a) ||
+        !get_uint(c, doc, "", "sites_dropped", &r->sites_dropped))
+        return false;
+    if (!a) return true;
+    if (a->count > REPORT_SITES_MAX)
+        return invalid(c, "sites: %zu sites (a report holds at most %d)", a->count,
+                       REPORT_SITES_MAX);
+    r->has_sites = true;
+    if (!(r->sites = alloc_array(c, a->count, sizeof *r->sites))) return false;
+    for (size_t i = 0; i < a->count; i++) {
+        const struct jv *sj = &a->items[i];
+        struct report_site *s = &r->sites[i];
+        char where[48];
+        snprintf(where, sizeof where, "sites[%zu]", i);
+        long cls;
+        if (!expect_object(c, sj, where) || !get_int(c, sj, where, "class", 0, INT_MAX, -1, &cls) ||
+            !get_int(c, sj, where, "phase", 0, INT_MAX, -1, &s->phase) ||
+            !get_uint(c, sj, where, "allocations", &s->allocations) ||
+            !get_uint(c, sj, where, "frees", &s->frees) ||
+            !get_uint(c, sj, where, "bytes", &s->bytes) ||
+            !get_uint(c, sj, where, "min_size", &s->min_size) ||
+            !get_uint(c, sj, where, "max_size", &s->max_size) ||
+            !get_uint(c, sj, where, "peak_live_bytes", &s->peak_live_bytes) ||
+            !get_uint(c, sj, where, "lifetime_ns", &s->lifetime_ns) ||
+            !get_uint(c, sj, where, "first_ns", &s->first_ns) ||
+            !get_uint(c, sj, where, "last_ns", &s->last_ns))
+            return false;
+        if (cls < 0 || (size_t)cls >= r->class_count)
+            return invalid(c, "%s.class: no class %ld in this report (it has %zu)", where, cls,
+                           r->class_count);
+        if (s->phase >= 0 && (size_t)s->phase >= r->phase_count)
+            return invalid(c, "%s.phase: no phase %ld in this report (it has %zu)", where, s->phase,
+                           r->phase_count);
+        s->class_index = (size_t)cls;
+        if (s->allocations == 0 || s->frees > s->allocations)
+            return invalid(c, "%s: %" PRIu64 " frees of %" PRIu64 " allocations", where, s->frees,
+                           s->allocations);
+        if (s->min_size == 0 || s->min_size > s->max_size)
+            return invalid(c, "%s: sizes from %" PRIu64 " to %" PRIu64 " bytes", where, s->min_size,
+                           s->max_size);
+        if (s->first_ns > s->last_ns)
+            return invalid(c, "%s: last allocated before its first allocation", where);
+        r->site_count++;
+    }
+    return true;
+}
+
 static bool read_report(struct ctx *c, const struct jv *doc, struct report *r)
 {
     const struct jv *version = jv_get(doc, "umpol_report");
@@ -381,7 +432,7 @@ static bool read_report(struct ctx *c, const struct jv *doc, struct report *r)
     return get_int(c, doc, "", "pid", 0, INT_MAX, 0, &r->pid) &&
            get_int(c, doc, "", "rank", 0, INT_MAX, -1, &r->rank) && read_devices(c, doc, r) &&
            read_classes(c, doc, r) && read_step(c, doc, &r->step) && read_phases(c, doc, r) &&
-           read_timeline(c, doc, r);
+           read_sites(c, doc, r) && read_timeline(c, doc, r);
 }
 
 enum report_status report_parse(struct report *r, const char *text, size_t len, char *why,
@@ -494,5 +545,6 @@ void report_free(struct report *r)
     free(r->devices);
     free(r->spans);
     free(r->events);
+    free(r->sites);
     memset(r, 0, sizeof *r);
 }

@@ -18,7 +18,8 @@
  * After REPORT_OK every field is checked: counters are integers in uint64_t,
  * names are valid UTF-8 of at most REPORT_NAME_MAX bytes (they may still hold
  * control characters: escape them for a terminal), every span names a phase
- * of the report and every event a class of it or none. On any other result
+ * of the report, every event a class of it or none, and every site a class
+ * of it and a phase of it or none. On any other result
  * R is empty and needs no report_free. */
 #ifndef UMPOL_REPORT_H
 #define UMPOL_REPORT_H
@@ -38,6 +39,10 @@
 /* Largest report file the reader accepts. A report of the runtime's largest
  * tables (4096 phases, 200,000 spans and events, 100,000 classes) is smaller. */
 #define REPORT_FILE_MAX ((size_t)256 << 20)
+
+/* Most allocation sites a report holds ("sites"; the runtime counts the
+ * allocations of sites past it in "sites_dropped"). */
+#define REPORT_SITES_MAX 4096
 
 /* Per-class counters, in the order of report_class_counters[]. Absent
  * counters read as 0 (older reports lack the later ones). */
@@ -170,6 +175,19 @@ struct report_event {
     uint64_t bytes, resident_bytes;
 };
 
+/* What the job allocated, grouped by class, innermost open phase and
+ * power-of-two size ("sites"): the figures `umpol suggest` drafts from.
+ * The reader checks that allocations >= 1, frees <= allocations,
+ * 1 <= min_size <= max_size and first_ns <= last_ns. */
+struct report_site {
+    size_t class_index; /* in report.classes */
+    long phase;         /* in report.phases, or -1: outside every phase */
+    uint64_t allocations, frees, bytes, min_size, max_size;
+    uint64_t peak_live_bytes;   /* the most of its bytes live at once */
+    uint64_t lifetime_ns;       /* summed over its freed blocks */
+    uint64_t first_ns, last_ns; /* CLOCK_MONOTONIC of its first and last allocation */
+};
+
 /* One process's report. */
 struct report {
     int version;
@@ -189,6 +207,10 @@ struct report {
     struct report_event *events;
     size_t event_count;
     uint64_t spans_dropped, events_dropped;
+    bool has_sites; /* older reports have no "sites" */
+    struct report_site *sites;
+    size_t site_count;
+    uint64_t sites_dropped;
 };
 
 enum report_status {

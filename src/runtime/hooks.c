@@ -247,6 +247,8 @@ __attribute__((constructor)) static void umpol_load(void)
             fail_to_load("out of memory while starting the runtime", abort_on_error, preloaded);
         } else {
             g_rt.record_timeline = env("UMPOL_REPORT") && *env("UMPOL_REPORT");
+            if (g_rt.record_timeline && !(g_rt.sites = calloc(1, sizeof *g_rt.sites)))
+                LOG(LOG_WARN, "out of memory: the report has no allocation sites");
             if (profile_init(&g_rt) != 0)
                 LOG(LOG_WARN, "out of memory: profiling is off");
             g_rt.discard = discard;

@@ -174,6 +174,7 @@ const uint64_t *phases_push(struct runtime *rt, const char *name, uint64_t ts)
     }
     pthread_mutex_unlock(&rt->phase_lock);
     phase_stack[phase_depth++] = (struct open_phase){i, span, start, bits};
+    atomic_store_explicit(&rt->phase_current, (int)i, memory_order_relaxed);
     return bits;
 }
 
@@ -182,6 +183,8 @@ static uint64_t *phase_close(struct runtime *rt, size_t at, uint64_t ts)
 {
     struct open_phase op = phase_stack[at];
     memmove(&phase_stack[at], &phase_stack[at + 1], (--phase_depth - at) * sizeof *phase_stack);
+    int innermost = phase_depth ? (int)phase_stack[phase_depth - 1].index : -1;
+    atomic_store_explicit(&rt->phase_current, innermost, memory_order_relaxed);
     pthread_mutex_lock(&rt->phase_lock);
     count_globs(rt, op.bits, -1);
     uint64_t end = now_ns();

@@ -52,6 +52,8 @@ struct block {
      * device's resident bytes until it moves it away: live or free, a block's
      * pages stay there until then. */
     bool on_gpu;
+    uint32_t site;    /* the report's allocation site + 1 (sites.c), 0: none */
+    uint64_t born_ns; /* when allocated, while sites are kept */
 };
 
 struct pool {

@@ -117,6 +117,28 @@ static void write_class(FILE *f, const struct runtime *rt, size_t c)
     fputc('}', f);
 }
 
+/* What the job allocated, by class, phase and size (sites.h), for `umpol suggest`. */
+static void write_sites(FILE *f, const struct sites *s)
+{
+    fprintf(f, ",\n  \"sites_dropped\": %zu,\n  \"sites\": [", s ? s->dropped : 0);
+    for (size_t i = 0; s && i < s->count; i++) {
+        const struct site *t = &s->table[i];
+        fprintf(f, "%s\n    {\"class\": %d, \"phase\": ", i ? "," : "", t->class_idx);
+        if (t->phase >= 0)
+            fprintf(f, "%d", t->phase);
+        else
+            fputs("null", f);
+        fprintf(f,
+                ", \"allocations\": %" PRIu64 ", \"frees\": %" PRIu64 ", \"bytes\": %" PRIu64
+                ", \"min_size\": %" PRIu64 ", \"max_size\": %" PRIu64
+                ", \"peak_live_bytes\": %" PRIu64 ", \"lifetime_ns\": %" PRIu64
+                ", \"first_ns\": %" PRIu64 ", \"last_ns\": %" PRIu64 "}",
+                t->allocations, t->frees, t->bytes, t->min_size, t->max_size, t->peak_live_bytes,
+                t->lifetime_ns, t->first_ns, t->last_ns);
+    }
+    fputs(s && s->count ? "\n  ]" : "]", f);
+}
+
 /* Phase spans and placement events, times in ns since the first of them. */
 static void write_timeline(FILE *f, const struct runtime *rt)
 {
@@ -258,6 +280,7 @@ int report_write(const struct runtime *rt, const char *path)
     }
     fputs("\n  ],\n  \"profile\": ", f);
     profile_report(rt, f);
+    write_sites(f, rt->sites);
     write_timeline(f, rt);
     fputs("\n}\n", f);
     errno = 0;

@@ -19,6 +19,7 @@ int runtime_init(struct runtime *rt, const struct program *program, const struct
     rt->cuda = cuda;
     mover_init(&rt->mover, cuda);
     map_init(&rt->map);
+    atomic_store(&rt->phase_current, -1);
     rt->class_stats = calloc(program->class_count, sizeof *rt->class_stats);
     if (!rt->class_stats || phases_init(rt) != 0 || pthread_mutex_init(&rt->lock, NULL) != 0 ||
         pthread_mutex_init(&rt->range_lock, NULL) != 0)
@@ -49,6 +50,7 @@ void runtime_destroy(struct runtime *rt)
     phases_free(rt);
     ranges_free(&rt->ranges);
     free(rt->timeline);
+    free(rt->sites);
     step_free(&rt->step);
     free(rt->predicted_use);
     pthread_mutex_destroy(&rt->range_lock);
@@ -68,6 +70,7 @@ void runtime_after_fork_child(struct runtime *rt)
                                                   .slab_bytes = s->slab_bytes};
     }
     rt->timeline_count = rt->timeline_dropped = 0;
+    sites_after_fork_child(rt->sites);
     phases_after_fork_child(rt, profile_timestamp(rt));
     profile_after_fork_child(rt);
 }
@@ -286,8 +289,11 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
     cudaError_t err;
     if (api == API_CUDA_MALLOC_MANAGED) {
         err = adopt_managed(rt, ptr, size, cls, device, stream);
-        if (err == cudaSuccess)
+        if (err == cudaSuccess) {
             count_alloc(rt, cls, size);
+            sites_note_alloc(rt->sites, atomic_load(&rt->phase_current),
+                             map_find(&rt->map, (uintptr_t)*ptr), size);
+        }
     } else {
         struct block *b = NULL;
         err = pool_alloc(rt, cls, device, size, stream,
@@ -297,6 +303,7 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
             if (rt->learn)
                 learn_alloc(rt, b);
             count_alloc(rt, cls, b->size);
+            sites_note_alloc(rt->sites, atomic_load(&rt->phase_current), b, size);
             place_on_alloc(rt, b, device, stream);
         }
     }
@@ -320,6 +327,7 @@ bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode
     st->frees++;
     rt->frees++;
     st->live_bytes -= b->size;
+    sites_note_free(rt->sites, b);
     if (!b->slab) { /* the job's own managed memory */
         *err = mover_release(&rt->mover, b->addr);
         place_adopted_freed(rt, b);

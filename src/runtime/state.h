@@ -17,6 +17,7 @@
 #include "runtime/mover.h"
 #include "runtime/pool.h"
 #include "runtime/ranges.h"
+#include "runtime/sites.h"
 #include "runtime/stats.h"
 #include "runtime/step.h"
 
@@ -51,6 +52,11 @@ struct runtime {
     struct phase_stat phase_stats[RT_MAX_PHASE_NAMES];
     size_t phase_stat_count;
     pthread_mutex_t phase_lock;
+    /* The innermost open phase as the thread that last opened or closed one
+     * sees it, -1: none (the sites' phase); and the report's allocation
+     * sites (NULL unless a report is asked for). */
+    _Atomic int phase_current;
+    struct sites *sites;
     /* `learn step` (rt->lock): the step model; per class the use it last
      * predicted (-1: none); how far this step's uses were prefetched ahead;
      * while placing ahead, the predicted use being served. */

@@ -63,6 +63,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (size_t i = 0; i < r.event_count; i++)
             if (r.events[i].class_index >= (long)r.class_count || r.events[i].class_index < -1)
                 abort();
+        if (r.site_count > REPORT_SITES_MAX) abort();
+        for (size_t i = 0; i < r.site_count; i++) {
+            const struct report_site *s = &r.sites[i];
+            if (s->class_index >= r.class_count || s->phase < -1 ||
+                s->phase >= (long)r.phase_count || s->allocations == 0 ||
+                s->frees > s->allocations || s->min_size == 0 || s->min_size > s->max_size ||
+                s->first_ns > s->last_ns)
+                abort();
+        }
         report_free(&r);
     } else if (!memchr(why, '\0', sizeof why)) {
         abort();

@@ -1,0 +1,144 @@
+#!/bin/sh
+# `umpol suggest`: policies drafted from a recorded report against the expected
+# ones (each must pass `umpol check` with no warning), a budget that cannot
+# work, bad reports (exit 2, nothing written, an existing output kept), and,
+# with the fake CUDA runtime, recording a job end to end.
+. "${top_srcdir:-.}/tests/lib.sh"
+dir="$top_srcdir/tests/suggest"
+report="$dir/train-like.json"
+
+# Golden: run from the folder so that the header names the report as recorded.
+for opts in "" "--budget 200MiB" "--budget 120MiB" "--goal memory"; do
+    name=$(echo "$opts" | tr -d ' -')
+    expected="$dir/expected${name:+-$name}.umpol"
+    (cd "$dir" && "$UMPOL_BIN" suggest $opts train-like.json) >"$tmp/got.umpol" 2>"$tmp/err" ||
+        fail "suggest $opts: exit $?: $(cat "$tmp/err")"
+    if diff -u "$expected" "$tmp/got.umpol" >"$tmp/diff"; then pass; else
+        fail "suggest $opts differs from $expected"
+        head -40 "$tmp/diff" >&2
+    fi
+    expect_status 0 "check of suggest $opts" "$UMPOL_BIN" check "$tmp/got.umpol"
+    grep -q "valid (0 errors, 0 warnings)" "$tmp/out" || fail "suggest $opts: check is not clean"
+    expect_status 0 "explain of suggest $opts" "$UMPOL_BIN" explain "$tmp/got.umpol"
+done
+
+# What the golden files say, so that a regenerated golden cannot silently lose it.
+grep -q "^class step_state_optimizer_step" "$dir/expected-budget200MiB.umpol" &&
+    sed -n '/^class step_state_optimizer_step/,/^}/p' "$dir/expected-budget200MiB.umpol" |
+    grep -q "place host near;" || fail "optimizer-like state not on the host under the budget"
+sed -n '/^class step_state_optimizer_step/,/^}/p' "$dir/expected.umpol" | grep -q "place gpu;" ||
+    fail "optimizer-like state not on the GPU without a budget"
+sed -n '/^class transient_forward/,/^}/p' "$dir/expected-budget120MiB.umpol" | grep -q "priority 5" ||
+    fail "activations not above the state"
+
+# umpol-suggest(1)'s worked example is the golden output, word for word.
+awk '/^\.EX/ { on = 1; next } /^\.EE/ { on = 0 } on && /^# Drafted/ { keep = 1 } on && keep { print } /^\.EE/ { keep = 0 }' \
+    "$top_builddir/man/umpol-suggest.1" | sed -e 's/\\-/-/g' -e 's/\\e/\\/g' -e 's/^\\&//' >"$tmp/man.umpol"
+if diff -u "$dir/expected-budget200MiB.umpol" "$tmp/man.umpol" >"$tmp/diff"; then pass; else
+    fail "umpol-suggest(1)'s example is not the output of suggest --budget 200MiB"
+    head -20 "$tmp/diff" >&2
+fi
+
+# -o writes the file whole; the budget too small writes nothing, keeps what is there.
+expect_status 0 "suggest -o" "$UMPOL_BIN" suggest --budget 200MiB -o "$tmp/p.umpol" "$report"
+"$UMPOL_BIN" check -q "$tmp/p.umpol" || fail "suggest -o: output does not check"
+echo keep >"$tmp/keep.umpol"
+expect_status 1 "budget below the transient peak" "$UMPOL_BIN" suggest --budget 10MiB -o "$tmp/keep.umpol" "$report"
+grep -q "smallest budget that can work is 96.0 MiB (100696064 bytes)" "$tmp/out" ||
+    fail "too small a budget: no smallest budget given"
+[ "$(cat "$tmp/keep.umpol")" = keep ] || fail "too small a budget: output file changed"
+ls -a "$tmp" | grep -q umpol-suggest && fail "a temporary file was left behind"
+
+# Bad input: exit 2, a clear message, the existing output untouched.
+bad() { # description, file, expected message
+    expect_status 2 "$1" "$UMPOL_BIN" suggest -o "$tmp/keep.umpol" "$2"
+    grep -q "$3" "$tmp/out" || { fail "$1: message"; cat "$tmp/out" >&2; }
+    grep -q "nothing written" "$tmp/out" || fail "$1: does not say nothing was written"
+    [ "$(cat "$tmp/keep.umpol")" = keep ] || fail "$1: output file changed"
+}
+head -c 2000 "$report" >"$tmp/trunc.json"
+bad "truncated report" "$tmp/trunc.json" "invalid JSON"
+sed 's/"umpol_report": 1/"umpol_report": 2/' "$report" >"$tmp/v2.json"
+bad "newer report" "$tmp/v2.json" "unsupported report version 2 (this umpol reads 1)"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); del d["sites"]; del d["sites_dropped"]; json.dump(d, open(sys.argv[2], "w"))' \
+    "$report" "$tmp/old.json" && bad "report without sites" "$tmp/old.json" "no allocation sites"
+bad "older report from the bench" "$top_srcdir/bench/results/2026-11-22-h200-runtime/train-report-llm-finetune.json" "no allocation sites"
+sed 's/"total_bytes": [0-9]*/"total_bytes": 1234567/' "$report" >"$tmp/othergpu.json"
+expect_status 2 "reports of two GPUs" "$UMPOL_BIN" suggest "$report" "$tmp/othergpu.json"
+grep -q "recorded on a GPU of 1234567 bytes" "$tmp/out" || fail "other GPU: message"
+sed '0,/"allocations": 72/s//"allocations": -72/' "$report" >"$tmp/neg.json"
+bad "negative count" "$tmp/neg.json" "expected an integer from 0 to"
+sed '0,/"allocations": 72/s//"allocations": 1e300/' "$report" >"$tmp/huge.json"
+bad "huge count" "$tmp/huge.json" "expected an integer from 0 to"
+sed '0,/"phase": 1,/s//"phase": 99,/' "$report" >"$tmp/phase.json"
+bad "site of an unknown phase" "$tmp/phase.json" "sites\[1\].phase: no phase 99 in this report"
+sed '0,/"frees": 72/s//"frees": 73/' "$report" >"$tmp/frees.json"
+bad "more frees than allocations" "$tmp/frees.json" "73 frees of 72 allocations"
+sed 's/"name": "forward"/"name": "for\\u0001ward"/' "$report" >"$tmp/ctl.json"
+bad "control character in a phase name" "$tmp/ctl.json" "printable name"
+python3 -c 'print("[" * 100000 + "]" * 100000)' >"$tmp/deep.json"
+bad "deeply nested" "$tmp/deep.json" "nested too deeply"
+printf '{"something": "else"}' >"$tmp/other.json"
+bad "not a report" "$tmp/other.json" "not an umpol report"
+bad "missing report" "$tmp/none.json" "cannot open"
+expect_status 2 "no report" "$UMPOL_BIN" suggest
+expect_status 2 "bad budget" "$UMPOL_BIN" suggest --budget 12parsecs "$report"
+expect_status 2 "bad goal" "$UMPOL_BIN" suggest --goal fame "$report"
+expect_status 0 "suggest --help" "$UMPOL_BIN" suggest --help
+grep -q "^usage: umpol suggest" "$tmp/out" || fail "suggest --help: no usage"
+
+# A phase name with glob characters and quotes matches only itself.
+sed 's/"name": "backward"/"name": "back*ward \\"x\\""/' "$report" >"$tmp/glob.json"
+expect_status 0 "phase name with glob characters" "$UMPOL_BIN" suggest -o "$tmp/glob.umpol" "$tmp/glob.json"
+grep -q 'match phase "back\\\\\*ward \\"x\\"" and' "$tmp/glob.umpol" || fail "glob characters not escaped"
+"$UMPOL_BIN" check -q "$tmp/glob.umpol" || fail "escaped phase name does not check"
+
+# End to end with the fake CUDA runtime: record the job, draft its policy.
+lib="$top_builddir/.libs/libumpol.so"
+job="$top_builddir/tests/preload/.libs/train_like"
+[ -x "$job" ] || job="$top_builddir/tests/preload/train_like"
+if [ -f "$lib" ] && [ -x "$job" ]; then
+    export LD_LIBRARY_PATH="$top_builddir/tests/fake/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export FAKE_GPU_BYTES=536870912
+    # Sanitizer builds: the sanitizer runtime must be loaded before libumpol.so.
+    san=$(ldd "$job" 2>/dev/null | sed -n 's/.*=> \(\/[^ ]*lib[at]san[^ ]*\).*/\1/p' | head -1)
+    expect_status 0 "suggest -- COMMAND" env ${san:+LD_PRELOAD="$san"} \
+        "$UMPOL_BIN" suggest --budget 200MiB -o "$tmp/rec.umpol" -- "$job" 4
+    grep -q "recording one run of" "$tmp/out" || fail "suggest -- COMMAND: no recording message"
+    "$UMPOL_BIN" check -q "$tmp/rec.umpol" || fail "suggest -- COMMAND: output does not check"
+    for c in transient_forward transient_backward persistent_model_init step_state_optimizer_step rest; do
+        grep -q "^class $c {" "$tmp/rec.umpol" || fail "suggest -- COMMAND: no class $c"
+    done
+    # The report's sites table, figure by figure (train_like.c's pattern, 3 steps).
+    expect_status 0 "umpol run -r records sites" env ${san:+LD_PRELOAD="$san"} \
+        "$UMPOL_BIN" run -p "$top_srcdir/policies/passthrough.umpol" -r "$tmp/sites.json" -- "$job" 3
+    python3 - "$tmp/sites.json" <<'PY' || fail "sites table"
+import json, sys
+r = json.load(open(sys.argv[1]))
+phases = [p["name"] for p in r["phases"]]
+sites = {(phases[s["phase"]] if s["phase"] is not None else None, s["min_size"]): s for s in r["sites"]}
+M = 1 << 20
+def site(phase, size, allocs, peak):
+    s = sites[(phase, size)]
+    assert s["class"] == 0 and s["allocations"] == allocs and s["frees"] == allocs, s
+    assert s["bytes"] == allocs * size and s["max_size"] == size, s
+    assert s["peak_live_bytes"] == peak, s
+    assert s["lifetime_ns"] > 0 and s["last_ns"] >= s["first_ns"], s
+    return s
+w = site("model.init", 2 * M, 24, 48 * M)
+site("forward", 4 * M, 12 * 3, 48 * M)
+site("forward", 4096, 8 * 3, 8 * 4096)
+g = site("backward", 2 * M, 24 * 3, 48 * M)
+o = site("optimizer.step", 2 * M, 48, 96 * M)
+assert o["first_ns"] == min(o["first_ns"], o["last_ns"]) and o["last_ns"] < g["last_ns"], "state made at the first step only"
+assert w["lifetime_ns"] / 24 > g["lifetime_ns"] / 72, "weights outlive gradients"
+assert r["sites_dropped"] == 0 and len(r["sites"]) == 5, r["sites"]
+PY
+    expect_status 2 "suggest -- a job that records nothing" env ASAN_OPTIONS=detect_leaks=0 \
+        ${san:+LD_PRELOAD="$san"} "$UMPOL_BIN" suggest -o "$tmp/none.umpol" -- true
+    grep -q "wrote no report" "$tmp/out" || fail "suggest -- true: message"
+    [ ! -e "$tmp/none.umpol" ] || fail "suggest -- true: wrote a policy"
+else
+    echo "libumpol.so or the fake job not built: recording not tested"
+fi
+finish
