@@ -124,10 +124,10 @@ done
 expect_status 0 "topo" "$UMPOL_BIN" topo
 grep -q "^GPUs: " "$tmp/out" || fail "topo: no GPU line"
 # A report of `learn step`: the step's repetitions and each class's predictions.
-sed 's/^ "devices": \[/ "step": {"phase": "forward*", "steps": 12, "matched": 10, "differed": 1, "departures": 1, "events_per_step": 40, "fallback": "steps that departed"},\n "devices": [/; s/"name": "weights",/"name": "weights", "next_use": {"predictions": 10, "hits": 9, "error_events": 3, "ahead_bytes": 4294967296, "demand_bytes": 1073741824},/' \
+sed 's/^ "devices": \[/ "step": {"phase": "forward*", "steps": 12, "matched": 10, "differed": 1, "departures": 1, "resyncs": 5, "events_per_step": 40, "fallback": "steps that departed"},\n "devices": [/; s/"name": "weights",/"name": "weights", "next_use": {"predictions": 10, "hits": 9, "error_events": 3, "ahead_bytes": 4294967296, "demand_bytes": 1073741824},/' \
     "$r0" >"$tmp/step.json"
 expect_status 0 "report of a learned step" "$UMPOL_BIN" report "$tmp/step.json"
-grep -q 'learned step (phase "forward\*"): 12 steps, 10 repeated the one before, 1 differed, 1 departed part way; steps that departed' "$tmp/out" ||
+grep -q 'learned step (phase "forward\*"): 12 steps, 10 repeated the one before, 1 differed, 1 departed part way, 5 resyncs; steps that departed' "$tmp/out" ||
     fail "report: no step line"
 grep -q "class 'weights': 10 uses predicted, 9 at the predicted event (mean error 0.3 events); to the GPU ahead of use 4.0 GiB, on demand 1.0 GiB" "$tmp/out" ||
     fail "report: no next-use line"

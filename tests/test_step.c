@@ -34,36 +34,130 @@ static void test_step_model_predicts_from_the_second_step(void **state)
 {
     (void)state;
     struct step_model m = {0};
-    uint32_t a = step_key(STEP_ALLOC, 0, 4096), f = step_key(STEP_FREE, 0, 4096);
+    uint32_t a = step_key(STEP_ALLOC, 0, 4096), x = step_key(STEP_EXIT, 0, 0);
     uint32_t e = step_key(STEP_ENTER, 0, 7), u = step_use_key(3, 1);
-    const uint32_t step[] = {e, a, u, f};
+    const uint32_t step[] = {e, a, u, x};
     assert_int_equal(step_record(&m, a), -1); /* before the first step: nothing */
     step_begin(&m);
-    record_all(&m, step, 4);
-    step_pair(&m, 1, 3);
+    record_all(&m, step, 3);
+    step_freed(&m, 1); /* a freed before x */
+    step_record(&m, x);
     assert_false(step_predicting(&m)); /* no reference yet */
     step_begin(&m);
     assert_true(step_predicting(&m));
     assert_int_equal(step_record(&m, e), 0);
     assert_int_equal(step_next(&m, u, 1), 2);
     assert_int_equal(step_next(&m, e, 1), 4); /* the next step's first event */
-    assert_int_equal(step_next(&m, step_key(STEP_EXIT, 0, 0), 0), -1);
+    assert_int_equal(step_next(&m, step_key(STEP_ENTER, 1, 0), 0), -1);
+    assert_int_equal(step_record(&m, a), 1);
     assert_int_equal(step_partner(&m, 1), 3);
     assert_int_equal(step_kind_of(u), STEP_USE);
     assert_int_equal(step_use_class(u), 3);
     assert_int_equal(step_use_rule(u), 1);
-    record_all(&m, step + 1, 3);
+    record_all(&m, step + 2, 2);
     step_begin(&m);
     assert_int_equal(m.matched, 1);
     assert_int_equal(m.differed, 0);
-    /* A step that departs: no prediction for the rest of it, counted once. */
-    step_record(&m, e);
-    step_record(&m, f);
-    assert_false(step_predicting(&m));
+    step_free(&m);
+}
+
+/* Frees come in another order each step (other threads free): the step still
+ * follows, and each allocation's free is predicted from the reference. */
+static void test_step_model_frees_in_any_order(void **state)
+{
+    (void)state;
+    struct step_model m = {0};
+    uint32_t e = step_key(STEP_ENTER, 0, 7), x = step_key(STEP_EXIT, 0, 0);
+    uint32_t a1 = step_key(STEP_ALLOC, 0, 4096), a2 = step_key(STEP_ALLOC, 0, 8192);
+    uint32_t u = step_use_key(0, 0);
+    step_begin(&m); /* e a1 a2 u [free a1] [free a2] x */
+    record_all(&m, (uint32_t[]){e, a1, a2, u}, 4);
+    step_freed(&m, 1);
+    step_freed(&m, 2);
+    step_record(&m, x);
+    step_begin(&m); /* e a1 a2 [free a2] u [free a1] x */
+    record_all(&m, (uint32_t[]){e, a1, a2}, 3);
+    assert_int_equal(step_partner(&m, 1), 4);
+    assert_int_equal(step_partner(&m, 2), 4);
+    step_freed(&m, 2);
     step_record(&m, u);
+    step_freed(&m, 1);
+    assert_true(step_predicting(&m));
+    assert_int_equal(step_pos(&m), 4);
+    step_record(&m, x);
+    step_begin(&m); /* the reference is now the second step */
+    record_all(&m, (uint32_t[]){e, a1, a2}, 3);
+    assert_int_equal(step_partner(&m, 1), 4);
+    assert_int_equal(step_partner(&m, 2), 3);
+    assert_true(step_predicting(&m));
+    assert_int_equal(m.matched, 1);
+    assert_int_equal(m.resyncs, 0);
+    assert_int_equal(m.departures, 0);
+    step_free(&m);
+}
+
+/* One extra small allocation is passed over, a missing one skipped in the
+ * reference: the step resyncs and predictions go on at the right events. */
+static void test_step_model_resyncs(void **state)
+{
+    (void)state;
+    struct step_model m = {0};
+    uint32_t e = step_key(STEP_ENTER, 0, 7), x = step_key(STEP_EXIT, 0, 0);
+    uint32_t a = step_key(STEP_ALLOC, 0, 1 << 20), small = step_key(STEP_ALLOC, 0, 512);
+    uint32_t u = step_use_key(0, 0);
+    step_begin(&m);
+    record_all(&m, (uint32_t[]){e, a, u, x}, 4);
+    step_begin(&m); /* e a small u x: one extra */
+    record_all(&m, (uint32_t[]){e, a}, 2);
+    assert_int_equal(step_matched(&m, step_record(&m, small)), -1);
+    assert_true(step_predicting(&m));
+    assert_int_equal(step_pos(&m), 2); /* still expecting u */
+    long i = step_record(&m, u);
+    assert_int_equal(i, 3);
+    assert_int_equal(step_matched(&m, i), 2); /* where the reference has it */
+    assert_int_equal(m.resyncs, 1);
+    step_record(&m, x);
+    assert_int_equal(step_pos(&m), 4);
+    step_begin(&m); /* e a u x against e a small u x: small is missing */
+    record_all(&m, (uint32_t[]){e, a}, 2);
+    assert_int_equal(step_matched(&m, step_record(&m, u)), 3);
+    assert_int_equal(m.resyncs, 2);
+    assert_true(step_predicting(&m));
+    step_record(&m, x);
+    step_begin(&m);
+    assert_int_equal(m.matched, 2);
+    assert_int_equal(m.differed, 0);
+    assert_int_equal(m.departures, 0);
+    step_free(&m);
+}
+
+/* A step unlike the reference departs once, and is counted as differing. */
+static void test_step_model_departs(void **state)
+{
+    (void)state;
+    struct step_model m = {0};
+    uint32_t e = step_key(STEP_ENTER, 0, 7);
+    step_begin(&m);
+    step_record(&m, e);
+    for (uint64_t k = 0; k < 100; k++)
+        step_record(&m, step_key(STEP_ALLOC, 0, 4096 + k));
+    step_begin(&m);
+    step_record(&m, e);
+    for (uint64_t k = 0; k < STEP_MAX_EXTRA; k++) {
+        step_record(&m, step_key(STEP_ALLOC, 1, k)); /* not in the reference */
+        assert_true(step_predicting(&m));
+    }
+    step_record(&m, step_key(STEP_ALLOC, 1, 99));
+    assert_false(step_predicting(&m));
     assert_int_equal(m.departures, 1);
+    /* The rest of the step is not compared, even where it matches again. */
+    step_record(&m, step_key(STEP_ALLOC, 0, 4096));
+    assert_false(step_predicting(&m));
+    assert_int_equal(m.departures, 1);
+    assert_int_equal(m.resyncs, 0);
     step_begin(&m);
     assert_int_equal(m.differed, 1);
+    assert_int_equal(m.matched, 0);
     step_free(&m);
 }
 
@@ -192,7 +286,9 @@ static uint64_t waits_backward, waits_opt;
 static void ahead_step(struct fixture *f, void *o, bool differ, bool *before_opt)
 {
     phase_enter(&f->rt, "forward");
-    void *x = differ ? alloc_tagged(f, NULL, 4096) : NULL; /* a step unlike the others */
+    void *x[STEP_MAX_EXTRA + 1] = {0}; /* a step unlike the others: more than passed over */
+    for (size_t i = 0; differ && i < STEP_MAX_EXTRA + 1; i++)
+        x[i] = alloc_tagged(f, NULL, 4096);
     phase_exit(&f->rt);
     uint64_t w0 = fake_counters()->stream_wait;
     phase_enter(&f->rt, "backward");
@@ -205,8 +301,8 @@ static void ahead_step(struct fixture *f, void *o, bool differ, bool *before_opt
     assert_true(on_gpu(f, o));
     phase_exit(&f->rt);
     assert_false(on_gpu(f, o));
-    if (x)
-        release(f, x);
+    for (size_t i = 0; differ && i < STEP_MAX_EXTRA + 1; i++)
+        release(f, x[i]);
 }
 
 static void test_step_prefetches_ahead_and_falls_back(void **state)
@@ -234,19 +330,23 @@ static void test_step_prefetches_ahead_and_falls_back(void **state)
     assert_int_equal(st->next_use_predictions, 2);
     assert_int_equal(st->next_use_hits, 2);
     assert_int_equal(st->next_use_error, 0);
-    /* Step 4 differs (an allocation in forward): no prediction, on demand again. */
+    /* Step 4 differs (more allocations in forward than are passed over): no
+     * prediction, on demand again. */
     ahead_step(f, o, true, &before);
     assert_false(before);
     assert_int_equal(f->rt.step.departures, 1);
     assert_int_equal(st->ahead_bytes, 4 * MiB);
     assert_int_equal(st->demand_bytes, 4 * MiB);
-    /* Step 5 is compared with step 4 and departs too; step 6 follows step 5. */
-    ahead_step(f, o, false, &before);
-    assert_false(before);
+    /* Step 5, compared with step 4, skips the allocations it lacks (a resync)
+     * and predicts again; step 6 follows step 5. */
     ahead_step(f, o, false, &before);
     assert_true(before);
-    assert_int_equal(f->rt.step.departures, 2);
-    assert_int_equal(f->rt.step.differed, 2);
+    assert_int_equal(f->rt.step.resyncs, 1);
+    ahead_step(f, o, false, &before);
+    assert_true(before);
+    assert_int_equal(f->rt.step.departures, 1);
+    assert_int_equal(f->rt.step.differed, 1);
+    assert_int_equal(f->rt.step.matched, 3);
     /* The report says so. */
     char path[] = "/tmp/umpol-step-XXXXXX";
     int fd = mkstemp(path);
@@ -260,13 +360,41 @@ static void test_step_prefetches_ahead_and_falls_back(void **state)
     text[n] = 0;
     fclose(in);
     unlink(path);
-    assert_non_null(strstr(text, "\"next_use\": {\"predictions\": 3, \"hits\": 3, "
-                                 "\"error_events\": 0, \"ahead_bytes\": 6291456, "
-                                 "\"demand_bytes\": 6291456}"));
+    assert_non_null(strstr(text, "\"next_use\": {\"predictions\": 4, \"hits\": 4, "
+                                 "\"error_events\": 0, \"ahead_bytes\": 8388608, "
+                                 "\"demand_bytes\": 4194304}"));
     assert_non_null(strstr(text, "\"step\": {\"phase\": \"forward\", \"steps\": 6, "
-                                 "\"matched\": 2, \"differed\": 2, \"departures\": 2"));
+                                 "\"matched\": 3, \"differed\": 1, \"departures\": 1, "
+                                 "\"resyncs\": 1"));
     assert_non_null(strstr(text, "placed by the static rules"));
     release(f, o);
+    teardown(f);
+}
+
+/* The job's "forward" with the framework's own "forward" inside it, and a
+ * recomputation inside backward: one step each time, all alike. */
+static void test_step_begins_at_outermost_opening(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nslab 8MiB;\nlearn step \"forward*\";\n"
+                              "class x { match any; }\n");
+    for (int step = 1; step <= 4; step++) {
+        phase_enter(&f->rt, "forward");
+        phase_enter(&f->rt, "forward");
+        void *p = alloc_tagged(f, NULL, 4096);
+        phase_exit(&f->rt);
+        phase_exit(&f->rt);
+        phase_enter(&f->rt, "backward");
+        phase(f, "forward.recompute");
+        release(f, p);
+        phase_exit(&f->rt);
+        assert_int_equal(f->rt.step.steps, step);
+        assert_int_equal(f->rt.step.departures, 0);
+    }
+    assert_int_equal(f->rt.step.matched, 2);
+    assert_int_equal(f->rt.step.differed, 0);
+    assert_int_equal(f->rt.step.resyncs, 0);
+    assert_int_equal(f->rt.step_open, 0);
     teardown(f);
 }
 
@@ -289,6 +417,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_step_model_predicts_from_the_second_step),
+        cmocka_unit_test(test_step_model_frees_in_any_order),
+        cmocka_unit_test(test_step_model_resyncs),
+        cmocka_unit_test(test_step_model_departs),
+        cmocka_unit_test(test_step_begins_at_outermost_opening),
         cmocka_unit_test(test_step_evicts_the_farthest_next_use),
         cmocka_unit_test(test_step_prefetches_ahead_and_falls_back),
         cmocka_unit_test(test_step_off_without_learn),

@@ -299,8 +299,8 @@ static void print_steps(const struct summary *s)
         fputs(": learned step (phase \"", stdout);
         text_print_visible(stdout, st->phase);
         printf("\"): %" PRIu64 " steps, %" PRIu64 " repeated the one before, %" PRIu64
-               " differed, %" PRIu64 " departed part way",
-               st->steps, st->matched, st->differed, st->departures);
+               " differed, %" PRIu64 " departed part way, %" PRIu64 " resyncs",
+               st->steps, st->matched, st->differed, st->departures, st->resyncs);
         if (st->fallback) {
             fputs("; ", stdout);
             text_print_visible(stdout, st->fallback);

@@ -175,6 +175,7 @@ static bool read_step(struct ctx *c, const struct jv *doc, struct report_step *s
            get_uint(c, v, "step", "matched", &st->matched) &&
            get_uint(c, v, "step", "differed", &st->differed) &&
            get_uint(c, v, "step", "departures", &st->departures) &&
+           get_uint(c, v, "step", "resyncs", &st->resyncs) &&
            get_uint(c, v, "step", "events_per_step", &st->events_per_step) &&
            get_string(c, v, "step", "fallback", false, &st->fallback);
 }

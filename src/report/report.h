@@ -116,7 +116,7 @@ extern const char *const report_next_use_counters[NU_COUNT];
 struct report_step {
     bool present;
     char *phase; /* the step phase's glob */
-    uint64_t steps, matched, differed, departures, events_per_step;
+    uint64_t steps, matched, differed, departures, resyncs, events_per_step;
     char *fallback; /* why static rules placed some steps, or NULL */
 };
 

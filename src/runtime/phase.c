@@ -178,6 +178,11 @@ const uint64_t *phases_push(struct runtime *rt, const char *name, uint64_t ts)
     return bits;
 }
 
+size_t phases_depth(void)
+{
+    return phase_depth;
+}
+
 /* Close the opening at position AT of this thread's stack; returns its bits. */
 static uint64_t *phase_close(struct runtime *rt, size_t at, uint64_t ts)
 {

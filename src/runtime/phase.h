@@ -5,6 +5,7 @@
 #ifndef UMPOL_RUNTIME_PHASE_H
 #define UMPOL_RUNTIME_PHASE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct runtime;
@@ -21,6 +22,8 @@ uint64_t *phases_pop(struct runtime *rt, uint64_t ts);
 /* Close this thread's innermost phase named NAME, with the phases opened
  * inside it left open; NULL when none is open. */
 uint64_t *phases_pop_named(struct runtime *rt, const char *name, uint64_t ts);
+/* How many phases are open on this thread. */
+size_t phases_depth(void);
 /* In the child of a fork: the forking thread's phases stay open (new spans
  * stamped TS), counts restart. */
 void phases_after_fork_child(struct runtime *rt, uint64_t ts);

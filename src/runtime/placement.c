@@ -650,7 +650,12 @@ static void move_class(struct runtime *rt, size_t c, int device, struct program_
  * prediction made for it, if any, scored. */
 static void step_used(struct runtime *rt, size_t c, uint32_t k)
 {
-    long actual = step_record(&rt->step, step_use_key((uint32_t)c, k));
+    long i = step_record(&rt->step, step_use_key((uint32_t)c, k));
+    /* Where the use came in the reference: where it matched, else where the
+     * step stands (predictions are reference indices). */
+    long actual = i < 0 ? -1 : step_matched(&rt->step, i);
+    if (i >= 0 && actual < 0)
+        actual = (long)step_pos(&rt->step);
     long predicted = rt->predicted_use[c];
     if (predicted >= 0) /* moved ahead: the job's work from here on waits for it */
         for (int d = 0; d < RT_MAX_DEVICES; d++)

@@ -235,8 +235,9 @@ int report_write(const struct runtime *rt, const char *path)
         json_print_string(f, rt->program->phase_globs[rt->program->step_glob]);
         fprintf(f,
                 ", \"steps\": %" PRIu64 ", \"matched\": %" PRIu64 ", \"differed\": %" PRIu64
-                ", \"departures\": %" PRIu64 ", \"events_per_step\": %zu, \"fallback\": ",
-                m->steps, m->matched, m->differed, m->departures, m->ref.len);
+                ", \"departures\": %" PRIu64 ", \"resyncs\": %" PRIu64
+                ", \"events_per_step\": %zu, \"fallback\": ",
+                m->steps, m->matched, m->differed, m->departures, m->resyncs, m->ref.len);
         if (fallback)
             json_print_string(f, fallback);
         else

@@ -72,6 +72,8 @@ void runtime_after_fork_child(struct runtime *rt)
     rt->timeline_count = rt->timeline_dropped = 0;
     sites_after_fork_child(rt->sites);
     phases_after_fork_child(rt, profile_timestamp(rt));
+    if (rt->learn) /* only the forking thread's phases are still open */
+        rt->step_open = rt->phase_open_count[rt->program->step_glob];
     profile_after_fork_child(rt);
 }
 
@@ -219,9 +221,8 @@ static void learn_alloc(struct runtime *rt, struct block *b)
 
 static void learn_free(struct runtime *rt, struct block *b)
 {
-    long i = step_record(&rt->step, step_key(STEP_FREE, (uint32_t)b->class_idx, b->size));
-    if (i >= 0 && b->step_id && b->step_no == rt->step.steps)
-        step_pair(&rt->step, (long)b->step_id - 1, i);
+    if (b->step_id && b->step_no == rt->step.steps)
+        step_freed(&rt->step, (long)b->step_id - 1);
 }
 
 static uint64_t name_hash(const char *name)
@@ -232,12 +233,22 @@ static uint64_t name_hash(const char *name)
     return h;
 }
 
-/* A phase opened (ENTER) or closed: a step begins when the step phase opens. */
+/* A phase opened (ENTER, DEPTH phases then open on this thread) or closed.
+ * A step begins at an outermost opening of the step phase, when no phase
+ * matching its glob is open (a framework's own "forward" opens inside the
+ * job's), and no deeper in its thread's phases than the opening that began
+ * the first step (a recomputation opens "forward.recompute" inside backward). */
 static void learn_phase(struct runtime *rt, enum step_kind kind, const uint64_t *bits,
-                        uint64_t name)
+                        uint64_t name, size_t depth)
 {
     int32_t g = rt->program->step_glob;
-    if (kind == STEP_ENTER && (bits[g >> 6] >> (g & 63)) & 1) {
+    bool step_phase = (bits[g >> 6] >> (g & 63)) & 1;
+    if (step_phase && kind == STEP_EXIT && rt->step_open > 0)
+        rt->step_open--;
+    if (step_phase && kind == STEP_ENTER && rt->step_open++ == 0 &&
+        (rt->step_depth == 0 || depth <= rt->step_depth)) {
+        if (rt->step_depth == 0)
+            rt->step_depth = depth;
         step_begin(&rt->step);
         rt->ahead_scanned = -1;
         for (size_t c = 0; c < rt->program->class_count; c++)
@@ -357,7 +368,7 @@ void phase_enter(struct runtime *rt, const char *name)
     profile_phase_entered(rt, name);
     pthread_mutex_lock(&rt->lock);
     if (rt->learn)
-        learn_phase(rt, STEP_ENTER, bits, name_hash(name));
+        learn_phase(rt, STEP_ENTER, bits, name_hash(name), phases_depth());
     rt->phase_tick = rt->tick;
     place_trigger(rt, TRIGGER_ENTER, bits, -1);
     place_ahead(rt);
@@ -371,7 +382,7 @@ void phase_exit(struct runtime *rt)
         return;
     pthread_mutex_lock(&rt->lock);
     if (rt->learn)
-        learn_phase(rt, STEP_EXIT, bits, 0);
+        learn_phase(rt, STEP_EXIT, bits, 0, 0);
     place_trigger(rt, TRIGGER_EXIT, bits, -1);
     rt->phase_tick = rt->tick;
     place_ahead(rt);
@@ -386,7 +397,7 @@ void phase_exit_named(struct runtime *rt, const char *name)
         return;
     pthread_mutex_lock(&rt->lock);
     if (rt->learn)
-        learn_phase(rt, STEP_EXIT, bits, 0);
+        learn_phase(rt, STEP_EXIT, bits, 0, 0);
     place_trigger(rt, TRIGGER_EXIT, bits, -1);
     rt->phase_tick = rt->tick;
     place_ahead(rt);

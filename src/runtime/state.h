@@ -62,6 +62,8 @@ struct runtime {
      * while placing ahead, the predicted use being served. */
     bool learn;
     struct step_model step;
+    uint32_t step_open; /* open phases matching the step glob */
+    size_t step_depth;  /* the first step's opening: phases open on its thread; 0: none yet */
     long *predicted_use;
     long ahead_scanned;
     long ahead_use; /* -1: not placing ahead */

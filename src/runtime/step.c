@@ -19,6 +19,7 @@ static void trace_free(struct step_trace *t)
 {
     free(t->keys);
     free(t->partner);
+    free(t->at);
     *t = (struct step_trace){0};
 }
 
@@ -28,16 +29,17 @@ void step_free(struct step_model *m)
     trace_free(&m->cur);
 }
 
-static bool same(const struct step_trace *a, const struct step_trace *b)
+/* Did the step just completed follow the reference to (near) its end? */
+static bool followed(const struct step_model *m)
 {
-    return a->len == b->len && !memcmp(a->keys, b->keys, a->len * sizeof *a->keys);
+    return m->on_track && m->ref.len - m->ref_pos <= STEP_LOOKAHEAD;
 }
 
 void step_begin(struct step_model *m)
 {
     if (m->steps > 0 && !m->overflow) {
         if (m->have_ref) {
-            if (same(&m->ref, &m->cur))
+            if (followed(m))
                 m->matched++;
             else
                 m->differed++;
@@ -48,9 +50,53 @@ void step_begin(struct step_model *m)
         m->have_ref = m->ref.len > 0;
     }
     m->cur.len = 0;
+    m->ref_pos = 0;
+    m->extra = 0;
+    m->resyncing = false;
     m->overflow = false;
     m->on_track = true;
     m->steps++;
+}
+
+static bool grow(struct step_trace *t)
+{
+    size_t cap = t->cap ? t->cap * 2 : 1024;
+    if (cap > STEP_MAX_EVENTS)
+        return false;
+    uint32_t *keys = realloc(t->keys, cap * sizeof *keys);
+    if (!keys)
+        return false;
+    t->keys = keys;
+    int32_t *partner = realloc(t->partner, cap * sizeof *partner);
+    if (!partner)
+        return false;
+    t->partner = partner;
+    int32_t *at = realloc(t->at, cap * sizeof *at);
+    if (!at)
+        return false;
+    t->at = at;
+    t->cap = cap;
+    return true;
+}
+
+/* Where in the reference the current step's event KEY belongs: the expected
+ * event, else one a little further on (the events between did not come this
+ * time); -1 when neither. */
+static long follow(struct step_model *m, uint32_t key)
+{
+    const struct step_trace *r = &m->ref;
+    size_t end = m->ref_pos + STEP_LOOKAHEAD < r->len ? m->ref_pos + STEP_LOOKAHEAD : r->len;
+    for (size_t j = m->ref_pos; j < end; j++) {
+        if (r->keys[j] == key) {
+            if (j > m->ref_pos || m->resyncing)
+                m->resyncs++;
+            m->resyncing = false;
+            m->extra = 0;
+            m->ref_pos = j + 1;
+            return (long)j;
+        }
+    }
+    return -1;
 }
 
 long step_record(struct step_model *m, uint32_t key)
@@ -58,35 +104,37 @@ long step_record(struct step_model *m, uint32_t key)
     if (m->steps == 0 || m->overflow)
         return -1;
     struct step_trace *t = &m->cur;
-    if (t->len == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 1024;
-        uint32_t *keys = cap <= STEP_MAX_EVENTS ? realloc(t->keys, cap * sizeof *keys) : NULL;
-        if (keys)
-            t->keys = keys;
-        int32_t *partner = keys ? realloc(t->partner, cap * sizeof *partner) : NULL;
-        if (partner)
-            t->partner = partner;
-        if (!keys || !partner) {
-            m->overflow = true;
-            m->on_track = false;
-            return -1;
-        }
-        t->cap = cap;
+    if (t->len == t->cap && !grow(t)) {
+        m->overflow = true;
+        m->on_track = false;
+        return -1;
     }
     size_t i = t->len++;
     t->keys[i] = key;
     t->partner[i] = -1;
-    if (m->on_track && m->have_ref && (i >= m->ref.len || m->ref.keys[i] != key)) {
+    t->at[i] = -1;
+    if (!m->on_track || !m->have_ref)
+        return (long)i;
+    if (m->ref_pos < m->ref.len && m->ref.keys[m->ref_pos] == key && !m->resyncing) {
+        t->at[i] = (int32_t)m->ref_pos++; /* the usual case: the expected event */
+        return (long)i;
+    }
+    long j = follow(m, key);
+    if (j >= 0) {
+        t->at[i] = (int32_t)j;
+    } else if (++m->extra <= STEP_MAX_EXTRA) {
+        m->resyncing = true; /* passed over: not in the reference near here */
+    } else {
         m->on_track = false;
         m->departures++;
     }
     return (long)i;
 }
 
-void step_pair(struct step_model *m, long alloc, long free_idx)
+void step_freed(struct step_model *m, long alloc)
 {
     if (alloc >= 0 && (size_t)alloc < m->cur.len)
-        m->cur.partner[alloc] = (int32_t)free_idx;
+        m->cur.partner[alloc] = (int32_t)m->cur.len;
 }
 
 bool step_predicting(const struct step_model *m)
@@ -96,7 +144,12 @@ bool step_predicting(const struct step_model *m)
 
 size_t step_pos(const struct step_model *m)
 {
-    return m->cur.len;
+    return m->ref_pos;
+}
+
+long step_matched(const struct step_model *m, long i)
+{
+    return i >= 0 && (size_t)i < m->cur.len ? m->cur.at[i] : -1;
 }
 
 long step_next(const struct step_model *m, uint32_t key, size_t from)
@@ -113,7 +166,8 @@ long step_next(const struct step_model *m, uint32_t key, size_t from)
 
 long step_partner(const struct step_model *m, size_t alloc)
 {
-    return alloc < m->ref.len ? m->ref.partner[alloc] : -1;
+    long j = step_matched(m, (long)alloc);
+    return j >= 0 && (size_t)j < m->ref.len ? m->ref.partner[j] : -1;
 }
 
 uint32_t step_ref_key(const struct step_model *m, size_t i)
