@@ -20,7 +20,7 @@ n=$(python3 -c 'import torch; print(max(1, torch.cuda.device_count()))')
 policy="$top_srcdir/policies/ddp-finetune.umpol"
 gpu="$top_srcdir/tests/gpu"
 if command -v torchrun >/dev/null; then torchrun="torchrun"; else torchrun="python3 -m torch.distributed.run"; fi
-if command -v accelerate >/dev/null; then accelerate="accelerate"; else accelerate="python3 -m accelerate.commands.launch"; fi
+if command -v accelerate >/dev/null; then accelerate="accelerate launch"; else accelerate="python3 -m accelerate.commands.launch"; fi
 multi=
 [ "$n" -gt 1 ] && multi=--multi_gpu
 echo "$n GPU(s)"

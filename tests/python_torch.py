@@ -51,9 +51,23 @@ model(x).sum()                      # forward x8 (left open for the loss)
 rt.enter("job.range")
 model.zero_grad()                   # closes forward x8 by name; zero_grad x4
 rt.exit()                           # the job closes its own range
+
+
+# A closure (LBFGS, Lightning): its forward and backward run with
+# optimizer.step closed, which reopens after it.
+def closure():
+    assert not auto.t.bounded.get("optimizer.step"), "optimizer.step open in the closure"
+    loss = model(x).square().mean()     # forward x9
+    loss.backward()                     # backward x8
+    return loss
+
+
+opt.step(closure)                   # optimizer.step x4, and x5 after the closure
+assert not auto.t.bounded.get("optimizer.step")
+
 # An exception inside forward closes the phase too (where PyTorch can say so).
 try:
-    model(torch.randn(8, 3))       # forward x9, raises
+    model(torch.randn(8, 3))       # forward x10, raises
 except RuntimeError:
     pass
 print("torch phases ok")

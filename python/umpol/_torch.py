@@ -198,6 +198,33 @@ class Auto:
                 self.rt.exit(STEP)
         t.stepping.add(id(optimizer))
         self._begin(STEP)
+        # A closure (LBFGS, Lightning's automatic optimization) runs the
+        # forward and backward passes inside step(): they get their own
+        # phases, with optimizer.step closed while the closure runs.
+        if args and callable(args[0]):
+            return (self._closure(args[0]),) + tuple(args[1:]), kwargs
+        if callable(kwargs.get("closure")):
+            return args, dict(kwargs, closure=self._closure(kwargs["closure"]))
+        return None
+
+    def _closure(self, closure):
+        auto = self
+
+        @functools.wraps(closure)
+        def wrapper(*a, **kw):
+            t = auto.t
+            depth = t.bounded.get(STEP, 0)
+            if depth:
+                t.bounded[STEP] = 0
+                auto.rt.exit(STEP)
+            try:
+                return closure(*a, **kw)
+            finally:
+                if depth:
+                    auto._close_lingering()
+                    t.bounded[STEP] = depth
+                    auto.rt.enter(STEP)
+        return wrapper
 
     def step_post(self, optimizer, args, kwargs):
         t = self.t
@@ -283,7 +310,9 @@ def install(torch, rt, saved=True):
 
             @functools.wraps(step)
             def wrapper(self, *args, **kwargs):
-                auto.step_pre(self, args, kwargs)
+                changed = auto.step_pre(self, args, kwargs)
+                if changed is not None:
+                    args, kwargs = changed
                 out = step(self, *args, **kwargs)
                 auto.step_post(self, args, kwargs)
                 return out

@@ -94,6 +94,22 @@ d = delta(b)
 check("gradient accumulation", set(d) <= {"fwd", "bwd", "opt"} and d.get("fwd") and d.get("bwd"),
       d)
 
+# A closure (LBFGS, Lightning's automatic optimization): its forward and
+# backward run with optimizer.step closed, so they are not optimizer state.
+def closure():
+    torch.empty(1 << 20, device="cuda")  # no phase open here: class rest
+    loss = model(x).square().mean()
+    loss.backward()
+    return loss
+
+
+b = counts()
+opt.step(closure)
+opt.zero_grad()
+d = delta(b)
+check("optimizer.step with a closure", d.get("rest") == 1 and d.get("fwd") and d.get("bwd")
+      and set(d) <= {"rest", "fwd", "bwd", "opt"}, d)
+
 # Evaluation under no_grad and inference_mode.
 b = counts()
 with torch.no_grad():
