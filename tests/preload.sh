@@ -138,16 +138,21 @@ expect_status 0 "dlopen, valid policy" env LD_PRELOAD="${san:+$san }$fake" \
 grep -q "alloc ok" "$tmp/out" || fail "dlopen, valid policy: no allocation"
 
 # A setuid process runs without umpol and says so (needs root and a
-# filesystem that honours setuid; skipped otherwise).
-if [ "$(id -u)" -eq 0 ] && [ -z "$san" ] && id nobody >/dev/null 2>&1; then
+# filesystem that honours setuid; skipped otherwise). The process runs as
+# nobody, so it loads a copy of the library from a directory nobody can
+# reach: the build tree may sit in a private directory (mktemp -d).
+if [ "$(id -u)" -eq 0 ] && [ -z "$san" ] && id nobody >/dev/null 2>&1 &&
+    suid_dir=$(mktemp -d "${TMPDIR:-/tmp}/umpol-suid.XXXXXX"); then
+    chmod 755 "$suid_dir" && cp "$lib" "$suid_dir/libumpol.so" && chmod 644 "$suid_dir/libumpol.so"
     cp "$loader" "$tmp/suid-loader" && chown nobody "$tmp/suid-loader" && chmod 4755 "$tmp/suid-loader"
     expect_status 0 "setuid process" env UMPOL_POLICY="$policy" UMPOL_ON_ERROR=abort \
-        "$tmp/suid-loader" "$lib"
+        "$tmp/suid-loader" "$suid_dir/libumpol.so"
     if grep -q "secure 1" "$tmp/out"; then
         grep -q "dlopen ok" "$tmp/out" || fail "setuid: dlopen failed"
         [ "$(grep -c "runs setuid or setgid: running without umpol" "$tmp/out")" -eq 1 ] ||
             fail "setuid: not said exactly once"
     fi
+    rm -rf "$suid_dir"
 fi
 
 # umpol run: checks the policy, preloads, reports, returns the job's status.
