@@ -375,9 +375,9 @@ void phase_enter(struct runtime *rt, const char *name)
     pthread_mutex_unlock(&rt->lock);
 }
 
-void phase_exit(struct runtime *rt)
+/* A phase closed, with BITS the globs it matched (NULL: none was open). */
+static void phase_closed(struct runtime *rt, uint64_t *bits)
 {
-    uint64_t *bits = phases_pop(rt, profile_timestamp(rt));
     if (!bits)
         return;
     pthread_mutex_lock(&rt->lock);
@@ -390,19 +390,14 @@ void phase_exit(struct runtime *rt)
     free(bits);
 }
 
+void phase_exit(struct runtime *rt)
+{
+    phase_closed(rt, phases_pop(rt, profile_timestamp(rt)));
+}
+
 void phase_exit_named(struct runtime *rt, const char *name)
 {
-    uint64_t *bits = phases_pop_named(rt, name, profile_timestamp(rt));
-    if (!bits)
-        return;
-    pthread_mutex_lock(&rt->lock);
-    if (rt->learn)
-        learn_phase(rt, STEP_EXIT, bits, 0, 0);
-    place_trigger(rt, TRIGGER_EXIT, bits, -1);
-    rt->phase_tick = rt->tick;
-    place_ahead(rt);
-    pthread_mutex_unlock(&rt->lock);
-    free(bits);
+    phase_closed(rt, phases_pop_named(rt, name, profile_timestamp(rt)));
 }
 
 void phase_mark(struct runtime *rt, const char *name)
