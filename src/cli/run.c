@@ -19,6 +19,34 @@
 #include "cli.h"
 #include "lang/policy.h"
 
+/* The first of REL (paths relative to this executable's directory), then
+ * FALLBACK, for which FOUND holds; OUT holds the last path tried. */
+static bool find_installed(const char *const rel[2], const char *fallback,
+                           bool (*found)(const char *), char *out, size_t len)
+{
+    char exe[PATH_MAX / 2]; /* leaves room for the suffixes */
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            for (size_t i = 0; i < 2; i++) {
+                snprintf(out, len, "%s%s", exe, rel[i]);
+                if (found(out))
+                    return true;
+            }
+        }
+    }
+    snprintf(out, len, "%s", fallback);
+    return found(out);
+}
+
+static bool readable(const char *path)
+{
+    return access(path, R_OK) == 0;
+}
+
 /* Where libumpol.so is: $UMPOL_LIBRARY, beside this executable (build tree:
  * .libs/), ../lib beside it, then the configured library directory. */
 static bool find_library(char *out, size_t len)
@@ -26,25 +54,10 @@ static bool find_library(char *out, size_t len)
     const char *env = getenv("UMPOL_LIBRARY");
     if (env && *env) {
         snprintf(out, len, "%s", env);
-        return access(out, R_OK) == 0;
+        return readable(out);
     }
-    char exe[PATH_MAX / 2]; /* leaves room for the suffixes below */
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            static const char *const rel[] = {"/.libs/libumpol.so", "/../lib/libumpol.so"};
-            for (size_t i = 0; i < 2; i++) {
-                snprintf(out, len, "%s%s", exe, rel[i]);
-                if (access(out, R_OK) == 0)
-                    return true;
-            }
-        }
-    }
-    snprintf(out, len, "%s/libumpol.so", UMPOL_LIBDIR);
-    return access(out, R_OK) == 0;
+    static const char *const rel[] = {"/.libs/libumpol.so", "/../lib/libumpol.so"};
+    return find_installed(rel, UMPOL_LIBDIR "/libumpol.so", readable, out, len);
 }
 
 /* DIR holds the Python package's sitecustomize.py. */
@@ -52,30 +65,15 @@ static bool has_sitecustomize(const char *dir)
 {
     char probe[PATH_MAX + 32];
     snprintf(probe, sizeof probe, "%s/sitecustomize.py", dir);
-    return access(probe, R_OK) == 0;
+    return readable(probe);
 }
 
 /* Where the Python package is: beside this executable (a build tree),
  * ../share/umpol/python, then the configured data directory. */
 static bool find_python_dir(char *out, size_t len)
 {
-    char exe[PATH_MAX / 2];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            static const char *const rel[] = {"/python", "/../share/umpol/python"};
-            for (size_t i = 0; i < 2; i++) {
-                snprintf(out, len, "%s%s", exe, rel[i]);
-                if (has_sitecustomize(out))
-                    return true;
-            }
-        }
-    }
-    snprintf(out, len, "%s", UMPOL_PYTHONDIR);
-    return has_sitecustomize(out);
+    static const char *const rel[] = {"/python", "/../share/umpol/python"};
+    return find_installed(rel, UMPOL_PYTHONDIR, has_sitecustomize, out, len);
 }
 
 static int set(const char *name, const char *value, bool verbose)
