@@ -224,6 +224,14 @@ directive:
             d->value_loc = @2;
             add_directive(st, d);
         }
+    | MEMORY HOST semi
+        {
+            struct directive *d = directive_new(DIR_MEMORY, @1);
+            if (!d) YYNOMEM;
+            d->memory = MEMORY_HOST;
+            d->value_loc = @2;
+            add_directive(st, d);
+        }
     | ADVISE READ_MOSTLY semi
         {
             struct directive *d = directive_new(DIR_ADVISE, @1);

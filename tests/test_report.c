@@ -68,7 +68,7 @@ static void test_report_reads_a_recorded_report(void **state)
     assert_int_equal(r.device_count, 1);
     assert_false(r.devices[0].has_budget);
     assert_int_equal(r.class_count, 1);
-    assert_true(r.classes[0].device_memory);
+    assert_int_equal(r.classes[0].memory, REPORT_MEMORY_DEVICE);
     assert_int_equal(r.classes[0].v[RC_PEAK_BYTES], 4096);
     assert_int_equal(r.classes[0].v[RC_ALLOCATIONS], 0); /* absent reads as 0 */
     assert_true(r.profiled && r.classes[0].has_um);

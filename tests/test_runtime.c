@@ -15,6 +15,7 @@
 #include "fake/fake_api.h"
 #include "fake/fake_cudart.h"
 #include "lang/policy.h"
+#include "runtime/placement.h"
 #include "runtime/profile.h"
 #include "runtime/runtime.h"
 
@@ -136,6 +137,47 @@ static void test_runtime_device_class_uses_cuda_malloc(void **state)
     assert_int_equal(DELTA(f, malloc_managed), 0);
     assert_int_equal(DELTA(f, advise), 0);
     release(f, a, S1, MODE_STREAM);
+    teardown(f);
+}
+
+/* memory host: pinned pages the GPU maps, never advised, prefetched, counted
+ * against the budget or the managed cap; given back after the GPU's work. */
+static void test_runtime_host_class_is_pinned(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nslab 4MiB;\nbudget gpu 1MiB;\n"
+                              "class opt { match size >= 1MiB; memory host; place host near; }\n"
+                              "class rest { match any; memory device; }\n");
+    void *a = alloc(f, 3u << 20, API_CUDA_MALLOC, S1);
+    memset(a, 0x5a, 3u << 20); /* the host can write it */
+    assert_int_equal(DELTA(f, host_register), 1);
+    assert_int_equal(DELTA(f, malloc_managed), 0);
+    assert_int_equal(DELTA(f, malloc), 0);
+    assert_int_equal(DELTA(f, advise) + DELTA(f, prefetch), 0);
+    assert_int_equal(f->rt.devices[0].resident_bytes, 0);
+    assert_int_equal(f->rt.devices[0].managed_bytes, 0);
+    assert_int_equal(f->rt.class_stats[0].live_bytes, 3u << 20);
+    release(f, a, S1, MODE_ANY);
+    uint64_t syncs = fake_counters()->device_sync;
+    assert_true(place_trim(&f->rt, -1) >= (3u << 20));
+    assert_int_equal(DELTA(f, host_unregister), 1);
+    assert_true(fake_counters()->device_sync > syncs); /* waited before unpinning */
+    teardown(f);
+}
+
+/* No pinned memory to be had: the allocation passes through to CUDA. */
+static void test_runtime_host_class_falls_back(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nclass opt { match any; memory host; }\n");
+    fake_set_host_register_fails(1);
+    bool handled = true;
+    void *p = NULL;
+    assert_int_equal(rt_alloc(&f->rt, &p, 3u << 20, API_CUDA_MALLOC, S1, &handled), cudaSuccess);
+    fake_set_host_register_fails(0);
+    assert_false(handled);
+    assert_int_equal(f->rt.passthrough, 1);
+    assert_int_equal(f->rt.class_stats[0].allocations, 0);
     teardown(f);
 }
 
@@ -911,6 +953,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_runtime_slab_advised_once),
         cmocka_unit_test(test_runtime_device_class_uses_cuda_malloc),
+        cmocka_unit_test(test_runtime_host_class_is_pinned),
+        cmocka_unit_test(test_runtime_host_class_falls_back),
         cmocka_unit_test(test_runtime_same_stream_reuse),
         cmocka_unit_test(test_runtime_cross_stream_reuse_waits),
         cmocka_unit_test(test_runtime_legacy_malloc_avoids_busy_streams),

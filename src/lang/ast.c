@@ -59,3 +59,13 @@ void ast_free(struct policy_ast *ast)
     }
     ast_init(ast);
 }
+
+const char *memory_kind_name(enum memory_kind kind)
+{
+    switch (kind) {
+    case MEMORY_DEVICE: return "device";
+    case MEMORY_HOST: return "host";
+    case MEMORY_MANAGED: break;
+    }
+    return "managed";
+}

@@ -48,7 +48,12 @@ struct prefetch {
     struct loc loc;
 };
 
-enum memory_kind { MEMORY_MANAGED, MEMORY_DEVICE };
+/* Where a class's blocks come from: managed memory (advised, placed,
+ * moved), plain device memory, or pinned host memory the GPU maps. */
+enum memory_kind { MEMORY_MANAGED, MEMORY_DEVICE, MEMORY_HOST };
+
+/* "managed", "device" or "host": the directive's own word. */
+const char *memory_kind_name(enum memory_kind kind);
 
 #define MAX_ACCESS 8
 

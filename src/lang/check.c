@@ -84,13 +84,45 @@ static bool same_trigger(const struct prefetch *a, const struct prefetch *b)
     return a->trigger == TRIGGER_ALLOC || strcmp(a->pattern, b->pattern) == 0;
 }
 
+/* A class of plain device memory takes no advice, placement or prefetch; one
+ * of pinned host memory may name its host NUMA node with 'place host …', and
+ * every GPU maps it, so it takes no 'access' either. MEMORY is the directive. */
+static void check_unmanaged(const struct class_decl *c, const struct directive *const *first,
+                            const struct directive *memory, struct diag_list *diags)
+{
+    static const enum directive_kind managed_only[] = {DIR_ADVISE, DIR_PLACE, DIR_ACCESS,
+                                                       DIR_PREFETCH};
+    const char *word = memory_kind_name(memory->memory);
+    for (size_t i = 0; i < sizeof managed_only / sizeof managed_only[0]; i++) {
+        const struct directive *d = first[managed_only[i]];
+        if (!d || (d->kind == DIR_PLACE && memory->memory == MEMORY_HOST &&
+                   place_is_host(d->place.kind)))
+            continue;
+        struct diag *dg;
+        if (d->kind == DIR_ACCESS && memory->memory == MEMORY_HOST)
+            dg = diag_add(diags, DIAG_ERROR, E_CONFLICT, d->loc,
+                          "'access' in class '%s' is not needed: every GPU maps 'memory host'",
+                          class_label(c));
+        else if (d->kind == DIR_PLACE && memory->memory == MEMORY_HOST)
+            dg = diag_add(diags, DIAG_ERROR, E_CONFLICT, d->loc,
+                          "class '%s' uses 'memory host': it can only be placed on the host "
+                          "('place host', 'place host near' or 'place host numa N')",
+                          class_label(c));
+        else
+            dg = diag_add(diags, DIAG_ERROR, E_CONFLICT, d->loc,
+                          "'%s' needs managed memory, but class '%s' uses 'memory %s'",
+                          directive_name(d->kind), class_label(c), word);
+        diag_note(dg, memory->loc, "'memory %s' given here", word);
+    }
+}
+
 /* BUDGET: the policy's 'budget gpu', or NULL. */
 static void check_class(const struct class_decl *c, const struct global_decl *budget,
                         struct diag_list *diags)
 {
     const char *name = class_label(c);
     const struct directive *first[DIR_PRIORITY + 1] = {0};
-    const struct directive *memory_device = NULL, *prefetch_gpu = NULL;
+    const struct directive *memory_other = NULL, *prefetch_gpu = NULL; /* not managed memory */
     bool access_gpu = false;
     for (const struct directive *d = c->directives; d; d = d->next) {
         if (d->kind != DIR_PREFETCH && first[d->kind]) {
@@ -105,8 +137,8 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
         switch (d->kind) {
         case DIR_MATCH: check_expr(d->match, diags); break;
         case DIR_MEMORY:
-            if (d->memory == MEMORY_DEVICE)
-                memory_device = d;
+            if (d->memory != MEMORY_MANAGED)
+                memory_other = d;
             break;
         case DIR_ACCESS:
             if (d->access_count > MAX_ACCESS)
@@ -156,29 +188,11 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
     if (!first[DIR_MATCH] && complete(c))
         diag_add(diags, DIAG_ERROR, E_NO_MATCH, c->name_loc,
                  "class '%s' has no 'match' directive: say which allocations it takes", name);
-    if (memory_device) {
-        /* Plain device memory cannot be advised, placed elsewhere or prefetched. */
-        static const enum directive_kind managed_only[] = {DIR_ADVISE, DIR_PLACE, DIR_ACCESS};
-        for (size_t i = 0; i < sizeof managed_only / sizeof managed_only[0]; i++) {
-            const struct directive *d = first[managed_only[i]];
-            if (d) {
-                struct diag *dg = diag_add(
-                    diags, DIAG_ERROR, E_CONFLICT, d->loc,
-                    "'%s' needs managed memory, but class '%s' uses 'memory device'",
-                    directive_name(d->kind), name);
-                diag_note(dg, memory_device->loc, "'memory device' given here");
-            }
-        }
-        if (first[DIR_PREFETCH]) {
-            struct diag *dg =
-                diag_add(diags, DIAG_ERROR, E_CONFLICT, first[DIR_PREFETCH]->loc,
-                         "'prefetch' needs managed memory, but class '%s' uses 'memory device'",
-                         name);
-            diag_note(dg, memory_device->loc, "'memory device' given here");
-        }
-    }
+    if (memory_other)
+        check_unmanaged(c, first, memory_other, diags);
     const struct directive *place = first[DIR_PLACE];
-    if (place && place_is_host(place->place.kind) && prefetch_gpu && !access_gpu && complete(c)) {
+    if (place && place_is_host(place->place.kind) && prefetch_gpu && !access_gpu && !memory_other &&
+        complete(c)) {
         struct diag *dg = diag_add(
             diags, DIAG_WARNING, W_HOST_NO_ACCESS, place->loc,
             "class '%s' lives on the host and is prefetched to the GPU without 'access gpu': "
@@ -186,7 +200,7 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
             name);
         diag_note(dg, prefetch_gpu->loc, "prefetched to the GPU here");
     }
-    if (budget && first[DIR_ADVISE] && !memory_device) {
+    if (budget && first[DIR_ADVISE] && !memory_other) {
         struct diag *dg = diag_add(
             diags, DIAG_WARNING, W_READ_MOSTLY_BUDGET, first[DIR_ADVISE]->loc,
             "'advise read_mostly' in class '%s' is not applied under a budget: a read-only "

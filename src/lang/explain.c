@@ -163,7 +163,7 @@ void program_explain(FILE *out, const struct program *p)
                 break;
         }
         fprintf(out, "%3zu  %-*s  %-7s  %-12s  %-12s  %-11s  %u\n", i + 1, (int)name_w, c->name,
-                c->memory == MEMORY_DEVICE ? "device" : "managed",
+                memory_kind_name(c->memory),
                 program_place_str(c->place, buf, sizeof buf), access,
                 c->read_mostly ? "read_mostly" : "-", c->priority);
         fprintf(out, "     match:    ");
@@ -234,7 +234,7 @@ void program_explain_json(FILE *out, const struct program *p)
         json_print_string(out, text ? text : "");
         free(text);
         fprintf(out, ",\"always\":%s,\"memory\":\"%s\",\"read_mostly\":%s,\"place\":",
-                c->always ? "true" : "false", c->memory == MEMORY_DEVICE ? "device" : "managed",
+                c->always ? "true" : "false", memory_kind_name(c->memory),
                 c->read_mostly ? "true" : "false");
         json_place(out, c->place);
         fputs(",\"access\":[", out);

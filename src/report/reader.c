@@ -228,9 +228,13 @@ static bool read_classes(struct ctx *c, const struct jv *doc, struct report *r)
             return false;
         const struct jv *memory = jv_get(cj, "memory");
         if (memory && (memory->type != JV_STRING || (strcmp(memory->string, "device") != 0 &&
-                                                     strcmp(memory->string, "managed") != 0)))
-            return invalid(c, "%s.memory: expected \"managed\" or \"device\"", where);
-        cls->device_memory = memory && strcmp(memory->string, "device") == 0;
+                                                     strcmp(memory->string, "managed") != 0 &&
+                                                     strcmp(memory->string, "host") != 0)))
+            return invalid(c, "%s.memory: expected \"managed\", \"device\" or \"host\"", where);
+        cls->memory = !memory ? REPORT_MEMORY_MANAGED
+                      : strcmp(memory->string, "device") == 0 ? REPORT_MEMORY_DEVICE
+                      : strcmp(memory->string, "host") == 0   ? REPORT_MEMORY_HOST
+                                                              : REPORT_MEMORY_MANAGED;
         for (int k = 0; k < RC_COUNT; k++)
             if (!get_uint(c, cj, where, report_class_counters[k], &cls->v[k])) return false;
         if (!read_um(c, cj, where, &cls->has_um, cls->um) ||

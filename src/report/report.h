@@ -132,9 +132,12 @@ struct report_policy {
     uint64_t priority;
 };
 
+/* Where a class's blocks came from (its "memory"). */
+enum report_memory { REPORT_MEMORY_MANAGED, REPORT_MEMORY_DEVICE, REPORT_MEMORY_HOST };
+
 struct report_class {
     char *name;
-    bool device_memory; /* "memory": "device" (else managed) */
+    enum report_memory memory; /* "memory": "managed", "device" or "host" */
     uint64_t v[RC_COUNT];
     bool has_um;
     uint64_t um[UM_COUNT];

@@ -28,8 +28,9 @@ EXPORT const char *umpol_class_name(int index)
 /* Bytes of CLS's live blocks on the GPU: the pools' on-GPU lists (rt->lock held). */
 static uint64_t resident_bytes(const struct runtime *rt, int cls)
 {
-    if (rt->program->classes[cls].memory == MEMORY_DEVICE)
-        return rt->class_stats[cls].live_bytes;
+    if (rt->program->classes[cls].memory != MEMORY_MANAGED) /* all or nothing on the GPU */
+        return rt->program->classes[cls].memory == MEMORY_DEVICE ? rt->class_stats[cls].live_bytes
+                                                                 : 0;
     uint64_t bytes = 0;
     for (int d = 0; d < RT_MAX_DEVICES; d++) {
         const struct device_state *dev = &rt->devices[d];

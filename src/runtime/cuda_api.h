@@ -15,6 +15,9 @@ struct cuda_api {
      * calling thread's default stream). */
     cudaError_t (*malloc_async_ptsz)(void **ptr, size_t size, cudaStream_t stream);
     cudaError_t (*free_async_ptsz)(void *ptr, cudaStream_t stream);
+    cudaError_t (*host_register)(void *ptr, size_t size, unsigned flags);
+    cudaError_t (*host_unregister)(void *ptr);
+    cudaError_t (*host_get_device_pointer)(void **device_ptr, void *host_ptr, unsigned flags);
     cudaError_t (*mem_advise)(const void *ptr, size_t count, enum cudaMemoryAdvise advice,
                               struct cudaMemLocation location);
     cudaError_t (*mem_prefetch_async)(const void *ptr, size_t count,

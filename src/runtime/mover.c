@@ -1,3 +1,13 @@
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#ifdef HAVE_NUMA
+#include <numa.h>
+#include <numaif.h>
+#endif
+
 #include "runtime/log.h"
 #include "runtime/mover.h"
 
@@ -6,18 +16,66 @@ void mover_init(struct mover *m, const struct cuda_api *cuda)
     *m = (struct mover){.cuda = cuda};
 }
 
-cudaError_t mover_alloc(struct mover *m, bool managed, size_t size, uintptr_t *base)
+/* Pinned host memory: anonymous pages (on NODE, preferred, when >= 0),
+ * registered with CUDA and mapped for every GPU at their host address, as
+ * a block's address must be the same for the job's CPU and GPU code. */
+static cudaError_t host_alloc(struct mover *m, size_t size, int node, void **out)
+{
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return cudaErrorMemoryAllocation;
+#ifdef HAVE_NUMA
+    if (node >= 0 && node < 64 && numa_available() >= 0) {
+        unsigned long mask = 1ul << node;
+        if (mbind(p, size, MPOL_PREFERRED, &mask, sizeof mask * 8, 0) != 0)
+            LOG(LOG_DEBUG, "host memory on NUMA node %d: %s", node, strerror(errno));
+    }
+#else
+    (void)node;
+#endif
+    cudaError_t err =
+        m->cuda->host_register(p, size, cudaHostRegisterMapped | cudaHostRegisterPortable);
+    if (err == cudaSuccess) {
+        void *mapped = NULL;
+        if (m->cuda->host_get_device_pointer(&mapped, p, 0) != cudaSuccess || mapped != p) {
+            m->cuda->host_unregister(p);
+            err = cudaErrorNotSupported; /* the GPU would see it at another address */
+        }
+    }
+    if (err != cudaSuccess) {
+        munmap(p, size);
+        return err;
+    }
+    *out = p;
+    return cudaSuccess;
+}
+
+cudaError_t mover_alloc(struct mover *m, enum memory_kind kind, size_t size, int node,
+                        uintptr_t *base)
 {
     void *p = NULL;
-    cudaError_t err = managed ? m->cuda->malloc_managed(&p, size, cudaMemAttachGlobal)
-                              : m->cuda->malloc(&p, size);
+    cudaError_t err;
+    switch (kind) {
+    case MEMORY_HOST: err = host_alloc(m, size, node, &p); break;
+    case MEMORY_DEVICE: err = m->cuda->malloc(&p, size); break;
+    default: err = m->cuda->malloc_managed(&p, size, cudaMemAttachGlobal); break;
+    }
     *base = (uintptr_t)p;
     return err;
 }
 
-cudaError_t mover_release(struct mover *m, uintptr_t base)
+cudaError_t mover_release(struct mover *m, enum memory_kind kind, uintptr_t base, size_t size)
 {
-    return m->cuda->free((void *)base);
+    if (kind != MEMORY_HOST)
+        return m->cuda->free((void *)base); /* cudaFree waits for the work using it */
+    /* Unregistering does not wait: work the GPU still has queued may use the pages. */
+    cudaError_t err = m->cuda->device_synchronize();
+    if (err == cudaSuccess)
+        err = m->cuda->host_unregister((void *)base);
+    if (err != cudaSuccess)
+        return err; /* keep the pages rather than pull them from under the GPU */
+    munmap((void *)base, size);
+    return cudaSuccess;
 }
 
 cudaError_t mover_advise(struct mover *m, void *ptr, size_t size, enum cudaMemoryAdvise advice,

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lang/ast.h"
 #include "runtime/cuda_api.h"
 #include "runtime/device.h"
 
@@ -21,9 +22,12 @@ struct mover {
 
 void mover_init(struct mover *m, const struct cuda_api *cuda);
 
-/* Slab memory: managed or device, SIZE bytes at *BASE. */
-cudaError_t mover_alloc(struct mover *m, bool managed, size_t size, uintptr_t *base);
-cudaError_t mover_release(struct mover *m, uintptr_t base);
+/* Slab memory of KIND, SIZE bytes at *BASE. Host memory is pinned and mapped
+ * at the same address on every GPU, on host NUMA node NODE when >= 0. */
+cudaError_t mover_alloc(struct mover *m, enum memory_kind kind, size_t size, int node,
+                        uintptr_t *base);
+/* Give back what mover_alloc gave (host memory: after the GPU's work so far). */
+cudaError_t mover_release(struct mover *m, enum memory_kind kind, uintptr_t base, size_t size);
 cudaError_t mover_advise(struct mover *m, void *ptr, size_t size, enum cudaMemoryAdvise advice,
                          struct cudaMemLocation loc);
 const char *mover_error(const struct mover *m, cudaError_t err);

@@ -140,6 +140,12 @@ static struct cudaMemLocation host_of(const struct runtime *rt, int class_idx, i
     return place_location(rt, on_host ? place : (struct program_place){LOC_HOST, -1}, device);
 }
 
+int place_host_node(const struct runtime *rt, int class_idx, int device)
+{
+    struct cudaMemLocation loc = host_of(rt, class_idx, device);
+    return loc.type == cudaMemLocationTypeHostNuma ? loc.id : -1;
+}
+
 /* Under a budget the runtime alone moves managed pages to the GPU: every
  * slab prefers the host and is mapped by its GPU, so a GPU touching a block
  * the runtime did not place there reads it over the link instead of faulting
@@ -238,10 +244,11 @@ void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s)
     struct class_stats *st = &rt->class_stats[pool->class_idx];
     st->slabs++;
     st->slab_bytes += s->size;
-    if (rt->program->classes[pool->class_idx].memory != MEMORY_MANAGED) {
+    enum memory_kind kind = rt->program->classes[pool->class_idx].memory;
+    if (kind == MEMORY_DEVICE)
         dev->resident_bytes += s->size; /* device memory: all of it on the GPU at once */
-        return;
-    }
+    if (kind != MEMORY_MANAGED)
+        return; /* pinned host memory: never on the GPU, never advised */
     dev->managed_bytes += s->size;
     ranges_locked_add(rt, s->base, s->size, pool->class_idx);
     advise(rt, pool->class_idx, pool->device, (void *)s->base, s->size, &pool->advice_warned);
@@ -286,14 +293,14 @@ size_t place_trim(struct runtime *rt, int device)
                 size_t size = s->size;
                 dev->resident_bytes -= slab_gpu_bytes(s);
                 slab_destroy(p, s);
-                cudaError_t err = mover_release(&rt->mover, base);
+                cudaError_t err = mover_release(&rt->mover, cls->memory, base, size);
                 if (err != cudaSuccess)
                     LOG(LOG_WARN, "releasing a %zu-byte slab of class '%s' failed: %s", size,
                         cls->name, mover_error(&rt->mover, err));
                 if (cls->memory == MEMORY_MANAGED) {
                     dev->managed_bytes -= size;
                     ranges_locked_remove(rt, base);
-                } else {
+                } else if (cls->memory == MEMORY_DEVICE) {
                     dev->resident_bytes -= size;
                 }
                 rt->class_stats[c].slabs--;
@@ -555,8 +562,8 @@ static const struct program_prefetch *rule_on_alloc(const struct runtime *rt,
 void place_on_alloc(struct runtime *rt, struct block *b, int device, cudaStream_t stream)
 {
     const struct program_class *cls = &rt->program->classes[b->class_idx];
-    if (!b->slab || cls->memory == MEMORY_DEVICE)
-        return; /* device memory: counted with its slab, never evicted */
+    if (!b->slab || cls->memory != MEMORY_MANAGED)
+        return; /* device or pinned host memory: counted with its slab, never moved */
     rt->round_floor = rt->tick;
     if (b->on_gpu) /* free space that stayed on the GPU, live again */
         gpu_take_live(rt, b);

@@ -23,6 +23,10 @@ void placement_configure_device(struct runtime *rt, int device);
 struct cudaMemLocation place_location(const struct runtime *rt, struct program_place place,
                                       int device);
 
+/* The host NUMA node CLASS_IDX's host memory belongs on (its 'place host …'),
+ * -1: wherever the kernel puts it. */
+int place_host_node(const struct runtime *rt, int class_idx, int device);
+
 /* Room under DEVICE's managed cap for SIZE more bytes, after giving back empty
  * slabs if needed; a refusal is counted against CLASS_IDX. */
 bool cap_admits(struct runtime *rt, int class_idx, int device, size_t size);

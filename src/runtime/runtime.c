@@ -108,7 +108,7 @@ static cudaError_t adopt_managed(struct runtime *rt, void **ptr, size_t size, in
     if (!b)
         return cudaErrorMemoryAllocation;
     uintptr_t base;
-    cudaError_t err = mover_alloc(&rt->mover, true, size, &base);
+    cudaError_t err = mover_alloc(&rt->mover, MEMORY_MANAGED, size, -1, &base);
     if (err != cudaSuccess) {
         block_release(b);
         return err;
@@ -117,7 +117,7 @@ static cudaError_t adopt_managed(struct runtime *rt, void **ptr, size_t size, in
     *b = (struct block){.addr = base, .size = size, .requested = size, .class_idx = cls,
                         .device = device, .stream = stream};
     if (map_insert(&rt->map, b) != 0) {
-        mover_release(&rt->mover, base);
+        mover_release(&rt->mover, MEMORY_MANAGED, base, size);
         block_release(b);
         *ptr = NULL;
         return cudaErrorMemoryAllocation;
@@ -137,19 +137,20 @@ static size_t round_up(size_t n, size_t to)
 static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool dedicated,
                         struct slab **out)
 {
-    bool managed = rt->program->classes[p->class_idx].memory == MEMORY_MANAGED;
-    if (managed && !cap_admits(rt, p->class_idx, p->device, size))
+    enum memory_kind kind = rt->program->classes[p->class_idx].memory;
+    if (kind == MEMORY_MANAGED && !cap_admits(rt, p->class_idx, p->device, size))
         return cudaErrorMemoryAllocation;
     uint64_t t0 = now_ns();
     uintptr_t base;
-    cudaError_t err = mover_alloc(&rt->mover, managed, size, &base);
+    int node = kind == MEMORY_HOST ? place_host_node(rt, p->class_idx, p->device) : -1;
+    cudaError_t err = mover_alloc(&rt->mover, kind, size, node, &base);
     if (err == cudaErrorMemoryAllocation && place_trim(rt, p->device) > 0)
-        err = mover_alloc(&rt->mover, managed, size, &base);
+        err = mover_alloc(&rt->mover, kind, size, node, &base);
     if (err != cudaSuccess)
         return err;
     struct slab *s = pool_add_slab(p, base, size, dedicated);
     if (!s) {
-        mover_release(&rt->mover, base);
+        mover_release(&rt->mover, kind, base, size);
         return cudaErrorMemoryAllocation;
     }
     place_new_slab(rt, p, s);
@@ -268,6 +269,15 @@ static void count_alloc(struct runtime *rt, int cls, size_t bytes)
         st->peak_bytes = st->live_bytes;
 }
 
+static void warn_host_refused(struct runtime *rt, int cls, size_t size, cudaError_t err)
+{
+    static _Atomic bool warned;
+    if (!atomic_exchange(&warned, true))
+        LOG(LOG_WARN, "class '%s': pinning %zu bytes of host memory failed (%s); its allocations "
+            "go to CUDA unchanged while pinning fails", rt->program->classes[cls].name, size,
+            rt->cuda->get_error_string(err));
+}
+
 cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
                      cudaStream_t stream, bool *handled)
 {
@@ -309,6 +319,14 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
         struct block *b = NULL;
         err = pool_alloc(rt, cls, device, size, stream,
                          api == API_CUDA_MALLOC ? MODE_ANY : MODE_STREAM, &b);
+        if (err != cudaSuccess && rt->program->classes[cls].memory == MEMORY_HOST) {
+            /* No pinned host memory: the job's allocation goes to CUDA as it asked. */
+            pthread_mutex_unlock(&rt->lock);
+            warn_host_refused(rt, cls, size, err);
+            *handled = false;
+            __atomic_fetch_add(&rt->passthrough, 1, __ATOMIC_RELAXED);
+            return cudaSuccess;
+        }
         if (err == cudaSuccess) {
             *ptr = (void *)b->addr;
             if (rt->learn)
@@ -340,7 +358,7 @@ bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode
     st->live_bytes -= b->size;
     sites_note_free(rt->sites, b);
     if (!b->slab) { /* the job's own managed memory */
-        *err = mover_release(&rt->mover, b->addr);
+        *err = mover_release(&rt->mover, MEMORY_MANAGED, b->addr, b->size);
         place_adopted_freed(rt, b);
         block_release(b);
     } else {

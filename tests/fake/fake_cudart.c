@@ -155,6 +155,42 @@ EXPORT cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream)
     return host_free(ptr);
 }
 
+/* Registered host memory: counted, mapped at its own address. The fake does
+ * not remember sizes; tests pair register and unregister through the counters. */
+static int host_register_fails;
+
+void fake_set_host_register_fails(int on)
+{
+    host_register_fails = on;
+}
+
+EXPORT cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned flags)
+{
+    (void)flags;
+    if (!ptr || !size)
+        return last_error = cudaErrorInvalidValue;
+    if (host_register_fails)
+        return last_error = cudaErrorMemoryAllocation;
+    COUNT(host_register);
+    __atomic_add_fetch(&counters.bytes_pinned, size, __ATOMIC_RELAXED);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaHostUnregister(void *ptr)
+{
+    if (!ptr)
+        return last_error = cudaErrorInvalidValue;
+    COUNT(host_unregister);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaHostGetDevicePointer(void **device_ptr, void *host_ptr, unsigned flags)
+{
+    (void)flags;
+    *device_ptr = host_ptr;
+    return cudaSuccess;
+}
+
 EXPORT cudaError_t cudaMemAdvise(const void *ptr, size_t count, enum cudaMemoryAdvise advice,
                                  struct cudaMemLocation location)
 {

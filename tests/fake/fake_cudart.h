@@ -13,12 +13,15 @@ struct fake_counters {
     uint64_t discard_prefetch, discard_prefetch_bytes;
     uint64_t last_host_prefetch_stream; /* the stream of the latest prefetch to the host */
     uint64_t bytes_held;
+    uint64_t host_register, host_unregister, bytes_pinned; /* cudaHostRegister'd memory */
 };
 
 const struct fake_counters *fake_counters(void);
 /* Make cudaStreamQuery answer "not ready" / cudaStreamIsCapturing "active". */
 void fake_set_streams_busy(int busy);
 void fake_set_capturing(int on);
+/* Make cudaHostRegister fail as when pinned memory runs out. */
+void fake_set_host_register_fails(int on);
 
 /* The per-thread-default-stream variants, which cuda_runtime_api.h declares
  * only for code built with them. */

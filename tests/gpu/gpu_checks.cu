@@ -280,6 +280,49 @@ static int check_cap()
     return failures;
 }
 
+// pinned.umpol: a `memory host` class. 256 MiB written and read by kernels,
+// memset and copied with the device-to-device kind the job's frameworks use,
+// read by the CPU: the data must be right and the card must not hold it.
+static int check_pinned()
+{
+    const size_t bytes = 256u << 20, n = bytes / sizeof(uint32_t);
+    unsigned long long *bad, gpu_bad = 0;
+    uint32_t *dev, *host_side;
+    CHECK(cudaMalloc((void **)&bad, sizeof *bad)); // class rest: device memory
+    CHECK(cudaMalloc((void **)&dev, bytes));
+    CHECK(cudaMemset(bad, 0, sizeof *bad));
+    CHECK(cudaDeviceSynchronize());
+    size_t used_before = gpu_used();
+    umpol_tag_push("pinned");
+    CHECK(cudaMalloc((void **)&host_side, bytes));
+    umpol_tag_pop();
+    long long taken_mib = ((long long)gpu_used() - (long long)used_before) >> 20;
+    EXPECT(taken_mib < (long long)(bytes >> 21), "the card took %lld MiB for a memory-host block",
+           taken_mib);
+    fill<<<256, 256>>>(host_side, n, 7, 1);
+    verify<<<256, 256>>>(host_side, n, 7, 1, bad);
+    CHECK(cudaDeviceSynchronize());
+    EXPECT(host_side[12345] == pattern(7, 12345, 1), "the CPU reads another value");
+    fill<<<256, 256>>>(dev, n, 8, 2);
+    CHECK(cudaMemcpy(host_side, dev, bytes, cudaMemcpyDeviceToDevice));
+    verify<<<256, 256>>>(host_side, n, 8, 2, bad);
+    CHECK(cudaMemset(dev, 0, bytes));
+    CHECK(cudaMemcpy(dev, host_side, bytes, cudaMemcpyDeviceToDevice));
+    verify<<<256, 256>>>(dev, n, 8, 2, bad);
+    CHECK(cudaMemset(host_side, 0, bytes / 2));
+    CHECK(cudaMemcpy(&gpu_bad, bad, sizeof gpu_bad, cudaMemcpyDeviceToHost));
+    EXPECT(gpu_bad == 0, "%llu words wrong", gpu_bad);
+    EXPECT(host_side[0] == 0 && host_side[n - 1] == pattern(8, n - 1, 2), "memset reached %s",
+           host_side[0] ? "nothing" : "too far");
+    struct umpol_stats st;
+    EXPECT(umpol_stats(&st) == 0, "runtime not active");
+    CHECK(cudaFree(host_side));
+    CHECK(cudaFree(dev));
+    CHECK(cudaFree(bad));
+    printf("pinned: 256 MiB of memory host checked; the card took %lld MiB for it\n", taken_mib);
+    return failures;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -295,6 +338,7 @@ int main(int argc, char **argv)
              : strcmp(argv[1], "advice") == 0  ? check_advice()
              : strcmp(argv[1], "cap") == 0     ? check_cap()
              : strcmp(argv[1], "residency") == 0 ? check_residency()
+             : strcmp(argv[1], "pinned") == 0    ? check_pinned()
                                                : -1;
     if (rc < 0) {
         fprintf(stderr, "gpu_checks: unknown check %s\n", argv[1]);
