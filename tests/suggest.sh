@@ -22,6 +22,29 @@ for opts in "" "--budget 200MiB" "--budget 120MiB" "--goal memory"; do
     expect_status 0 "explain of suggest $opts" "$UMPOL_BIN" explain "$tmp/got.umpol"
 done
 
+# A report with a cache made under tag "kv" (train_like 6 kv, recorded): the tag is its own class.
+for opts in "" "--budget 200MiB"; do
+    name=$(echo "$opts" | tr -d ' -')
+    expected="$dir/expected-kv${name:+-$name}.umpol"
+    (cd "$dir" && "$UMPOL_BIN" suggest $opts kv-like.json) >"$tmp/got.umpol" 2>"$tmp/err" ||
+        fail "suggest $opts kv-like.json: exit $?: $(cat "$tmp/err")"
+    if diff -u "$expected" "$tmp/got.umpol" >"$tmp/diff"; then pass; else
+        fail "suggest $opts kv-like.json differs from $expected"
+        head -40 "$tmp/diff" >&2
+    fi
+    expect_status 0 "check of suggest $opts kv-like.json" "$UMPOL_BIN" check "$tmp/got.umpol"
+    grep -q "valid (0 errors, 0 warnings)" "$tmp/out" || fail "suggest $opts kv-like.json: check is not clean"
+done
+# The tag's class comes first (a tagged block also matches its phase's class) and goes to the
+# host under the budget, beside the optimizer-like state.
+[ "$(grep -m1 '^class ' "$dir/expected-kv-budget200MiB.umpol")" = "class step_state_tag_kv {" ] ||
+    fail "the tag's class is not the first"
+sed -n '/^class step_state_tag_kv/,/^}/p' "$dir/expected-kv-budget200MiB.umpol" >"$tmp/kv"
+grep -q 'match tag "kv" and size >= 1MiB;' "$tmp/kv" && grep -q "place host near;" "$tmp/kv" ||
+    fail "the tag's class: not matched by tag, or not on the host under the budget"
+grep -q 'Tag "kv" (first seen in phase .forward.)' "$dir/expected-kv.umpol" ||
+    fail "the tag's class has no comment naming the tag"
+
 # What the golden files say, so that a regenerated golden cannot silently lose it.
 grep -q "^class step_state_optimizer_step" "$dir/expected-budget200MiB.umpol" &&
     sed -n '/^class step_state_optimizer_step/,/^}/p' "$dir/expected-budget200MiB.umpol" |
@@ -109,6 +132,11 @@ if [ -f "$lib" ] && [ -x "$job" ]; then
     for c in transient_forward transient_backward persistent_model_init step_state_optimizer_step rest; do
         grep -q "^class $c {" "$tmp/rec.umpol" || fail "suggest -- COMMAND: no class $c"
     done
+    # A tag pushed by the job, which the recording policy does not name, still makes its class.
+    expect_status 0 "suggest -- COMMAND with a tag" env ${san:+LD_PRELOAD="$san"} \
+        "$UMPOL_BIN" suggest -o "$tmp/kv.umpol" -- "$job" 4 kv
+    grep -q '^    match tag "kv" and size >= 1MiB;' "$tmp/kv.umpol" ||
+        fail "suggest -- COMMAND with a tag: no class for tag kv"
     # The report's sites table, figure by figure (train_like.c's pattern, 3 steps).
     expect_status 0 "umpol run -r records sites" env ${san:+LD_PRELOAD="$san"} \
         "$UMPOL_BIN" run -p "$top_srcdir/policies/passthrough.umpol" -r "$tmp/sites.json" -- "$job" 3

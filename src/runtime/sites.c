@@ -12,8 +12,7 @@ static uint32_t bucket_of(uint64_t size)
     return size ? 63u - (uint32_t)__builtin_clzll(size) : 0;
 }
 
-static struct site *site_find(struct sites *s, int class_idx, int phase, int tag,
-                              uint32_t bucket)
+static struct site *site_find(struct sites *s, int class_idx, int phase, int tag, uint32_t bucket)
 {
     uint64_t key = ((uint64_t)(uint32_t)class_idx << 40) ^ ((uint64_t)(uint32_t)phase << 8) ^
                    ((uint64_t)(uint32_t)tag << 24) ^ bucket;

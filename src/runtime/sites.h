@@ -14,7 +14,7 @@
 
 #define SITES_MAX REPORT_SITES_MAX
 #define SITES_SLOTS (2 * SITES_MAX) /* open addressing: at most half full */
-#define SITES_TAGS_MAX 256            /* tag names kept; later ones count as untagged */
+#define SITES_TAGS_MAX 256          /* tag names kept; later ones count as untagged */
 
 struct site {
     int32_t class_idx, phase; /* phase: index into phase_stats, -1 outside every phase */
