@@ -368,7 +368,7 @@ static void add_directive(struct parse_state *st, struct directive *d)
 /* The doc comment found above the `class` keyword (lexer.l), as text: each
  * line without its indentation, its '#' and one space after it; NULL when
  * there is none. Returns -1 when out of memory. */
-static int take_class_doc(struct parse_state *st, char **out)
+static int class_doc_text(struct parse_state *st, char **out)
 {
     int first = st->class_doc_first, last = st->class_doc_last;
     st->class_doc_first = st->class_doc_last = 0;
@@ -406,13 +406,12 @@ static int begin_class(struct parse_state *st, char *name, YYLTYPE name_loc, YYL
 {
     char *doc = NULL;
     struct class_decl *c = calloc(1, sizeof *c);
-    /* A class read after a syntax error may not own the comment above it. */
-    if (!c || take_class_doc(st, &doc) != 0) {
+    if (!c || class_doc_text(st, &doc) != 0) {
         free(c);
         free(name);
         return -1;
     }
-    if (recovered) {
+    if (recovered) { /* read after a syntax error: the comment above may not be its own */
         free(doc);
         doc = NULL;
     }
