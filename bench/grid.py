@@ -5,6 +5,7 @@ tools users run today and by umpol, each at its own GPU memory.
     grid.py train --variant V --layers N [...]   one training run (one process)
     grid.py bandwidth --json F                   pinned cudaMemcpy both ways
     grid.py drive --out DIR --layers 16 32 ...   the whole grid, cell by cell
+    grid.py suggest --out DIR --budgets B ...    umpol suggest's policy against the stock ones
 
 The model: hidden 2048, intermediate 5504, 16 heads, vocabulary 32000, untied
 head, random initialisation from a fixed seed (no download); 16 layers are
@@ -401,17 +402,23 @@ def set_budget(policy_text, budget_bytes):
     return "\n".join(out) + "\n"
 
 
-def drive(args):
-    """Every anchor, then umpol at three budgets read from the anchors' peaks, per model."""
-    os.makedirs(args.out, exist_ok=True)
-    nvml = Nvml()
-    here = os.path.abspath(__file__)
-    deadline = time.time() + args.deadline_s
-    cells = open(os.path.join(args.out, "cells.jsonl"), "a")
-    common = ["--warmup", str(args.warmup), "--steps", str(args.steps), "--seed", str(args.seed)]
+class Runner:
+    """Runs `train` one process at a time, each a row of OUT/ROWS (JSON lines):
+    its command, exit status, seconds, NVML's peak from outside and the run's
+    own JSON; runs that would start within 30 s of the deadline are skipped."""
 
-    def run(tag, layers, variant, prefix=(), budget=None, policy=None, report=None):
-        left = deadline - time.time()
+    def __init__(self, args, rows="cells.jsonl"):
+        os.makedirs(args.out, exist_ok=True)
+        self.args = args
+        self.nvml = Nvml()
+        self.here = os.path.abspath(__file__)
+        self.deadline = time.time() + args.deadline_s
+        self.rows = open(os.path.join(args.out, rows), "a")
+
+    def run(self, tag, layers, variant, prefix=(), budget=None, policy=None, report=None,
+            warmup=None, steps=None):
+        args = self.args
+        left = self.deadline - time.time()
         name = f"L{layers}-{tag}"
         row = {"layers": layers, "variant": variant, "tag": tag, "budget_bytes": budget, "policy": policy,
                "report": report and os.path.basename(report)}
@@ -421,10 +428,12 @@ def drive(args):
         else:
             js = os.path.join(args.out, name + ".json")
             env = dict(os.environ, PYTHONUNBUFFERED="1")
-            cmd = list(prefix) + [sys.executable, here, "train", "--variant", variant,
+            common = ["--warmup", str(args.warmup if warmup is None else warmup),
+                      "--steps", str(args.steps if steps is None else steps), "--seed", str(args.seed)]
+            cmd = list(prefix) + [sys.executable, self.here, "train", "--variant", variant,
                                   "--layers", str(layers), "--json", js] + common
             rc, outside, secs = launch(cmd, os.path.join(args.out, name + ".log"), env,
-                                       min(args.cell_timeout_s, left - 5), nvml)
+                                       min(args.cell_timeout_s, left - 5), self.nvml)
             row.update(rc=rc, seconds=round(secs, 1), nvml_peak_bytes=outside, command=" ".join(cmd))
             if rc == 0 and os.path.exists(js):
                 row["run"] = json.load(open(js))
@@ -435,9 +444,18 @@ def drive(args):
             print(f"{name}: rc {rc}, {secs:.0f} s" + (
                 f", {r['median_step_ms']:.1f} ms/step, card {r['card_peak_bytes'] / 2**30:.2f} GiB"
                 if r else ""), flush=True)
-        cells.write(json.dumps(row) + "\n")
-        cells.flush()
+        self.rows.write(json.dumps(row) + "\n")
+        self.rows.flush()
         return row
+
+    def close(self):
+        self.rows.close()
+
+
+def drive(args):
+    """Every anchor, then umpol at three budgets read from the anchors' peaks, per model."""
+    runner = Runner(args)
+    nvml, here, run = runner.nvml, runner.here, runner.run
 
     bw = os.path.join(args.out, "bandwidth.json")
     if not os.path.exists(bw):
@@ -474,7 +492,182 @@ def drive(args):
             run(f"{kind}-{b / 2**30:.2f}GiB", layers, "ckpt",
                 prefix=profile + [args.umpol, "run", "-p", pol, "-r", report, "--"], budget=int(b),
                 policy=args.policy, report=report)
-    cells.close()
+    runner.close()
+
+
+# ---- `suggest`: umpol suggest's policy against the stock ones, per model and budget ----
+
+# What `umpol suggest -- COMMAND` records under (src/cli/suggest.c): every
+# allocation plain device memory, as without umpol.
+RECORD_POLICY = """# grid.py suggest's recording policy: every allocation plain device memory, as without umpol.
+umpol 1;
+class everything {
+    match any;
+    memory device;
+}
+"""
+# The stock policies written for training, in policies/; each runs at the cell's budget.
+STOCK_POLICIES = ("optimizer-offload", "auto-offload", "llm-finetune")
+SIZE_UNITS = {"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+def parse_size(text):
+    """Bytes of TEXT: a number of bytes (1e10 too) or one with a unit, 8GiB, 7.5GiB."""
+    num = text.rstrip("BKMGTi")
+    unit = text[len(num):]
+    try:
+        value = float(num) * SIZE_UNITS[unit]
+    except (ValueError, KeyError):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a size such as 12GiB or 12884901888")
+    if not value >= 1 << 20:
+        raise argparse.ArgumentTypeError(f"{text!r}: a budget of at least 1MiB")
+    return int(value)
+
+
+def held_peak(path):
+    """The most umpol held on the GPU by its own count (its report's timeline), or None."""
+    try:
+        events = (json.load(open(path)).get("timeline") or {}).get("events") or []
+    except (OSError, ValueError):
+        return None
+    return max((e.get("resident_bytes", 0) for e in events), default=None)
+
+
+def run_figures(row, out):
+    """What a cell keeps of one run: ms per step and its memory, or why it has none."""
+    r = row.get("run")
+    if not r:
+        return {"rc": row.get("rc"), "why": row.get("skipped") or (row.get("error_tail") or "")[-300:]}
+    fig = {"rc": 0, "median_step_ms": r["median_step_ms"], "card_peak_bytes": r["card_peak_bytes"],
+           "nvml_peak_bytes": row.get("nvml_peak_bytes"), "losses": r["losses"]}
+    if row.get("report"):
+        fig["held_peak_bytes"] = held_peak(os.path.join(out, row["report"]))
+    return fig
+
+
+def suggest_cell(layers, budget, suggested, stock, drafted):
+    """One cell: SUGGESTED and STOCK (name -> figures) at BUDGET; the ratio is
+    the fastest stock policy's ms over the suggested policy's, 0 when only the
+    suggested one failed (or umpol suggest refused), null when no stock ran."""
+    ran = {k: v for k, v in stock.items() if v.get("median_step_ms")}
+    best = min(ran, key=lambda k: ran[k]["median_step_ms"]) if ran else None
+    ratio = None
+    if best and suggested.get("median_step_ms"):
+        ratio = ran[best]["median_step_ms"] / suggested["median_step_ms"]
+    elif best:
+        ratio = 0.0
+    return {"layers": layers, "budget_bytes": budget, "drafted": drafted, "suggested": suggested,
+            "stock": stock, "best_stock": best,
+            "best_stock_ms": ran[best]["median_step_ms"] if best else None,
+            "over_best_stock": ratio}
+
+
+def suggest_summary(cells):
+    """The suggest.* keys: per cell its figures, and the least ratio over the
+    cells that have one (null when none has)."""
+    ratios = [c["over_best_stock"] for c in cells if c["over_best_stock"] is not None]
+    keys = {"suggest.min_over_best_stock": min(ratios) if ratios else None,
+            "suggest.cells_compared": len(ratios), "suggest.cells": []}
+    for c in cells:
+        memory = {name: {k: fig.get(k) for k in ("card_peak_bytes", "nvml_peak_bytes", "held_peak_bytes")}
+                  for name, fig in [("suggested", c["suggested"])] + sorted(c["stock"].items())}
+        keys["suggest.cells"].append({
+            "layers": c["layers"], "budget_bytes": c["budget_bytes"],
+            "suggested_ms": c["suggested"].get("median_step_ms"), "best_stock": c["best_stock"],
+            "best_stock_ms": c["best_stock_ms"], "over_best_stock": c["over_best_stock"],
+            "stock_ms": {k: v.get("median_step_ms") for k, v in sorted(c["stock"].items())},
+            "card_memory": memory})
+    return keys
+
+
+def suggest_table(keys):
+    """SUGGEST_SUMMARY's keys as a markdown table."""
+    gib = lambda b: f"{b / 2**30:.2f}" if b is not None else "-"  # noqa: E731
+    ms = lambda t: f"{t:.1f}" if t is not None else "failed"  # noqa: E731
+    names = sorted({n for c in keys["suggest.cells"] for n in c["stock_ms"]})
+    lines = ["| layers | budget GiB | suggested ms | " + " | ".join(f"{n} ms" for n in names)
+             + " | best stock / suggested | suggested card GiB (held) |",
+             "|---" * (5 + len(names)) + "|"]
+    for c in keys["suggest.cells"]:
+        m = c["card_memory"]["suggested"]
+        ratio = c["over_best_stock"]
+        lines.append(f"| {c['layers']} | {gib(c['budget_bytes'])} | {ms(c['suggested_ms'])} | "
+                     + " | ".join(ms(c["stock_ms"].get(n)) for n in names)
+                     + f" | {'-' if ratio is None else f'{ratio:.3f}'} | "
+                     f"{gib(m.get('card_peak_bytes'))} ({gib(m.get('held_peak_bytes'))}) |")
+    worst = keys["suggest.min_over_best_stock"]
+    lines.append("")
+    lines.append(f"suggest.min_over_best_stock = {'-' if worst is None else f'{worst:.3f}'} "
+                 f"over {keys['suggest.cells_compared']} cells (goal >= 0.95)")
+    return "\n".join(lines)
+
+
+def suggest(args):
+    """Per model: one short recorded run; per budget: umpol suggest's policy
+    drafted from it, then that policy and each stock one, timed alike."""
+    runner = Runner(args, rows="runs.jsonl")
+    out, umpol = args.out, args.umpol
+    top = os.path.dirname(os.path.dirname(runner.here))
+    stock = [(n, os.path.join(args.policies, n + ".umpol")) for n in STOCK_POLICIES]
+    missing = [path for _, path in stock if not os.path.exists(path)]
+    if missing:
+        print(f"grid: no stock policy {', '.join(missing)}: left out", flush=True)
+    stock = [(n, path) for n, path in stock if os.path.exists(path)]
+    record = os.path.join(out, "record.umpol")
+    open(record, "w").write(RECORD_POLICY)
+    cells = []
+    cells_file = open(os.path.join(out, "cells.jsonl"), "a")
+    for layers in args.layers:
+        report = os.path.join(out, f"L{layers}-record-report.json")
+        if os.path.exists(report):
+            os.unlink(report)
+        rec = runner.run("record", layers, "ckpt", prefix=[umpol, "run", "-p", record, "-r", report, "--"],
+                         policy=record, report=report, warmup=args.record_warmup, steps=args.record_steps)
+        for budget in args.budgets:
+            gib = f"{budget / 2**30:.2f}GiB"
+            drafted = os.path.join(out, f"L{layers}-suggested-{gib}.umpol")
+            why = None
+            if not os.path.exists(report):
+                why = f"the recorded run wrote no report (rc {rec.get('rc')})"
+            else:
+                # The same as `umpol suggest --budget SIZE -- COMMAND`, from the one recording.
+                cmd = [umpol, "suggest", "--budget", str(budget), "-o", drafted, report]
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+                if p.returncode != 0:
+                    why = f"umpol suggest exited {p.returncode}: {p.stderr.strip()[-600:]}"
+            if why:
+                print(f"L{layers} {gib}: {why}", flush=True)
+                suggested = {"rc": None, "why": why}
+            else:
+                rep = drafted[:-len(".umpol")] + "-report.json"
+                row = runner.run(f"suggested-{gib}", layers, "ckpt",
+                                 prefix=[umpol, "run", "-p", drafted, "-r", rep, "--"], budget=budget,
+                                 policy=drafted, report=rep)
+                suggested = run_figures(row, out)
+            figures = {}
+            for name, path in stock:
+                pol = os.path.join(out, f"L{layers}-{name}-{gib}.umpol")
+                open(pol, "w").write(set_budget(open(path).read(), budget))
+                rep = pol[:-len(".umpol")] + "-report.json"
+                row = runner.run(f"{name}-{gib}", layers, "ckpt", prefix=[umpol, "run", "-p", pol, "-r", rep, "--"],
+                                 budget=budget, policy=os.path.relpath(path, top), report=rep)
+                figures[name] = run_figures(row, out)
+            cell = suggest_cell(layers, budget, suggested, figures,
+                                os.path.basename(drafted) if not why else None)
+            cells.append(cell)
+            cells_file.write(json.dumps(cell) + "\n")
+            cells_file.flush()
+            r = cell["over_best_stock"]
+            print(f"L{layers} {gib}: best stock {cell['best_stock']}, best stock / suggested "
+                  + ("-" if r is None else f"{r:.3f}"), flush=True)
+    cells_file.close()
+    runner.close()
+    keys = suggest_summary(cells)
+    with open(os.path.join(out, "latest-suggest.json"), "w") as f:
+        json.dump(keys, f, indent=1)
+    table = suggest_table(keys)
+    open(os.path.join(out, "summary.md"), "w").write(table + "\n")
+    print(table, flush=True)
 
 
 def main():
@@ -507,8 +700,24 @@ def main():
                    help="the highest budget, as a fraction of checkpointing alone's card peak")
     d.add_argument("--cell-timeout-s", type=float, default=200)
     d.add_argument("--deadline-s", type=float, default=3600, help="skip cells that would start after this")
+    s = sub.add_parser("suggest", help="umpol suggest's policy against the stock ones, per model and budget")
+    s.add_argument("--out", required=True)
+    s.add_argument("--umpol", default="umpol", help="the umpol executable")
+    s.add_argument("--layers", type=int, nargs="+", default=[16, 32])
+    s.add_argument("--budgets", type=parse_size, nargs="+", required=True,
+                   help="GPU budgets, each for every model: bytes or sizes such as 12GiB")
+    s.add_argument("--policies", default=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                                      "policies"),
+                   help="where the stock policies are")
+    s.add_argument("--warmup", type=int, default=3)
+    s.add_argument("--steps", type=int, default=5, help="timed steps after the warm-up, for every policy")
+    s.add_argument("--record-warmup", type=int, default=1, help="the recorded run's warm-up steps")
+    s.add_argument("--record-steps", type=int, default=2, help="the recorded run's further steps")
+    s.add_argument("--seed", type=int, default=3)
+    s.add_argument("--cell-timeout-s", type=float, default=150, help="one run's limit")
+    s.add_argument("--deadline-s", type=float, default=570, help="skip runs that would start after this")
     args = p.parse_args()
-    {"train": train, "bandwidth": bandwidth, "drive": drive}[args.cmd](args)
+    {"train": train, "bandwidth": bandwidth, "drive": drive, "suggest": suggest}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -373,14 +373,57 @@ static void add_directive(struct parse_state *st, struct directive *d)
     c->tail = &d->next;
 }
 
+/* The doc comment found above the `class` keyword (lexer.l), as text: each
+ * line without its indentation, its '#' and one space after it; NULL when
+ * there is none. Returns -1 when out of memory. */
+static int class_doc_text(struct parse_state *st, char **out)
+{
+    int first = st->class_doc_first, last = st->class_doc_last;
+    st->class_doc_first = st->class_doc_last = 0;
+    *out = NULL;
+    if (!first)
+        return 0;
+    size_t room = 1, len;
+    for (int l = first; l <= last; l++) {
+        source_line(st->src, l, &len);
+        room += len + 1;
+    }
+    char *doc = malloc(room), *o = doc;
+    if (!doc)
+        return -1;
+    for (int l = first; l <= last; l++) {
+        const char *line = source_line(st->src, l, &len), *end = line + len;
+        while (line < end && (*line == ' ' || *line == '\t'))
+            line++;
+        line += line < end && *line == '#';
+        line += line < end && *line == ' ';
+        while (end > line && (end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t'))
+            end--;
+        if (l > first)
+            *o++ = '\n';
+        memcpy(o, line, (size_t)(end - line));
+        o += end - line;
+    }
+    *o = '\0';
+    *out = doc;
+    return 0;
+}
+
 static int begin_class(struct parse_state *st, char *name, YYLTYPE name_loc, YYLTYPE loc,
                        bool recovered)
 {
+    char *doc = NULL;
     struct class_decl *c = calloc(1, sizeof *c);
-    if (!c) {
+    if (!c || class_doc_text(st, &doc) != 0) {
+        free(c);
         free(name);
         return -1;
     }
+    if (recovered) { /* read after a syntax error: the comment above may not be its own */
+        free(doc);
+        doc = NULL;
+    }
+    c->doc = doc;
     c->name = name;
     c->name_loc = name_loc;
     c->loc = loc;

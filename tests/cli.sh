@@ -46,8 +46,13 @@ opt = doc["classes"][1]
 assert opt["place"] == "host near" and opt["access"] == ["gpu"], opt
 assert opt["prefetch"][0] == {"to": "gpu", "on": "enter", "pattern": "optimizer*"}, opt
 assert doc["budget_gpu"] == {"percent": 80}, doc
+assert doc["classes"][0]["doc"] == "Parameters are allocated while the model is built.", doc
 PY
 fi
+# explain shows each class's doc comment, the comment lines directly above it.
+expect_status 0 "explain with doc comments" "$UMPOL_BIN" explain "$good"
+grep -A3 "^  1  weights" "$tmp/out" | grep -q "^     doc:      Parameters are allocated while the model is built.$" ||
+    fail "explain: no doc comment under the class" 
 expect_status 1 "explain an invalid policy" "$UMPOL_BIN" explain "$bad"
 
 # explain tells what the runtime applies: without `cap managed`, the default cap, per GPU.

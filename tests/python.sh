@@ -118,6 +118,24 @@ PY
     expect_status 0 "classes from Python, fake CUDA runtime" env LD_PRELOAD="$top_builddir/.libs/libumpol.so $fake" \
         UMPOL_POLICY="$tmp/classes.umpol" PYTHONPATH="$top_builddir/python" python3 "$tmp/alloc.py"
     grep -q "alloc ok" "$tmp/out" || { fail "classes from Python"; cat "$tmp/out"; }
+    # A tag the policy does not name still reaches the report's sites, for umpol suggest.
+    printf 'umpol 1;\nclass everything { match any; memory device; }\n' >"$tmp/record.umpol"
+    cat >"$tmp/tagged.py" <<'PY'
+import ctypes, umpol
+cuda = ctypes.CDLL(None)
+p = ctypes.c_void_p()
+with umpol.tag("kv"):
+    assert cuda.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(5000)) == 0
+assert cuda.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(5000)) == 0
+PY
+    expect_status 0 "a tag from Python in the report" env LD_PRELOAD="$top_builddir/.libs/libumpol.so $fake" \
+        UMPOL_POLICY="$tmp/record.umpol" UMPOL_REPORT="$tmp/tagged.json" PYTHONPATH="$top_builddir/python" \
+        python3 "$tmp/tagged.py"
+    python3 - "$tmp/tagged.json" <<'PY' || fail "the tag of a site from Python"
+import json, sys
+sites = json.load(open(sys.argv[1]))["sites"]
+assert sorted((str(s.get("tag")), s["allocations"]) for s in sites) == [("None", 1), ("kv", 1)], sites
+PY
 fi
 
 # With a PyTorch (a CPU-only one will do), the automatic phases of an

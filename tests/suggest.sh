@@ -22,6 +22,39 @@ for opts in "" "--budget 200MiB" "--budget 120MiB" "--goal memory"; do
     expect_status 0 "explain of suggest $opts" "$UMPOL_BIN" explain "$tmp/got.umpol"
 done
 
+# A report with a cache made under tag "kv" (train_like 6 kv, recorded): the tag is its own class.
+for opts in "" "--budget 200MiB"; do
+    name=$(echo "$opts" | tr -d ' -')
+    expected="$dir/expected-kv${name:+-$name}.umpol"
+    (cd "$dir" && "$UMPOL_BIN" suggest $opts kv-like.json) >"$tmp/got.umpol" 2>"$tmp/err" ||
+        fail "suggest $opts kv-like.json: exit $?: $(cat "$tmp/err")"
+    if diff -u "$expected" "$tmp/got.umpol" >"$tmp/diff"; then pass; else
+        fail "suggest $opts kv-like.json differs from $expected"
+        head -40 "$tmp/diff" >&2
+    fi
+    expect_status 0 "check of suggest $opts kv-like.json" "$UMPOL_BIN" check "$tmp/got.umpol"
+    grep -q "valid (0 errors, 0 warnings)" "$tmp/out" || fail "suggest $opts kv-like.json: check is not clean"
+done
+# The tag's class comes first (a tagged block also matches its phase's class) and goes to the
+# host under the budget, beside the optimizer-like state.
+[ "$(grep -m1 '^class ' "$dir/expected-kv-budget200MiB.umpol")" = "class step_state_tag_kv {" ] ||
+    fail "the tag's class is not the first"
+sed -n '/^class step_state_tag_kv/,/^}/p' "$dir/expected-kv-budget200MiB.umpol" >"$tmp/kv"
+grep -q 'match tag "kv" and size >= 1MiB;' "$tmp/kv" && grep -q "place host near;" "$tmp/kv" ||
+    fail "the tag's class: not matched by tag, or not on the host under the budget"
+grep -q 'Tag "kv" (first seen in phase .forward.)' "$dir/expected-kv.umpol" ||
+    fail "the tag's class has no comment naming the tag"
+# explain of a drafted policy reads as its reasoning: each class with the comment above it.
+for json in "" --json; do
+    expected="$dir/expected-kv-budget200MiB.explain${json:+.json}"
+    (cd "$dir" && "$UMPOL_BIN" explain $json expected-kv-budget200MiB.umpol) >"$tmp/explain" 2>"$tmp/err" ||
+        fail "explain $json of a drafted policy: exit $?: $(cat "$tmp/err")"
+    if diff -u "$expected" "$tmp/explain" >"$tmp/diff"; then pass; else
+        fail "explain $json of a drafted policy differs from $expected"
+        head -40 "$tmp/diff" >&2
+    fi
+done
+
 # What the golden files say, so that a regenerated golden cannot silently lose it.
 grep -q "^class step_state_optimizer_step" "$dir/expected-budget200MiB.umpol" &&
     sed -n '/^class step_state_optimizer_step/,/^}/p' "$dir/expected-budget200MiB.umpol" |
@@ -38,6 +71,21 @@ if diff -u "$dir/expected-budget200MiB.umpol" "$tmp/man.umpol" >"$tmp/diff"; the
     fail "umpol-suggest(1)'s example is not the output of suggest --budget 200MiB"
     head -20 "$tmp/diff" >&2
 fi
+
+# Its explain excerpt is explain's output, line for line, in order.
+awk '/^\.EX/ { on = 1; next } /^\.EE/ { on = 0; keep = 0 } on && /^policy:/ { keep = 1 } on && keep { print }' \
+    "$top_builddir/man/umpol-suggest.1" | sed -e 's/\\-/-/g' -e 's/\\e/\\/g' -e 's/^\\&//' >"$tmp/man.explain"
+cp "$dir/expected-budget200MiB.umpol" "$tmp/train.umpol"
+(cd "$tmp" && "$UMPOL_BIN" explain train.umpol) >"$tmp/explain"
+python3 - "$tmp/man.explain" "$tmp/explain" <<'PY' && pass || fail "umpol-suggest(1)'s explain excerpt is not explain's output"
+import sys
+shown = [l for l in open(sys.argv[1]).read().splitlines() if l != "..."]
+real = open(sys.argv[2]).read().splitlines()
+assert len(shown) > 10 and any(l.startswith("     doc:") for l in shown), shown
+at = 0
+for line in shown:
+    at = real.index(line, at) + 1  # ValueError: not there, or out of order
+PY
 
 # -o writes the file whole; the budget too small writes nothing, keeps what is there.
 expect_status 0 "suggest -o" "$UMPOL_BIN" suggest --budget 200MiB -o "$tmp/p.umpol" "$report"
@@ -109,6 +157,11 @@ if [ -f "$lib" ] && [ -x "$job" ]; then
     for c in transient_forward transient_backward persistent_model_init step_state_optimizer_step rest; do
         grep -q "^class $c {" "$tmp/rec.umpol" || fail "suggest -- COMMAND: no class $c"
     done
+    # A tag pushed by the job, which the recording policy does not name, still makes its class.
+    expect_status 0 "suggest -- COMMAND with a tag" env ${san:+LD_PRELOAD="$san"} \
+        "$UMPOL_BIN" suggest -o "$tmp/kv.umpol" -- "$job" 4 kv
+    grep -q '^    match tag "kv" and size >= 1MiB;' "$tmp/kv.umpol" ||
+        fail "suggest -- COMMAND with a tag: no class for tag kv"
     # The report's sites table, figure by figure (train_like.c's pattern, 3 steps).
     expect_status 0 "umpol run -r records sites" env ${san:+LD_PRELOAD="$san"} \
         "$UMPOL_BIN" run -p "$top_srcdir/policies/passthrough.umpol" -r "$tmp/sites.json" -- "$job" 3

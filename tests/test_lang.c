@@ -443,6 +443,52 @@ static void test_program_explain_default_cap(void **state)
     policy_free(&pol);
 }
 
+/* A class's doc comment: the whole-line comments directly above `class`. */
+static void test_program_class_doc_comments(void **state)
+{
+    (void)state;
+    struct policy pol = load("# the file's header, then a blank line\n"
+                             "umpol 1;\n"
+                             "\n"
+                             "# Weights: read by every step.\n"
+                             "  #   indented, and a blank comment line:\n"
+                             "#\n"
+                             "#no space after the hash   \n"
+                             "class a { match size >= 1MiB; }\n"
+                             "# not above b: a blank line follows\n"
+                             "\n"
+                             "class b { match size >= 1KiB; }  # after a token\n"
+                             "class c {\n"
+                             "    match phase \"x\";\n"
+                             "    # inside the body, before its '}'\n"
+                             "}\n"
+                             "class d { match tag \"t\"; } # a trailing comment\n"
+                             "class e { match any; }\n");
+    assert_non_null(pol.program);
+    assert_int_equal(pol.program->class_count, 5);
+    assert_string_equal(pol.program->classes[0].doc, "Weights: read by every step.\n"
+                                                     "  indented, and a blank comment line:\n"
+                                                     "\n"
+                                                     "no space after the hash");
+    for (size_t i = 1; i < 5; i++)
+        assert_null(pol.program->classes[i].doc);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    program_explain(out, pol.program);
+    program_explain_json(out, pol.program);
+    fclose(out);
+    assert_non_null(strstr(text, "     doc:      Weights: read by every step.\n"
+                                 "                 indented, and a blank comment line:\n"
+                                 "\n"
+                                 "               no space after the hash\n"
+                                 "  2  b"));
+    assert_non_null(strstr(text, "\"doc\":\"Weights: read by every step.\\n  indented"));
+    assert_non_null(strstr(strstr(text, "\"name\":\"b\""), "\"doc\":null"));
+    free(text);
+    policy_free(&pol);
+}
+
 static void test_check_warnings_keep_policy_valid(void **state)
 {
     (void)state;
@@ -656,6 +702,7 @@ int main(void)
         cmocka_unit_test(test_check_warning_cap),
         cmocka_unit_test(test_check_machine),
         cmocka_unit_test(test_program_explain_default_cap),
+        cmocka_unit_test(test_program_class_doc_comments),
         cmocka_unit_test(test_check_warnings_keep_policy_valid),
         cmocka_unit_test(test_program_globals),
         cmocka_unit_test(test_program_classify_first_match_wins),

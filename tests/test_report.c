@@ -25,6 +25,7 @@
 #include "fake/fake_cudart.h"
 #include "lang/api.h"
 #include "lang/policy.h"
+#include "runtime/phase.h"
 #include "runtime/runtime.h"
 #endif
 
@@ -449,7 +450,7 @@ static void test_report_writer_records_sites(void **state)
     w->rt.sites = calloc(1, sizeof *w->rt.sites);
     assert_non_null(w->rt.sites);
     cudaSetDevice(0);
-    void *p[4];
+    void *p[5];
     bool handled;
     assert_int_equal(rt_alloc(&w->rt, &p[0], 1000, API_CUDA_MALLOC_ASYNC, 0, &handled), 0);
     phase_enter(&w->rt, "outer");
@@ -459,6 +460,12 @@ static void test_report_writer_records_sites(void **state)
     assert_int_equal(rt_alloc(&w->rt, &p[2], 4096, API_CUDA_MALLOC_ASYNC, 0, &handled), 0);
     assert_int_equal(rt_alloc(&w->rt, &p[3], 6000, API_CUDA_MALLOC_ASYNC, 0, &handled), 0);
     phase_exit(&w->rt);
+    /* A tag the policy does not name is recorded too; the innermost one counts. */
+    tag_push(&w->rt, "other");
+    tag_push(&w->rt, "kv");
+    assert_int_equal(rt_alloc(&w->rt, &p[4], 1000, API_CUDA_MALLOC_ASYNC, 0, &handled), 0);
+    tag_pop();
+    tag_pop();
     cudaError_t err;
     assert_true(rt_free(&w->rt, p[2], 0, MODE_STREAM, &err));
     assert_true(rt_free(&w->rt, p[1], 0, MODE_STREAM, &err));
@@ -471,8 +478,13 @@ static void test_report_writer_records_sites(void **state)
         fail_msg("the writer's report does not read back: %s", why);
     assert_true(r.has_sites);
     assert_int_equal(r.sites_dropped, 0);
-    assert_int_equal(r.site_count, 3);
+    assert_int_equal(r.site_count, 4);
     assert_string_equal(r.phases[r.sites[1].phase].name, "inner");
+    assert_null(r.sites[0].tag);
+    assert_null(r.sites[2].tag);
+    assert_string_equal(r.sites[3].tag, "kv");
+    assert_int_equal(r.sites[3].phase, -1);
+    assert_int_equal(r.sites[3].allocations, 1);
     assert_string_equal(r.phases[r.sites[2].phase].name, "outer");
     const struct report_site *none = &r.sites[0], *inner = &r.sites[1], *outer = &r.sites[2];
     assert_int_equal(none->phase, -1);
@@ -492,6 +504,7 @@ static void test_report_writer_records_sites(void **state)
     report_free(&r);
     assert_true(rt_free(&w->rt, p[0], 0, MODE_STREAM, &err));
     assert_true(rt_free(&w->rt, p[3], 0, MODE_STREAM, &err));
+    assert_true(rt_free(&w->rt, p[4], 0, MODE_STREAM, &err));
     writer_teardown(w);
 }
 

@@ -2,12 +2,13 @@
  *
  * Reports are read into a `struct run_profile` by one adapter
  * (profile_from_report); the analysis sees only that struct. Allocation sites
- * (phase, power-of-two size) are grouped by the phase that made them and by
- * lifetime: blocks freed within a step are transient (activations,
- * gradients), blocks that outlive a step are state, made once (weights) or
- * in a repeated phase (optimizer state). The budget then decides where state
- * goes. The output is checked with the policy front end before it is
- * written, and written whole or not at all. */
+ * (phase, tag, power-of-two size) are grouped by the tag they were made
+ * under, else by the phase that made them, and by lifetime: blocks freed
+ * within a step are transient (activations, gradients), blocks that outlive
+ * a step are state, made once (weights) or in a repeated phase (optimizer
+ * state). The budget then decides where state goes. The output is checked
+ * with the policy front end before it is written, and written whole or not
+ * at all. */
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
@@ -33,6 +34,7 @@
 
 struct run_site {
     const char *phase; /* NULL: outside every phase */
+    const char *tag;   /* the innermost tag pushed, NULL: none */
     const char *class_name;
     uint64_t allocations, frees, bytes, min_size, max_size, peak_live, lifetime_ns;
 };
@@ -158,16 +160,18 @@ static bool profile_from_report(struct run_profile *p, const struct report *r, s
     }
     for (size_t i = 0; i < r->site_count; i++) {
         const struct report_site *s = &r->sites[i];
-        p->sites[p->nsites++] = (struct run_site){
-            .phase = s->phase >= 0 ? r->phases[s->phase].name : NULL,
-            .class_name = p->classes[class_base + s->class_index].name,
-            .allocations = s->allocations,
-            .frees = s->frees,
-            .bytes = s->bytes,
-            .min_size = s->min_size,
-            .max_size = s->max_size,
-            .peak_live = s->peak_live_bytes,
-            .lifetime_ns = s->lifetime_ns};
+        if (s->tag && !printable(s->tag)) return fail(b, "a tag without a printable name");
+        p->sites[p->nsites++] =
+            (struct run_site){.phase = s->phase >= 0 ? r->phases[s->phase].name : NULL,
+                              .tag = s->tag,
+                              .class_name = p->classes[class_base + s->class_index].name,
+                              .allocations = s->allocations,
+                              .frees = s->frees,
+                              .bytes = s->bytes,
+                              .min_size = s->min_size,
+                              .max_size = s->max_size,
+                              .peak_live = s->peak_live_bytes,
+                              .lifetime_ns = s->lifetime_ns};
     }
     p->reports++;
     return true;
@@ -177,8 +181,10 @@ static bool profile_from_report(struct run_profile *p, const struct report *r, s
 
 enum role { ROLE_TRANSIENT, ROLE_MODEL_STATE, ROLE_STEP_STATE };
 
+/* Sites made under one tag, or else in one phase, with one role. */
 struct group {
-    const char *phase;
+    const char *phase; /* where its first site was made */
+    const char *tag;   /* NULL: untagged sites of PHASE */
     enum role role;
     uint64_t allocations, frees, bytes, min_size, max_size, peak_live, lifetime_ns;
     char recorded[160]; /* the recorded classes' faults and moves, or "" */
@@ -234,13 +240,22 @@ static bool persistent(const struct run_site *s, uint64_t period_ns)
     return freed && s->lifetime_ns / freed > period_ns;
 }
 
-static struct group *group_for(struct group *g, size_t *n, const char *phase, enum role role)
+static bool same_name(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+/* Tagged sites are told apart by their tag alone, whatever their phase. */
+static bool same_key(const struct group *a, const char *phase, const char *tag)
+{
+    return same_name(a->tag, tag) && (tag || same_name(a->phase, phase));
+}
+
+static struct group *group_for(struct group *g, size_t *n, const struct run_site *s, enum role role)
 {
     for (size_t i = 0; i < *n; i++)
-        if (g[i].role == role &&
-            ((!phase && !g[i].phase) || (phase && g[i].phase && strcmp(phase, g[i].phase) == 0)))
-            return &g[i];
-    g[*n] = (struct group){.phase = phase, .role = role, .min_size = UINT64_MAX};
+        if (g[i].role == role && same_key(&g[i], s->phase, s->tag)) return &g[i];
+    g[*n] = (struct group){.phase = s->phase, .tag = s->tag, .role = role, .min_size = UINT64_MAX};
     return &g[(*n)++];
 }
 
@@ -290,7 +305,7 @@ static size_t build_groups(const struct run_profile *p, struct plan *pl, struct 
             const struct run_phase *ph = phase_named(p, s->phase);
             role = ph && ph->entries > 1 ? ROLE_STEP_STATE : ROLE_MODEL_STATE;
         }
-        struct group *gr = group_for(g, &n, s->phase, role);
+        struct group *gr = group_for(g, &n, s, role);
         gr->allocations += s->allocations;
         gr->frees += s->frees;
         gr->bytes += s->bytes;
@@ -312,15 +327,14 @@ static size_t build_groups(const struct run_profile *p, struct plan *pl, struct 
     return n;
 }
 
-/* Sizes of two groups of one phase that do not overlap can tell them apart;
- * else the phase's groups become one, of the role holding more bytes. */
+/* Sizes of two groups of one phase (or tag) that do not overlap can tell them
+ * apart; else they become one, of the role holding more bytes. */
 static size_t merge_overlapping(struct group *g, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         for (size_t k = i + 1; k < n; k++) {
-            bool same_phase = (!g[i].phase && !g[k].phase) ||
-                              (g[i].phase && g[k].phase && strcmp(g[i].phase, g[k].phase) == 0);
-            if (!same_phase || g[i].max_size < g[k].min_size || g[k].max_size < g[i].min_size)
+            if (!same_key(&g[i], g[k].phase, g[k].tag) || g[i].max_size < g[k].min_size ||
+                g[k].max_size < g[i].min_size)
                 continue;
             struct group *keep = g[i].bytes >= g[k].bytes ? &g[i] : &g[k];
             const struct group *gone = keep == &g[i] ? &g[k] : &g[i];
@@ -350,7 +364,7 @@ static const char *role_word(enum role r)
 static void name_group(struct group *g, struct group *all, size_t n)
 {
     char base[48];
-    const char *src = g->phase ? g->phase : "outside";
+    const char *src = g->tag ? g->tag : g->phase ? g->phase : "outside";
     size_t o = 0;
     for (const char *c = src; *c && o < 24; c++)
         base[o++] =
@@ -358,8 +372,8 @@ static void name_group(struct group *g, struct group *all, size_t n)
                        ? *c
                        : '_');
     base[o] = '\0';
-    snprintf(g->name, sizeof g->name, "%s_%s", role_word(g->role), base);
-    if (base[0] >= '0' && base[0] <= '9')
+    snprintf(g->name, sizeof g->name, "%s_%s%s", role_word(g->role), g->tag ? "tag_" : "", base);
+    if (!g->tag && base[0] >= '0' && base[0] <= '9')
         snprintf(g->name, sizeof g->name, "%s_p%s", role_word(g->role), base);
     int suffix = 2;
     for (bool clash = true; clash;) {
@@ -402,6 +416,8 @@ static void recorded_figures(const struct run_profile *p, struct group *g)
 static int by_order(const void *a, const void *b)
 {
     const struct group *x = a, *y = b;
+    if (!x->tag != !y->tag) /* tags first: a tagged block's phase class would also match it */
+        return x->tag ? -1 : 1;
     if (x->depth != y->depth) /* inner phases first: an outer phase's glob also holds there */
         return y->depth - x->depth;
     if (x->role != y->role) return (int)x->role - (int)y->role;
@@ -459,6 +475,17 @@ static bool assign_priorities(struct group *g, size_t n)
 
 /* ---- writing the policy ---- */
 
+/* NAME as a policy string (tags are matched whole, not as globs). */
+static void print_string(FILE *f, const char *name)
+{
+    fputc('"', f);
+    for (const char *c = name; *c; c++) {
+        if (*c == '"' || *c == '\\') fputc('\\', f);
+        fputc(*c, f);
+    }
+    fputc('"', f);
+}
+
 static void print_glob(FILE *f, const char *name)
 {
     fputc('"', f);
@@ -497,17 +524,19 @@ static void print_size_up(FILE *f, uint64_t bytes)
 static void print_match(FILE *f, const struct group *g, const struct group *all, size_t n)
 {
     fputs("    match ", f);
-    if (g->phase) {
+    if (g->tag) {
+        fputs("tag ", f);
+        print_string(f, g->tag);
+    } else if (g->phase) {
         fputs("phase ", f);
         print_glob(f, g->phase);
     } else {
         fputs("not phase \"*\"", f);
     }
-    /* Another group of the same phase: tell them apart by size. */
+    /* Another group of the same phase or tag: tell them apart by size. */
     bool shared = false;
     for (size_t i = 0; i < n; i++)
-        shared |= &all[i] != g && ((!all[i].phase && !g->phase) ||
-                                   (all[i].phase && g->phase && !strcmp(all[i].phase, g->phase)));
+        shared |= &all[i] != g && same_key(&all[i], g->phase, g->tag);
     fputs(" and size ", f);
     if (shared) {
         print_size(f, g->min_size);
@@ -539,35 +568,54 @@ static void print_group(FILE *f, const struct group *g, const struct group *all,
     else
         fputs(" (no repeated phase: the run is one step).\n", f);
     fprintf(f, "# %s.\n", g->recorded);
+    if (g->tag) {
+        fputs("# Tag ", f);
+        print_string(f, g->tag);
+        fprintf(f,
+                " (first seen in %s%s%s): its own class, ahead of the phases' classes, placed "
+                "by its lifetime like them.\n",
+                g->phase ? "phase '" : "no phase", g->phase ? g->phase : "", g->phase ? "'" : "");
+    }
+    /* What the blocks are likely to be; a tag names them itself. */
+    const char *kind = g->role == ROLE_TRANSIENT     ? "activations, gradients"
+                       : g->role == ROLE_MODEL_STATE ? "model state"
+                                                     : "optimizer-like state";
+    if (g->tag) kind = "tagged";
     bool on_gpu = pl->fits_all;
     switch (g->role) {
     case ROLE_TRANSIENT:
-        fprintf(f, "# Made and freed within a step (activations, gradients): on the GPU, placed as "
-                   "allocated; evicted last, so a step never waits for them to come back.\n");
+        fprintf(f,
+                "# Made and freed within a step (%s): on the GPU, placed as allocated; evicted "
+                "last, so a step never waits for them to come back.\n",
+                kind);
         break;
     case ROLE_MODEL_STATE:
         if (on_gpu)
-            fputs("# Kept for the whole run (model state): the budget holds it all, on the GPU.\n",
-                  f);
+            fprintf(f, "# Kept for the whole run (%s): the budget holds it all, on the GPU.\n",
+                    kind);
         else if (pl->memory_goal)
-            fputs("# Kept for the whole run (model state): on the host, mapped by the GPU, which "
-                  "reads it over the link (goal: memory).\n",
-                  f);
+            fprintf(f,
+                    "# Kept for the whole run (%s): on the host, mapped by the GPU, which reads "
+                    "it over the link (goal: memory).\n",
+                    kind);
         else
-            fputs("# Kept for the whole run (model state): on the GPU, but evicted before anything "
-                  "transient when the budget is short, larger blocks first: once on the host it is "
-                  "read over the link where it is, with no further moves.\n",
-                  f);
+            fprintf(f,
+                    "# Kept for the whole run (%s): on the GPU, but evicted before anything "
+                    "transient when the budget is short, larger blocks first: once on the host it "
+                    "is read over the link where it is, with no further moves.\n",
+                    kind);
         break;
     case ROLE_STEP_STATE:
         if (on_gpu)
-            fputs("# Made in a repeated phase and kept (optimizer-like state): the budget holds "
-                  "it all, on the GPU.\n",
-                  f);
+            fprintf(f,
+                    "# Made in a repeated phase and kept (%s): the budget holds it all, on the "
+                    "GPU.\n",
+                    kind);
         else
-            fputs("# Made in a repeated phase and kept (optimizer-like state, read and written "
-                  "once a step): on the host near the GPU, mapped by it, never moved.\n",
-                  f);
+            fprintf(f,
+                    "# Made in a repeated phase and kept (%s, read and written once a step): on "
+                    "the host near the GPU, mapped by it, never moved.\n",
+                    kind);
         break;
     }
     fprintf(f, "class %s {\n", g->name);
@@ -933,15 +981,13 @@ int cmd_suggest(int argc, char **argv)
             out = optarg;
         }
     }
-    if (optind >= argc)
-        return cli_usage_error("suggest", "no report and no command given");
+    if (optind >= argc) return cli_usage_error("suggest", "no report and no command given");
     /* `--` before the operands: a command to record, not reports. */
     int rc;
     if (strcmp(argv[optind - 1], "--") == 0 && argv[optind - 1] != out &&
         argv[optind - 1] != budget)
         rc = suggest_from_command(argv + optind, budget, memory_goal, out);
     else
-        rc = suggest_from_reports(argv + optind, (size_t)(argc - optind), budget, memory_goal,
-                                  out);
+        rc = suggest_from_reports(argv + optind, (size_t)(argc - optind), budget, memory_goal, out);
     return out ? rc : cli_finish_stdout("suggest", rc);
 }

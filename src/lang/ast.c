@@ -55,6 +55,7 @@ void ast_free(struct policy_ast *ast)
         n = c->next;
         directive_free(c->directives);
         free(c->name);
+        free(c->doc);
         free(c);
     }
     ast_init(ast);

@@ -86,6 +86,9 @@ struct class_decl {
     char *name; /* NULL for a body read after a broken class header */
     struct loc name_loc;
     struct loc loc;
+    /* The comment lines directly above `class`, without their '#' and one
+     * space, joined by '\n'; NULL: none. */
+    char *doc;
     struct directive *directives, **tail;
     bool recovered; /* read after a syntax error in its header: name may be wrong */
     bool had_error; /* a directive was lost to a syntax error */

@@ -178,6 +178,14 @@ void program_explain(FILE *out, const struct program *p)
                 fprintf(out, " \"%s\"", pat);
             fputc('\n', out);
         }
+        /* The comment written above the class: for a drafted policy, why it is so. */
+        for (const char *line = c->doc, *nl; line; line = nl ? nl + 1 : NULL) {
+            nl = strchr(line, '\n');
+            int n = (int)(nl ? (size_t)(nl - line) : strlen(line));
+            if (n || line == c->doc)
+                fprintf(out, "     %-10s%.*s", line == c->doc ? "doc:" : "", n, line);
+            fputc('\n', out);
+        }
     }
     bool catch_all = false;
     for (size_t i = 0; i < p->class_count; i++)
@@ -256,7 +264,12 @@ void program_explain_json(FILE *out, const struct program *p)
                 fputs("null", out);
             fputc('}', out);
         }
-        fprintf(out, "],\"priority\":%u}", c->priority);
+        fprintf(out, "],\"priority\":%u,\"doc\":", c->priority);
+        if (c->doc)
+            json_print_string(out, c->doc);
+        else
+            fputs("null", out);
+        fputc('}', out);
     }
     fputc(']', out);
 }

@@ -32,6 +32,11 @@ struct parse_state {
     int inject_token, replay_token;
     struct loc replay_loc;
     int closed_early; /* classes closed that way: their own '}' may still come */
+    /* Doc comments: the run of whole-line comments being read (lines
+     * doc_first..doc_last, 0: none), the lines of the latest two tokens, and
+     * the run directly above the latest `class` keyword, for its class. */
+    int doc_first, doc_last, token_line, prev_token_line;
+    int class_doc_first, class_doc_last;
 };
 
 /* Parse SRC into AST; diagnostics go to DIAGS. Returns the number of errors. */

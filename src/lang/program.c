@@ -234,8 +234,9 @@ struct program *program_compile(const struct policy_ast *ast)
     for (const struct class_decl *c = ast->classes; c && !cc.failed; c = c->next, i++) {
         compile_class(&cc, c, &p->classes[i], &p->filters[i]);
         p->classes[i].name = strdup(c->name);
+        p->classes[i].doc = c->doc ? strdup(c->doc) : NULL;
         p->class_count = i + 1;
-        if (!p->classes[i].name)
+        if (!p->classes[i].name || (c->doc && !p->classes[i].doc))
             cc.failed = true;
     }
     strset_free(&cc.phases.set);
@@ -259,8 +260,10 @@ void program_free(struct program *p)
 {
     if (!p)
         return;
-    for (size_t i = 0; i < p->class_count; i++)
+    for (size_t i = 0; i < p->class_count; i++) {
         free((char *)p->classes[i].name);
+        free((char *)p->classes[i].doc);
+    }
     free(p->classes);
     free(p->filters);
     free(p->nodes);

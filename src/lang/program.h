@@ -33,6 +33,7 @@ struct program_prefetch {
 
 struct program_class {
     const char *name;
+    const char *doc; /* the comment above the class (ast.h), NULL: none */
     int line;
     uint32_t root; /* predicate node */
     bool always;   /* predicate matches every allocation */

@@ -414,6 +414,8 @@ static bool read_sites(struct ctx *c, const struct jv *doc, struct report *r)
                            s->max_size);
         if (s->first_ns > s->last_ns)
             return invalid(c, "%s: last allocated before its first allocation", where);
+        /* Optional: reports of sites without tags, and older ones, have none. */
+        if (!get_string(c, sj, where, "tag", false, &s->tag)) return false;
         r->site_count++;
     }
     return true;
@@ -550,6 +552,8 @@ void report_free(struct report *r)
     free(r->devices);
     free(r->spans);
     free(r->events);
+    for (size_t i = 0; i < r->site_count; i++)
+        free(r->sites[i].tag);
     free(r->sites);
     memset(r, 0, sizeof *r);
 }

@@ -178,13 +178,15 @@ struct report_event {
     uint64_t bytes, resident_bytes;
 };
 
-/* What the job allocated, grouped by class, innermost open phase and
- * power-of-two size ("sites"): the figures `umpol suggest` drafts from.
+/* What the job allocated, grouped by class, innermost open phase, the
+ * allocating thread's innermost tag and power-of-two size ("sites"): the
+ * figures `umpol suggest` drafts from.
  * The reader checks that allocations >= 1, frees <= allocations,
  * 1 <= min_size <= max_size and first_ns <= last_ns. */
 struct report_site {
     size_t class_index; /* in report.classes */
     long phase;         /* in report.phases, or -1: outside every phase */
+    char *tag;          /* the innermost tag pushed, NULL: none (or an older report) */
     uint64_t allocations, frees, bytes, min_size, max_size;
     uint64_t peak_live_bytes;   /* the most of its bytes live at once */
     uint64_t lifetime_ns;       /* summed over its freed blocks */

@@ -77,7 +77,13 @@ static _Thread_local size_t phase_depth, phase_cap;
 
 /* ---- tags: a per-thread stack, with a count per tag for nesting ---- */
 
-static _Thread_local int *tag_stack;
+/* A pushed tag: its index among the policy's tags and among the report's
+ * site tags (-1: not one of them). */
+struct pushed_tag {
+    int policy, site;
+};
+
+static _Thread_local struct pushed_tag *tag_stack;
 static _Thread_local size_t tag_depth, tag_cap;
 static _Thread_local uint32_t *tag_counts;
 static _Thread_local uint64_t *tag_bits;
@@ -231,6 +237,11 @@ const uint64_t *tag_bits_current(void)
     return tag_any ? tag_bits : NULL;
 }
 
+int tag_site_current(void)
+{
+    return tag_depth ? tag_stack[tag_depth - 1].site : -1;
+}
+
 void tag_push(struct runtime *rt, const char *name)
 {
     const struct program *p = rt->program;
@@ -255,14 +266,21 @@ void tag_push(struct runtime *rt, const char *name)
     }
     if (tag_depth == tag_cap) {
         size_t cap = tag_cap ? tag_cap * 2 : 16;
-        int *grown = realloc(tag_stack, cap * sizeof *grown);
+        struct pushed_tag *grown = realloc(tag_stack, cap * sizeof *grown);
         if (!grown)
             return;
         tag_stack = grown;
         tag_cap = cap;
     }
     int t = name && tag_slots >= p->tag_count ? program_tag_index(p, name) : -1;
-    tag_stack[tag_depth++] = t; /* unknown tags are pushed too, to keep pops balanced */
+    int site = -1;
+    if (name && rt->sites) { /* the report names every tag, known to the policy or not */
+        pthread_mutex_lock(&rt->lock);
+        site = sites_tag_index(rt->sites, name);
+        pthread_mutex_unlock(&rt->lock);
+    }
+    /* unknown tags are pushed too, to keep pops balanced */
+    tag_stack[tag_depth++] = (struct pushed_tag){.policy = t, .site = site};
     if (t >= 0 && tag_counts[t]++ == 0) {
         tag_bits[t / 64] |= 1ull << (t % 64);
         tag_any = true;
@@ -273,7 +291,7 @@ void tag_pop(void)
 {
     if (tag_depth == 0)
         return;
-    int t = tag_stack[--tag_depth];
+    int t = tag_stack[--tag_depth].policy;
     if (t >= 0 && --tag_counts[t] == 0)
         tag_bits[t / 64] &= ~(1ull << (t % 64));
 }

@@ -30,6 +30,9 @@ void phases_after_fork_child(struct runtime *rt, uint64_t ts);
 
 /* This thread's tag bits (NULL when no tag is pushed). */
 const uint64_t *tag_bits_current(void);
+/* This thread's innermost tag as an index into the report's site tags
+ * (sites.h), -1: none pushed, or no sites kept. */
+int tag_site_current(void);
 void tag_push(struct runtime *rt, const char *name);
 void tag_pop(void);
 

@@ -132,9 +132,14 @@ static void write_sites(FILE *f, const struct sites *s)
                 ", \"allocations\": %" PRIu64 ", \"frees\": %" PRIu64 ", \"bytes\": %" PRIu64
                 ", \"min_size\": %" PRIu64 ", \"max_size\": %" PRIu64
                 ", \"peak_live_bytes\": %" PRIu64 ", \"lifetime_ns\": %" PRIu64
-                ", \"first_ns\": %" PRIu64 ", \"last_ns\": %" PRIu64 "}",
+                ", \"first_ns\": %" PRIu64 ", \"last_ns\": %" PRIu64,
                 t->allocations, t->frees, t->bytes, t->min_size, t->max_size, t->peak_live_bytes,
                 t->lifetime_ns, t->first_ns, t->last_ns);
+        if (t->tag >= 0) { /* the tag's member only when one was pushed: older readers skip it */
+            fputs(", \"tag\": ", f);
+            json_print_string_max(f, s->tags[t->tag], REPORT_NAME_MAX);
+        }
+        fputc('}', f);
     }
     fputs(s && s->count ? "\n  ]" : "]", f);
 }

@@ -50,7 +50,7 @@ void runtime_destroy(struct runtime *rt)
     phases_free(rt);
     ranges_free(&rt->ranges);
     free(rt->timeline);
-    free(rt->sites);
+    sites_free(rt->sites);
     step_free(&rt->step);
     free(rt->predicted_use);
     pthread_mutex_destroy(&rt->range_lock);
@@ -312,7 +312,7 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
         err = adopt_managed(rt, ptr, size, cls, device, stream);
         if (err == cudaSuccess) {
             count_alloc(rt, cls, size);
-            sites_note_alloc(rt->sites, atomic_load(&rt->phase_current),
+            sites_note_alloc(rt->sites, atomic_load(&rt->phase_current), tag_site_current(),
                              map_find(&rt->map, (uintptr_t)*ptr), size);
         }
     } else {
@@ -332,7 +332,8 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
             if (rt->learn)
                 learn_alloc(rt, b);
             count_alloc(rt, cls, b->size);
-            sites_note_alloc(rt->sites, atomic_load(&rt->phase_current), b, size);
+            sites_note_alloc(rt->sites, atomic_load(&rt->phase_current), tag_site_current(), b,
+                             size);
             place_on_alloc(rt, b, device, stream);
         }
     }

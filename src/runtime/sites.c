@@ -2,6 +2,7 @@
  * and birth time while it lives. */
 #include "runtime/sites.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "util/clock.h"
@@ -11,30 +12,43 @@ static uint32_t bucket_of(uint64_t size)
     return size ? 63u - (uint32_t)__builtin_clzll(size) : 0;
 }
 
-static struct site *site_find(struct sites *s, int class_idx, int phase, uint32_t bucket)
+static struct site *site_find(struct sites *s, int class_idx, int phase, int tag, uint32_t bucket)
 {
-    uint64_t key =
-        ((uint64_t)(uint32_t)class_idx << 40) ^ ((uint64_t)(uint32_t)phase << 8) ^ bucket;
+    uint64_t key = ((uint64_t)(uint32_t)class_idx << 40) ^ ((uint64_t)(uint32_t)phase << 8) ^
+                   ((uint64_t)(uint32_t)tag << 24) ^ bucket;
     size_t h = (size_t)((key * 0x9e3779b97f4a7c15ull) >> 32) % SITES_SLOTS;
     for (;; h = (h + 1) % SITES_SLOTS) {
         if (s->slots[h]) {
             struct site *t = &s->table[s->slots[h] - 1];
-            if (t->class_idx == class_idx && t->phase == phase && t->bucket == bucket) return t;
+            if (t->class_idx == class_idx && t->phase == phase && t->tag == tag &&
+                t->bucket == bucket)
+                return t;
             continue;
         }
         if (s->count == SITES_MAX) return NULL;
         struct site *t = &s->table[s->count++];
-        *t = (struct site){
-            .class_idx = class_idx, .phase = phase, .bucket = bucket, .min_size = UINT64_MAX};
+        *t = (struct site){.class_idx = class_idx,
+                           .phase = phase,
+                           .tag = tag,
+                           .bucket = bucket,
+                           .min_size = UINT64_MAX};
         s->slots[h] = (uint16_t)s->count;
         return t;
     }
 }
 
-void sites_note_alloc(struct sites *s, int phase, struct block *b, size_t requested)
+int sites_tag_index(struct sites *s, const char *name)
+{
+    for (size_t i = 0; i < s->tag_count; i++)
+        if (strcmp(s->tags[i], name) == 0) return (int)i;
+    if (s->tag_count == SITES_TAGS_MAX || !(s->tags[s->tag_count] = strdup(name))) return -1;
+    return (int)s->tag_count++;
+}
+
+void sites_note_alloc(struct sites *s, int phase, int tag, struct block *b, size_t requested)
 {
     if (!s || !b) return;
-    struct site *t = site_find(s, b->class_idx, phase, bucket_of(requested));
+    struct site *t = site_find(s, b->class_idx, phase, tag, bucket_of(requested));
     b->site = 0;
     if (!t) {
         s->dropped++;
@@ -69,4 +83,12 @@ void sites_after_fork_child(struct sites *s)
     memset(s->slots, 0, sizeof s->slots);
     s->count = s->dropped = 0;
     s->since_ns = now_ns();
+}
+
+void sites_free(struct sites *s)
+{
+    if (!s) return;
+    for (size_t i = 0; i < s->tag_count; i++)
+        free(s->tags[i]);
+    free(s);
 }

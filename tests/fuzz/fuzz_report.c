@@ -69,7 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (s->class_index >= r.class_count || s->phase < -1 ||
                 s->phase >= (long)r.phase_count || s->allocations == 0 ||
                 s->frees > s->allocations || s->min_size == 0 || s->min_size > s->max_size ||
-                s->first_ns > s->last_ns)
+                s->first_ns > s->last_ns || (s->tag && strlen(s->tag) > REPORT_NAME_MAX))
                 abort();
         }
         report_free(&r);

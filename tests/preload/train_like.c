@@ -2,9 +2,11 @@
  * `umpol suggest`'s tests: weights made once in model.init, activations made
  * in forward and freed in backward, gradients made in backward and freed in
  * optimizer.step, optimizer state made at the first optimizer.step and kept,
- * and small workspaces. Usage: train_like [STEPS]. */
+ * and small workspaces; with `kv`, also a cache made under tag "kv" in the
+ * first forward and kept. Usage: train_like [STEPS] [kv]. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <cuda_runtime_api.h>
@@ -13,8 +15,10 @@
 
 #pragma weak umpol_phase_enter
 #pragma weak umpol_phase_exit
+#pragma weak umpol_tag_push
+#pragma weak umpol_tag_pop
 
-enum { WEIGHTS = 24, ACTIVATIONS = 12, STATE = 2 * WEIGHTS, SMALL = 8 };
+enum { WEIGHTS = 24, ACTIVATIONS = 12, STATE = 2 * WEIGHTS, SMALL = 8, CACHE = 16 };
 #define MIB (1u << 20)
 
 static void phase(const char *name)
@@ -46,8 +50,10 @@ static void *alloc(size_t size, cudaStream_t s)
 int main(int argc, char **argv)
 {
     int steps = argc > 1 ? atoi(argv[1]) : 4;
+    int cache_blocks = argc > 2 && strcmp(argv[2], "kv") == 0 ? CACHE : 0;
     cudaStream_t s = 0;
     void *weights[WEIGHTS], *act[ACTIVATIONS], *grads[WEIGHTS], *state[STATE] = {0};
+    void *cache[CACHE] = {0};
     void *small[SMALL];
     phase("model.init");
     for (int i = 0; i < WEIGHTS; i++)
@@ -60,6 +66,10 @@ int main(int argc, char **argv)
             act[i] = alloc(4 * MIB, s);
         for (int i = 0; i < SMALL; i++)
             small[i] = alloc(4096, s);
+        if (step == 0 && cache_blocks && umpol_tag_push) umpol_tag_push("kv");
+        for (int i = 0; i < cache_blocks && step == 0; i++)
+            cache[i] = alloc(8 * MIB, s);
+        if (step == 0 && cache_blocks && umpol_tag_pop) umpol_tag_pop();
         work(3);
         end_phase();
         phase("backward");
@@ -83,6 +93,8 @@ int main(int argc, char **argv)
         if (state[i]) cudaFreeAsync(state[i], s);
     for (int i = 0; i < WEIGHTS; i++)
         cudaFreeAsync(weights[i], s);
+    for (int i = 0; i < cache_blocks; i++)
+        cudaFreeAsync(cache[i], s);
     printf("train_like: %d steps\n", steps);
     return 0;
 }
