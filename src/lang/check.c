@@ -91,6 +91,7 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
     const char *name = class_label(c);
     const struct directive *first[DIR_PRIORITY + 1] = {0};
     const struct directive *memory_device = NULL, *prefetch_gpu = NULL;
+    const struct expr *takes_saved = NULL;
     bool access_gpu = false;
     for (const struct directive *d = c->directives; d; d = d->next) {
         if (d->kind != DIR_PREFETCH && first[d->kind]) {
@@ -103,7 +104,11 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
         if (!first[d->kind])
             first[d->kind] = d;
         switch (d->kind) {
-        case DIR_MATCH: check_expr(d->match, diags); break;
+        case DIR_MATCH:
+            check_expr(d->match, diags);
+            if (d->match)
+                takes_saved = expr_uses_saved(d->match);
+            break;
         case DIR_MEMORY:
             if (d->memory == MEMORY_DEVICE)
                 memory_device = d;
@@ -174,6 +179,16 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
                 diag_add(diags, DIAG_ERROR, E_CONFLICT, first[DIR_PREFETCH]->loc,
                          "'prefetch' needs managed memory, but class '%s' uses 'memory device'",
                          name);
+            diag_note(dg, memory_device->loc, "'memory device' given here");
+        }
+        /* Saved blocks exist already, as managed memory: they cannot become
+         * plain device memory. */
+        if (takes_saved) {
+            struct diag *dg = diag_add(
+                diags, DIAG_ERROR, E_SAVED_DEVICE, takes_saved->loc,
+                "class '%s' takes 'saved' blocks but uses 'memory device': a block reported "
+                "saved exists already, and moves only between classes of managed memory",
+                name);
             diag_note(dg, memory_device->loc, "'memory device' given here");
         }
     }

@@ -1,5 +1,6 @@
 #include "expr.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 bool expr_always(const struct expr *e)
@@ -13,6 +14,25 @@ bool expr_always(const struct expr *e)
     case EXPR_NOT: return expr_never(e->left);
     default: return false;
     }
+}
+
+static const struct expr *uses_saved(const struct expr *e, bool negated)
+{
+    switch (e->kind) {
+    case EXPR_SAVED: return negated ? NULL : e;
+    case EXPR_AND:
+    case EXPR_OR: {
+        const struct expr *l = uses_saved(e->left, negated);
+        return l ? l : uses_saved(e->right, negated);
+    }
+    case EXPR_NOT: return uses_saved(e->left, !negated);
+    default: return NULL;
+    }
+}
+
+const struct expr *expr_uses_saved(const struct expr *e)
+{
+    return uses_saved(e, false);
 }
 
 bool expr_never(const struct expr *e)

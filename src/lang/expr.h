@@ -12,5 +12,8 @@
 bool expr_always(const struct expr *e);
 /* True when E matches no allocation at all. */
 bool expr_never(const struct expr *e);
+/* The first `saved` in E outside an odd number of `not`s, or NULL: a block
+ * reported saved for backward may come to match E then (and move in). */
+const struct expr *expr_uses_saved(const struct expr *e);
 
 #endif
