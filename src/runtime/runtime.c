@@ -268,6 +268,15 @@ static void count_alloc(struct runtime *rt, int cls, size_t bytes)
         st->peak_bytes = st->live_bytes;
 }
 
+/* What a block was classified by, kept for classifying it again. */
+static void note_ctx(struct block *b, const struct alloc_ctx *ctx)
+{
+    b->api = (uint8_t)ctx->api;
+    b->seq = ctx->seq;
+    b->phase_word = ctx->phase_bits ? ctx->phase_bits[0] : 0;
+    b->tag_word = ctx->tag_bits ? ctx->tag_bits[0] : 0;
+}
+
 cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
                      cudaStream_t stream, bool *handled)
 {
@@ -301,9 +310,10 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
     if (api == API_CUDA_MALLOC_MANAGED) {
         err = adopt_managed(rt, ptr, size, cls, device, stream);
         if (err == cudaSuccess) {
+            struct block *b = map_find(&rt->map, (uintptr_t)*ptr);
+            note_ctx(b, &ctx);
             count_alloc(rt, cls, size);
-            sites_note_alloc(rt->sites, atomic_load(&rt->phase_current),
-                             map_find(&rt->map, (uintptr_t)*ptr), size);
+            sites_note_alloc(rt->sites, atomic_load(&rt->phase_current), b, size);
         }
     } else {
         struct block *b = NULL;
@@ -311,6 +321,7 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
                          api == API_CUDA_MALLOC ? MODE_ANY : MODE_STREAM, &b);
         if (err == cudaSuccess) {
             *ptr = (void *)b->addr;
+            note_ctx(b, &ctx);
             if (rt->learn)
                 learn_alloc(rt, b);
             count_alloc(rt, cls, b->size);
@@ -320,6 +331,72 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
     }
     pthread_mutex_unlock(&rt->lock);
     return err;
+}
+
+/* Once per process: what could not be done is said once, the job goes on. */
+static void log_once(_Atomic bool *said, const char *fmt, const char *a, const char *b)
+{
+    if (!atomic_exchange(said, true))
+        LOG(LOG_WARN, fmt, a, b);
+}
+
+void rt_saved(struct runtime *rt, struct block *b)
+{
+    static _Atomic bool kinds_said, memory_said;
+    if (b->moved_in)
+        return; /* it came by reclassification: it stays */
+    /* Phases and tags as they were at allocation: the first word of each
+     * bitset (all of it for up to 64 globs and tags); beyond, as they are now. */
+    enum { WORDS = 64 };
+    uint64_t phases[WORDS], tags[WORDS] = {0};
+    size_t words = rt->phase_words < WORDS ? rt->phase_words : WORDS;
+    for (size_t w = 0; w < words; w++)
+        phases[w] = atomic_load_explicit(&rt->phase_bits[w], memory_order_relaxed);
+    const uint64_t *tags_now = tag_bits_current();
+    size_t tag_words = program_bitset_words(rt->program->tag_count);
+    for (size_t w = 1; tags_now && w < tag_words && w < WORDS; w++)
+        tags[w] = tags_now[w];
+    phases[0] = b->phase_word;
+    tags[0] = b->tag_word;
+    struct alloc_ctx ctx = {
+        .size = b->requested,
+        .seq = b->seq,
+        .api = b->api,
+        .device = b->slab ? b->slab->pool->device : b->device,
+        .phase_bits = phases,
+        .tag_bits = tags,
+        .saved = true,
+    };
+    int from = b->class_idx, to = program_classify(rt->program, &ctx);
+    if (to < 0 || to == from)
+        return;
+    const struct program_class *f = &rt->program->classes[from], *t = &rt->program->classes[to];
+    if (f->memory != MEMORY_MANAGED || t->memory != MEMORY_MANAGED) {
+        log_once(&kinds_said,
+                 "a block of class '%s' reported saved matches class '%s', but only managed "
+                 "memory moves between classes: it stays (said once)",
+                 f->name, t->name);
+        return;
+    }
+    if (!place_reclassify(rt, b, to)) {
+        log_once(&memory_said,
+                 "no memory to move a saved block from class '%s' to class '%s': it stays "
+                 "(said once)",
+                 f->name, t->name);
+        return;
+    }
+    /* Its allocation moves with it: each class's allocations less frees stay
+     * its live blocks. */
+    struct class_stats *a = &rt->class_stats[from], *s = &rt->class_stats[to];
+    a->allocations--;
+    a->bytes_requested -= b->size;
+    a->live_bytes -= b->size;
+    s->allocations++;
+    s->reclassified++;
+    s->bytes_requested += b->size;
+    s->live_bytes += b->size;
+    if (s->live_bytes > s->peak_bytes)
+        s->peak_bytes = s->live_bytes;
 }
 
 bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode mode,

@@ -13,6 +13,7 @@ struct fake_counters {
     uint64_t discard_prefetch, discard_prefetch_bytes;
     uint64_t last_host_prefetch_stream; /* the stream of the latest prefetch to the host */
     uint64_t bytes_held;
+    uint64_t advise_unset; /* cudaMemAdviseUnset*: advice taken back */
 };
 
 const struct fake_counters *fake_counters(void);
