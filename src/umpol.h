@@ -58,7 +58,9 @@ int umpol_class_stats(int index, struct umpol_class_stats *stats);
 
 /* PTR, the start of a block the runtime handed out, holds a tensor saved for
  * the backward pass (PyTorch's saved-tensor hooks call it once per block and
- * forward pass): counted in the block's class as saved / saved_bytes.
+ * forward pass): the block is classified again with the `saved` predicate
+ * true and moves to the class it matches then (umpol(5)), then is counted in
+ * its class as saved / saved_bytes.
  * Returns the class index, or -1 when PTR is not a live block of the runtime. */
 int umpol_note_saved(const void *ptr);
 
