@@ -333,12 +333,12 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
     return err;
 }
 
-/* Once per process: what could not be done is said once, the job goes on. */
-static void log_once(_Atomic bool *said, const char *fmt, const char *a, const char *b)
-{
-    if (!atomic_exchange(said, true))
-        LOG(LOG_WARN, fmt, a, b);
-}
+/* What could not be done is said once per process; the job goes on. */
+#define LOG_ONCE(said, ...)                                                                        \
+    do {                                                                                           \
+        if (!atomic_exchange(said, true))                                                          \
+            LOG(LOG_WARN, __VA_ARGS__);                                                            \
+    } while (0)
 
 void rt_saved(struct runtime *rt, struct block *b)
 {
@@ -348,14 +348,22 @@ void rt_saved(struct runtime *rt, struct block *b)
     /* Phases and tags as they were at allocation: the first word of each
      * bitset (all of it for up to 64 globs and tags); beyond, as they are now. */
     enum { WORDS = 64 };
-    uint64_t phases[WORDS], tags[WORDS] = {0};
-    size_t words = rt->phase_words < WORDS ? rt->phase_words : WORDS;
-    for (size_t w = 0; w < words; w++)
+    uint64_t on_stack[WORDS];
+    size_t phase_words = rt->phase_words;
+    size_t tag_words = program_bitset_words(rt->program->tag_count);
+    uint64_t *phases = phase_words + tag_words <= WORDS
+                           ? on_stack
+                           : malloc((phase_words + tag_words) * sizeof *phases);
+    if (!phases) {
+        LOG_ONCE(&memory_said, "no memory to classify a saved block again: it stays (said once)");
+        return;
+    }
+    uint64_t *tags = phases + phase_words;
+    for (size_t w = 0; w < phase_words; w++)
         phases[w] = atomic_load_explicit(&rt->phase_bits[w], memory_order_relaxed);
     const uint64_t *tags_now = tag_bits_current();
-    size_t tag_words = program_bitset_words(rt->program->tag_count);
-    for (size_t w = 1; tags_now && w < tag_words && w < WORDS; w++)
-        tags[w] = tags_now[w];
+    for (size_t w = 0; w < tag_words; w++)
+        tags[w] = tags_now ? tags_now[w] : 0;
     phases[0] = b->phase_word;
     tags[0] = b->tag_word;
     struct alloc_ctx ctx = {
@@ -368,18 +376,20 @@ void rt_saved(struct runtime *rt, struct block *b)
         .saved = true,
     };
     int from = b->class_idx, to = program_classify(rt->program, &ctx);
+    if (phases != on_stack)
+        free(phases);
     if (to < 0 || to == from)
         return;
     const struct program_class *f = &rt->program->classes[from], *t = &rt->program->classes[to];
     if (f->memory != MEMORY_MANAGED || t->memory != MEMORY_MANAGED) {
-        log_once(&kinds_said,
+        LOG_ONCE(&kinds_said,
                  "a block of class '%s' reported saved matches class '%s', but only managed "
                  "memory moves between classes: it stays (said once)",
                  f->name, t->name);
         return;
     }
     if (!place_reclassify(rt, b, to)) {
-        log_once(&memory_said,
+        LOG_ONCE(&memory_said,
                  "no memory to move a saved block from class '%s' to class '%s': it stays "
                  "(said once)",
                  f->name, t->name);
