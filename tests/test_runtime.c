@@ -642,6 +642,18 @@ static void test_runtime_saved_block_moves_class(void **state)
     assert_ptr_equal(acts->lru_head, map_find(&f->rt.map, (uintptr_t)a2));
     assert_residency_exact(f);
 
+    /* A tensor inside a block (a caching allocator's segment) finds it; plain
+     * device memory is found only at its start. */
+    pthread_mutex_lock(&f->rt.lock);
+    struct block *b2 = map_find(&f->rt.map, (uintptr_t)a2);
+    assert_ptr_equal(rt_block_holding(&f->rt, (uintptr_t)a2 + 4096), b2);
+    assert_ptr_equal(rt_block_holding(&f->rt, (uintptr_t)a2 + 4 * mib - 1), b2);
+    assert_ptr_equal(rt_block_holding(&f->rt, (uintptr_t)a2), b2);
+    assert_non_null(rt_block_holding(&f->rt, (uintptr_t)d));
+    assert_null(rt_block_holding(&f->rt, (uintptr_t)d + 4096));
+    assert_null(rt_block_holding(&f->rt, 4096));
+    pthread_mutex_unlock(&f->rt.lock);
+
     note_saved(f, a1); /* moved once: stays */
     note_saved(f, w);  /* a weight, allocated in "init": stays a weight */
     note_saved(f, d);  /* device memory: cannot move */
@@ -680,6 +692,9 @@ static void test_runtime_saved_block_moves_class(void **state)
     assert_null(saved->lru_head);
     assert_int_equal(st[ACTS].frees, 0);
     assert_int_equal(DELTA(f, advise_preferred_host), host + 1); /* back to place gpu */
+    pthread_mutex_lock(&f->rt.lock);
+    assert_null(rt_block_holding(&f->rt, (uintptr_t)a1 + 4096)); /* free space */
+    pthread_mutex_unlock(&f->rt.lock);
     phase_enter(&f->rt, "forward");
     void *a3 = alloc(f, 4 * mib, API_CUDA_MALLOC_ASYNC, S1);
     assert_ptr_equal(a3, a1);

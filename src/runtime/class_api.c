@@ -77,7 +77,7 @@ EXPORT int umpol_note_saved(const void *ptr)
         saved_count = calloc(rt->program->class_count, sizeof *saved_count);
         saved_bytes = calloc(rt->program->class_count, sizeof *saved_bytes);
     }
-    struct block *b = map_find(&rt->map, (uintptr_t)ptr);
+    struct block *b = rt_block_holding(rt, (uintptr_t)ptr);
     if (b)
         rt_saved(rt, b);
     if (b && saved_count && saved_bytes) {

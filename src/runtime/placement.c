@@ -273,10 +273,11 @@ static void gpu_touch(struct runtime *rt, struct block *b)
     gpu_take_live(rt, b);
 }
 
-static void ranges_locked_add(struct runtime *rt, uintptr_t base, size_t size, int class_idx)
+static void ranges_locked_add(struct runtime *rt, uintptr_t base, size_t size, int class_idx,
+                              const struct slab *slab)
 {
     pthread_mutex_lock(&rt->range_lock);
-    ranges_add(&rt->ranges, base, size, class_idx);
+    ranges_add(&rt->ranges, base, size, class_idx, slab);
     pthread_mutex_unlock(&rt->range_lock);
 }
 
@@ -298,7 +299,7 @@ void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s)
         return;
     }
     dev->managed_bytes += s->size;
-    ranges_locked_add(rt, s->base, s->size, pool->class_idx);
+    ranges_locked_add(rt, s->base, s->size, pool->class_idx, s);
     advise(rt, pool->class_idx, pool->device, (void *)s->base, s->size, &pool->advice_warned);
     /* A class prefetched to its GPU on allocation gets the whole slab there
      * once: blocks carved from it later need no prefetch of their own. Under
@@ -380,7 +381,7 @@ void place_adopted(struct runtime *rt, int class_idx, int device, void *ptr, siz
                    cudaStream_t stream)
 {
     rt->devices[device].managed_bytes += size;
-    ranges_locked_add(rt, (uintptr_t)ptr, size, class_idx);
+    ranges_locked_add(rt, (uintptr_t)ptr, size, class_idx, NULL);
     const struct program_class *c = &rt->program->classes[class_idx];
     if (c->memory != MEMORY_MANAGED)
         return;
@@ -654,7 +655,7 @@ bool place_reclassify(struct runtime *rt, struct block *b, int to)
         bool warned = false;
         readvise(rt, b, from, to, b->device, &warned);
         ranges_locked_remove(rt, b->addr);
-        ranges_locked_add(rt, b->addr, b->size, to);
+        ranges_locked_add(rt, b->addr, b->size, to, NULL);
         b->class_idx = to;
         return true;
     }

@@ -299,6 +299,14 @@ static void coalesce(struct pool *p, struct block *b)
         b->slab->first = b;
 }
 
+struct block *slab_block_at(const struct slab *s, uintptr_t addr)
+{
+    for (struct block *b = s->first; b; b = b->next)
+        if (addr >= b->addr && addr - b->addr < b->size)
+            return b;
+    return NULL;
+}
+
 void pool_guest_add(struct pool *p, struct block *b)
 {
     b->link_prev = NULL;

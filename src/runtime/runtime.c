@@ -333,6 +333,18 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
     return err;
 }
 
+struct block *rt_block_holding(struct runtime *rt, uintptr_t addr)
+{
+    struct block *b = map_find(&rt->map, addr);
+    if (b)
+        return b;
+    pthread_mutex_lock(&rt->range_lock);
+    const struct slab *s = ranges_owner_of(&rt->ranges, addr);
+    pthread_mutex_unlock(&rt->range_lock);
+    b = s ? slab_block_at(s, addr) : NULL; /* the slab stays: rt->lock is held */
+    return b && !b->free ? b : NULL;
+}
+
 /* What could not be done is said once per process; the job goes on. */
 #define LOG_ONCE(said, ...)                                                                        \
     do {                                                                                           \
