@@ -240,7 +240,8 @@ void program_explain_json(FILE *out, const struct program *p)
         fprintf(out,
                 ",\"always\":%s,\"takes_saved\":%s,\"memory\":\"%s\",\"read_mostly\":%s,"
                 "\"place\":",
-                c->always ? "true" : "false", c->takes_saved ? "true" : "false", c->memory == MEMORY_DEVICE ? "device" : "managed",
+                c->always ? "true" : "false", c->takes_saved ? "true" : "false",
+                c->memory == MEMORY_DEVICE ? "device" : "managed",
                 c->read_mostly ? "true" : "false");
         json_place(out, c->place);
         fputs(",\"access\":[", out);

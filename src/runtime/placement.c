@@ -168,7 +168,8 @@ static void advice(struct runtime *rt, int class_idx, int device, void *ptr, siz
         if (err != cudaSuccess)
             advise_failed(rt, class_idx, warned, "preferred location", err);
     }
-    enum cudaMemoryAdvise accessed = set ? cudaMemAdviseSetAccessedBy : cudaMemAdviseUnsetAccessedBy;
+    enum cudaMemoryAdvise accessed =
+        set ? cudaMemAdviseSetAccessedBy : cudaMemAdviseUnsetAccessedBy;
     if (steer) {
         err = mover_advise(&rt->mover, ptr, size, accessed,
                            (struct cudaMemLocation){cudaMemLocationTypeDevice, device});

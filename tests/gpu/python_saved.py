@@ -58,7 +58,8 @@ ref.load_state_dict({k: v.cpu() for k, v in model.state_dict().items()})
 ref(x.cpu()).square().mean().backward()
 worst = max(((p.grad.cpu() - q.grad).abs().max() / q.grad.abs().max().clamp_min(1e-12)).item()
             for p, q in zip(model.parameters(), ref.parameters()))
-check("gradients from moved blocks match the CPU's", worst < 1e-2, f"worst relative error {worst:.2e}")
+check("gradients from moved blocks match the CPU's", worst < 1e-2,
+      f"worst relative error {worst:.2e}")
 opt.step()
 opt.zero_grad()
 del loss
