@@ -711,6 +711,38 @@ static void test_runtime_saved_block_moves_class(void **state)
     teardown(f);
 }
 
+/* Under a budget, a block moved to a class of lower priority is evicted
+ * before the older blocks of the class it left. */
+static void test_runtime_saved_block_takes_its_new_priority(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nbudget gpu 3MiB;\nslab 8MiB;\n"
+                              "class saved_acts { match saved; priority 1; }\n"
+                              "class acts { match any; prefetch gpu on alloc; priority 9; }\n");
+    void *a[4];
+    for (int i = 0; i < 3; i++)
+        a[i] = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    assert_int_equal(f->rt.devices[0].resident_bytes, 3u << 20);
+    note_saved(f, a[2]); /* the most recent, now of priority 1 */
+    struct block *moved = map_find(&f->rt.map, (uintptr_t)a[2]);
+    assert_int_equal(moved->class_idx, 0);
+    assert_true(moved->on_gpu);
+    assert_residency_exact(f);
+    a[3] = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1); /* evicts the moved block */
+    assert_false(moved->on_gpu);
+    assert_int_equal(f->rt.class_stats[0].evictions, 1);
+    assert_int_equal(f->rt.class_stats[1].evictions, 0);
+    assert_true(map_find(&f->rt.map, (uintptr_t)a[0])->on_gpu);
+    assert_residency_exact(f);
+    for (int i = 0; i < 4; i++)
+        release(f, a[i], S1, MODE_STREAM);
+    assert_int_equal(f->rt.class_stats[0].live_bytes, 0);
+    assert_int_equal(f->rt.class_stats[1].live_bytes, 0);
+    assert_bins_consistent(f);
+    assert_residency_exact(f);
+    teardown(f);
+}
+
 static void test_runtime_reused_block_is_not_prefetched_again(void **state)
 {
     (void)state;
@@ -1069,6 +1101,7 @@ int main(void)
         cmocka_unit_test(test_runtime_phase_triggers_batch_prefetch),
         cmocka_unit_test(test_runtime_reused_block_is_not_prefetched_again),
         cmocka_unit_test(test_runtime_saved_block_moves_class),
+        cmocka_unit_test(test_runtime_saved_block_takes_its_new_priority),
         cmocka_unit_test(test_runtime_discard_only_whole_pages_of_dead_blocks),
         cmocka_unit_test(test_runtime_allocation_inside_open_trigger_phase_is_placed),
         cmocka_unit_test(test_runtime_phases_nest_and_count),
