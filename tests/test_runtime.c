@@ -662,6 +662,19 @@ static void test_runtime_saved_block_moves_class(void **state)
     assert_int_equal(class_of(f, d), BIG);
     assert_int_equal(st[SAVED_ACTS].reclassified, 1);
     assert_int_equal(st[SAVED_ACTS].allocations, 1);
+    /* The job's own managed memory moves too: its counts and its range's class. */
+    void *m = alloc(f, mib, API_CUDA_MALLOC_MANAGED, S1);
+    assert_int_equal(class_of(f, m), ACTS);
+    note_saved(f, m);
+    assert_int_equal(class_of(f, m), SAVED_ACTS);
+    assert_int_equal(st[SAVED_ACTS].reclassified, 2);
+    assert_int_equal(st[SAVED_ACTS].live_bytes, 4 * mib + mib);
+    assert_int_equal(st[ACTS].live_bytes, 4 * mib);
+    assert_int_equal(ranges_class_of(&f->rt.ranges, (uintptr_t)m + 100), SAVED_ACTS);
+    release(f, m, S1, MODE_STREAM);
+    assert_int_equal(st[SAVED_ACTS].frees, 1);
+    assert_int_equal(st[SAVED_ACTS].live_bytes, 4 * mib);
+    assert_int_equal(ranges_class_of(&f->rt.ranges, (uintptr_t)m + 100), -1);
 
     /* saved_acts's triggers move the block it took, and only it. */
     assert_true(b1->on_gpu);
@@ -686,12 +699,12 @@ static void test_runtime_saved_block_moves_class(void **state)
 
     /* Freed: counted in saved_acts, the space is activations' again. */
     release(f, a1, S1, MODE_STREAM);
-    assert_int_equal(st[SAVED_ACTS].frees, 1);
+    assert_int_equal(st[SAVED_ACTS].frees, 2);
     assert_int_equal(st[SAVED_ACTS].live_bytes, 0);
     assert_null(saved->guests);
     assert_null(saved->lru_head);
     assert_int_equal(st[ACTS].frees, 0);
-    assert_int_equal(DELTA(f, advise_preferred_host), host + 1); /* back to place gpu */
+    assert_int_equal(DELTA(f, advise_preferred_host), host + 2); /* a1 and m; a1 is back to place gpu */
     pthread_mutex_lock(&f->rt.lock);
     assert_null(rt_block_holding(&f->rt, (uintptr_t)a1 + 4096)); /* free space */
     pthread_mutex_unlock(&f->rt.lock);

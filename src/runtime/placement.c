@@ -658,6 +658,7 @@ bool place_reclassify(struct runtime *rt, struct block *b, int to)
         ranges_locked_remove(rt, b->addr);
         ranges_locked_add(rt, b->addr, b->size, to, NULL);
         b->class_idx = to;
+        b->moved_in = true; /* it stays; no pool lists to leave or join */
         return true;
     }
     struct pool *home = b->slab->pool;

@@ -51,7 +51,8 @@ struct block {
     uint32_t step_no; /* the step it was allocated in */
     bool free;
     /* Moved to another class when reported saved for backward: counted,
-     * placed and evicted as class_idx until it is freed. */
+     * placed and evicted as class_idx until it is freed (for the job's own
+     * managed memory, which has no slab: counted and advised). */
     bool moved_in;
     uint8_t api; /* the enum alloc_api bit it was allocated through */
     /* What it was classified by, kept to classify it again when it is

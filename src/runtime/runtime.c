@@ -408,10 +408,11 @@ void rt_saved(struct runtime *rt, struct block *b)
         return;
     }
     /* Its allocation moves with it: each class's allocations less frees stay
-     * its live blocks. */
+     * its live blocks. (In a forked child, which counts only its own
+     * allocations, an inherited block may not be among them.) */
     struct class_stats *a = &rt->class_stats[from], *s = &rt->class_stats[to];
-    a->allocations--;
-    a->bytes_requested -= b->size;
+    a->allocations -= a->allocations > 0;
+    a->bytes_requested -= a->bytes_requested < b->size ? a->bytes_requested : b->size;
     a->live_bytes -= b->size;
     s->allocations++;
     s->reclassified++;
