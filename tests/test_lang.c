@@ -264,6 +264,43 @@ static void test_saved_predicate(void **state)
     policy_free(&pol);
 }
 
+/* W106: a class whose terms are all among a later saved class's takes its
+ * blocks first; a class that says something about `saved`, or that the
+ * saved class does not imply, does not. */
+static void test_saved_class_shadowed(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *before, *saved_class;
+        bool warned;
+    } cases[] = {
+        {"phase \"f*\"", "phase \"f*\" and saved", true},
+        {"phase \"f*\" and size >= 1MiB", "size >= 1MiB and saved and phase \"f*\"", true},
+        {"phase \"f*\" and size >= 1MiB", "phase \"f*\" and saved", false},
+        {"phase \"f*\" and not saved", "phase \"f*\" and saved", false},
+        {"phase \"g*\"", "phase \"f*\" and saved", false},
+        {"phase \"f*\" or tag \"t\"", "(phase \"f*\" or tag \"t\") and saved", true},
+        {"tag \"t\"", "tag \"u\" and saved", false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "umpol 1;\nclass a { match %s; }\nclass s { match %s; }\nclass r { match any; }\n",
+                 cases[i].before, cases[i].saved_class);
+        struct policy pol = load(text);
+        assert_non_null(pol.program); /* a warning: still valid */
+        if (has_code(&pol, W_SAVED_SHADOWED) != cases[i].warned)
+            fail_msg("case %zu: W106 %s for: %s", i, cases[i].warned ? "missing" : "unexpected",
+                     text);
+        policy_free(&pol);
+    }
+    /* Saved class first: no warning. */
+    struct policy pol = load("umpol 1;\nclass s { match phase \"f*\" and saved; }\n"
+                             "class a { match phase \"f*\"; }\nclass r { match any; }\n");
+    assert_false(has_code(&pol, W_SAVED_SHADOWED));
+    policy_free(&pol);
+}
+
 static void test_check_rejects_each_error(void **state)
 {
     (void)state;
@@ -730,6 +767,7 @@ int main(void)
         cmocka_unit_test(test_program_filters_agree_with_full_eval),
         cmocka_unit_test(test_diag_suggest),
         cmocka_unit_test(test_saved_predicate),
+        cmocka_unit_test(test_saved_class_shadowed),
     };
     return cmocka_run_group_tests_name("lang", tests, NULL, NULL);
 }

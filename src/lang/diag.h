@@ -50,6 +50,7 @@ enum diag_code {
     W_HOST_NO_ACCESS = 103, /* placed on host, prefetched to gpu, no access gpu */
     W_TOPOLOGY = 104,       /* names a GPU or NUMA node this machine lacks (check --topology) */
     W_READ_MOSTLY_BUDGET = 105, /* read_mostly under a budget: not applied */
+    W_SAVED_SHADOWED = 106,     /* a class before a saved class takes its blocks first */
 };
 
 struct diag {

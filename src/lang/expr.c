@@ -2,6 +2,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 bool expr_always(const struct expr *e)
 {
@@ -28,6 +29,22 @@ static const struct expr *uses_saved(const struct expr *e, bool negated)
     case EXPR_NOT: return uses_saved(e->left, !negated);
     default: return NULL;
     }
+}
+
+bool expr_equal(const struct expr *a, const struct expr *b)
+{
+    if (!a || !b)
+        return a == b;
+    if (a->kind != b->kind || a->lo != b->lo || a->hi != b->hi)
+        return false;
+    if ((a->text || b->text) && (!a->text || !b->text || strcmp(a->text, b->text) != 0))
+        return false;
+    return expr_equal(a->left, b->left) && expr_equal(a->right, b->right);
+}
+
+bool expr_mentions_saved(const struct expr *e)
+{
+    return uses_saved(e, false) || uses_saved(e, true);
 }
 
 const struct expr *expr_uses_saved(const struct expr *e)
