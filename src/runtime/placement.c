@@ -688,7 +688,7 @@ bool place_reclassify(struct runtime *rt, struct block *b, int to)
  * the budget needs the room. */
 void place_on_free(struct runtime *rt, struct block *b)
 {
-    if (!b->slab)
+    if (!b->slab || (!b->on_gpu && !b->moved_in))
         return;
     struct pool *p = live_pool(rt, b);
     if (b->on_gpu) {

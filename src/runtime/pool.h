@@ -50,21 +50,21 @@ struct block {
     uint32_t step_id; /* 1 + its allocation's index in its step (0: not recorded) */
     uint32_t step_no; /* the step it was allocated in */
     bool free;
-    /* Moved to another class when reported saved for backward: counted,
-     * placed and evicted as class_idx until it is freed (for the job's own
-     * managed memory, which has no slab: counted and advised). */
-    bool moved_in;
-    uint8_t api; /* the enum alloc_api bit it was allocated through */
-    /* What it was classified by, kept to classify it again when it is
-     * reported saved: its sequence number and the first word of the phase
-     * and tag bitsets then (policies with up to 64 of each). */
-    uint64_t seq, phase_word, tag_word;
     /* Managed slab memory the runtime moved to the pool's GPU and counts in the
      * device's resident bytes until it moves it away: live or free, a block's
      * pages stay there until then. */
     bool on_gpu;
+    /* Moved to another class when reported saved for backward: counted,
+     * placed and evicted as class_idx until it is freed (for the job's own
+     * managed memory, which has no slab: counted and advised). */
+    bool moved_in;
+    uint8_t api;      /* the enum alloc_api bit it was allocated through */
     uint32_t site;    /* the report's allocation site + 1 (sites.c), 0: none */
     uint64_t born_ns; /* when allocated, while sites are kept */
+    /* What it was classified by, kept to classify it again when it is
+     * reported saved: its sequence number and the first word of the phase
+     * and tag bitsets then (policies with up to 64 of each). */
+    uint64_t seq, phase_word, tag_word;
 };
 
 struct pool {
