@@ -61,7 +61,7 @@ static void skipped_item(struct parse_state *st);
 %token EXIT "exit" MARK "mark" GPU "gpu" HOST "host" NUMA "numa" NEAR "near" NONE "none"
 %token MANAGED "managed" DEVICE "device" READ_MOSTLY "read_mostly"
 %token SIZE_KW "size" PHASE "phase" TAG "tag" API "api" NTH "nth" ANY "any"
-%token AND "and" OR "or" NOT "not" LEARN "learn"
+%token AND "and" OR "or" NOT "not" SAVED "saved" LEARN "learn"
 %token DOTDOT ".." LE "<=" GE ">=" EQ "==" NE "!="
 %token <num> NUMBER "number" SIZE "size value" PERCENT "percentage"
 %token <str> STRING "string" IDENT "identifier"
@@ -330,6 +330,7 @@ predicate:
     | PHASE STRING    { $$ = text_expr(EXPR_PHASE, $2, @$, @2); if (!$$) YYNOMEM; }
     | TAG STRING      { $$ = text_expr(EXPR_TAG, $2, @$, @2); if (!$$) YYNOMEM; }
     | API IDENT       { $$ = text_expr(EXPR_API, $2, @$, @2); if (!$$) YYNOMEM; }
+    | SAVED           { $$ = expr_new(EXPR_SAVED, @$); if (!$$) YYNOMEM; }
     | DEVICE NUMBER
         {
             $$ = expr_new(EXPR_DEVICE, @$);
@@ -542,7 +543,7 @@ static void yyerror(YYLTYPE *loc, yyscan_t scanner, struct parse_state *st, cons
 
 static bool is_keyword(yysymbol_kind_t sym)
 {
-    return sym >= YYSYMBOL_UMPOL && sym <= YYSYMBOL_NOT;
+    return sym >= YYSYMBOL_UMPOL && sym <= YYSYMBOL_SAVED;
 }
 
 /* Keywords and operators in quotes; "number", "string", "identifier" as they are. */

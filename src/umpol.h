@@ -47,7 +47,7 @@ struct umpol_class_stats {
     unsigned long long resident_bytes; /* of live_bytes, on the GPU now (device memory: all) */
     unsigned long long prefetches, prefetch_bytes; /* moved by the runtime (to GPU or host) */
     unsigned long long evictions, evict_bytes;     /* sent to the host for the budget */
-    unsigned long long saved, saved_bytes; /* blocks reported by umpol_note_saved, and their size */
+    unsigned long long saved, saved_bytes; /* umpol_note_saved calls, and their blocks' size */
 };
 /* Number of classes, or -1 when no policy is active. */
 int umpol_class_count(void);
@@ -56,10 +56,14 @@ const char *umpol_class_name(int index);
 /* Returns 0 and fills STATS, or -1 (no policy, bad index). */
 int umpol_class_stats(int index, struct umpol_class_stats *stats);
 
-/* PTR, the start of a block the runtime handed out, holds a tensor saved for
- * the backward pass (PyTorch's saved-tensor hooks call it once per block and
- * forward pass): counted in the block's class as saved / saved_bytes.
- * Returns the class index, or -1 when PTR is not a live block of the runtime. */
+/* PTR, in a block the runtime handed out (at its start, or anywhere in one
+ * of managed memory), holds a tensor saved for the backward pass (PyTorch's
+ * saved-tensor hooks call it once per tensor storage and forward pass): the
+ * block is classified again with the `saved` predicate true and moves to the
+ * class it matches then (umpol(5)), then is counted in its class as saved /
+ * saved_bytes (once per call: a segment holding several saved tensors
+ * counts once for each).
+ * Returns the class index, or -1 when PTR is in no live block of the runtime. */
 int umpol_note_saved(const void *ptr);
 
 /* PyTorch pluggable allocator entry points

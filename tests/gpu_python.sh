@@ -2,6 +2,8 @@
 # GPU tests of the umpol Python package, skipped (exit 77) without a GPU or
 # PyTorch:
 #   - each automatic phase rule (tests/gpu/python_phases.py, one class per phase)
+#   - `match saved`: saved activations move to their class, weights and
+#     temporaries stay, gradients are right (tests/gpu/python_saved.py)
 #   - an unmodified transformers training loop under `umpol run` gets the same
 #     per-class allocation counts and bytes, within 1%, as the same loop with
 #     NVTX ranges added by hand (zero_code.unmodified_matches_annotated)
@@ -18,6 +20,12 @@ mkdir -p "$out"
 expect_status 0 "automatic phase rules" "$UMPOL_BIN" run -p "$top_srcdir/tests/gpu/phases.umpol" \
     -r "$out/phases-report.json" -- python3 "$top_srcdir/tests/gpu/python_phases.py" "$out/phases.json"
 cat "$tmp/out"
+
+expect_status 0 "match saved" "$UMPOL_BIN" run -p "$top_srcdir/tests/gpu/saved.umpol" \
+    -r "$out/saved-report.json" -- python3 "$top_srcdir/tests/gpu/python_saved.py" "$out/saved.json"
+cat "$tmp/out"
+python3 -c 'import json, sys; c = {k["name"]: k for k in json.load(open(sys.argv[1]))["classes"]}; sys.exit(0 if c["saved_acts"]["reclassified"] > 0 and c["init"]["reclassified"] == 0 else 1)' \
+    "$out/saved-report.json" && pass || fail "the report counts the blocks moved to saved_acts"
 
 if python3 -c 'import transformers' 2>/dev/null; then
     policy="$top_srcdir/policies/llm-finetune.umpol"

@@ -42,14 +42,17 @@ import json, sys
 reports = [json.load(open(p)) for p in sys.argv[1:]]
 r = max(reports, key=lambda r: r["totals"]["allocations"])
 names = [c["name"] for c in r["classes"]]
-assert names == ["tagged", "small", "medium", "big_device"], names
+assert names == ["kept", "tagged", "small", "medium", "big_device"], names
 for c in r["classes"]:
     assert c["live_bytes"] == 0 and c["allocations"] == c["frees"], c
     assert c["allocations"] > 0, c
 assert r["totals"]["allocations"] == sum(c["allocations"] for c in r["classes"])
 assert r["totals"]["passthrough"] > 0
-assert r["classes"][1]["prefetches"] > 0, "prefetch on alloc never ran"
-assert r["classes"][0]["prefetches"] > 0, "prefetch on phase enter never ran"
+assert r["classes"][2]["prefetches"] > 0, "prefetch on alloc never ran"
+assert r["classes"][1]["prefetches"] > 0, "prefetch on phase enter never ran"
+# Every block of kept came in when reported saved; none of the others did.
+assert r["classes"][0]["reclassified"] == r["classes"][0]["allocations"], r["classes"][0]
+assert all(c["reclassified"] == 0 for c in r["classes"][1:]), r["classes"]
 assert any(p["name"] == "step.forward" and p["entries"] > 0 for p in r["phases"]), r["phases"]
 assert r["devices"][0]["managed_bytes"] <= r["devices"][0]["cap_bytes"]
 PY

@@ -136,6 +136,40 @@ import json, sys
 sites = json.load(open(sys.argv[1]))["sites"]
 assert sorted((str(s.get("tag")), s["allocations"]) for s in sites) == [("None", 1), ("kv", 1)], sites
 PY
+    # `match saved`: a block reported saved moves to the class it matches
+    # then, and memory_stats follows it; a weight allocated outside forward stays.
+    printf 'umpol 1;\nclass saved_acts { match phase "forward" and saved; priority 1; }\nclass acts { match phase "forward"; }\nclass weights { match phase "model.init"; }\nclass rest { match any; }\n' >"$tmp/saved.umpol"
+    cat >"$tmp/saved.py" <<'PY'
+import ctypes, umpol
+cuda = ctypes.CDLL(None)
+def alloc(n):
+    p = ctypes.c_void_p()
+    assert cuda.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(n)) == 0
+    return p.value
+with umpol.phase("model.init"):
+    w = alloc(4096)
+with umpol.phase("forward"):
+    a, t = alloc(1 << 20), alloc(1 << 20)
+    s = umpol.memory_stats()
+    assert s["acts"]["allocations"] == 2 and s["saved_acts"]["allocations"] == 0, s
+    assert umpol._rt.note_saved(a) == 0   # now in saved_acts
+    assert umpol._rt.note_saved(w) == 2   # a weight stays a weight
+s = umpol.memory_stats()
+assert s["saved_acts"]["allocations"] == 1 and s["saved_acts"]["live_bytes"] == 1 << 20, s
+assert s["saved_acts"]["saved"] == 1 and s["acts"]["saved"] == 0, s
+assert s["acts"]["allocations"] == 1 and s["acts"]["live_bytes"] == 1 << 20, s
+assert s["weights"]["saved"] == 1, s
+assert cuda.cudaFree(ctypes.c_void_p(a)) == 0
+s = umpol.memory_stats()
+assert s["saved_acts"]["frees"] == 1 and s["saved_acts"]["live_bytes"] == 0, s
+print("saved ok")
+PY
+    expect_status 0 "match saved from Python, fake CUDA runtime" env LD_PRELOAD="$top_builddir/.libs/libumpol.so $fake" \
+        UMPOL_POLICY="$tmp/saved.umpol" UMPOL_REPORT="$tmp/saved.json" PYTHONPATH="$top_builddir/python" \
+        python3 "$tmp/saved.py"
+    grep -q "saved ok" "$tmp/out" || { fail "match saved from Python"; cat "$tmp/out"; }
+    python3 -c 'import json, sys; c = {k["name"]: k for k in json.load(open(sys.argv[1]))["classes"]}; sys.exit(0 if c["saved_acts"]["reclassified"] == 1 and c["acts"]["reclassified"] == 0 else 1)' "$tmp/saved.json" &&
+        pass || fail "the report counts the reclassified block"
 fi
 
 # With a PyTorch (a CPU-only one will do), the automatic phases of an

@@ -48,7 +48,7 @@ static int classify(const struct program *p, uint64_t size, unsigned api, int de
         if (t >= 0)
             tag_bits[t / 64] |= 1ull << (t % 64);
     }
-    struct alloc_ctx ctx = {size, seq, api, device, phase_bits, tag_bits};
+    struct alloc_ctx ctx = {size, seq, api, device, phase_bits, tag_bits, false};
     int cls = program_classify(p, &ctx);
     free(phase_bits);
     free(tag_bits);
@@ -201,7 +201,109 @@ static const struct bad_case bad_cases[] = {
     {"umpol 1;\nclass a { match any; place host numa 2000; }\n", E_OUT_OF_RANGE},
     {"umpol 1;\nclass a { match any; access none; }\n", E_BAD_LOCATION},
     {"umpol 1;\n", E_NO_CLASSES},
+    {"umpol 1;\nclass a { match phase \"f*\" and saved; memory device; }\n", E_SAVED_DEVICE},
+    {"umpol 1;\nclass a { match not (size < 1 or not saved); memory device; }\n", E_SAVED_DEVICE},
+    {"umpol 1;\nclass a { match savd; }\n", E_UNKNOWN_KEYWORD},
 };
+
+/* `saved`: false when a block is allocated, true when it is classified
+ * again after umpol_note_saved; `not saved` in a device class is no error. */
+static void test_saved_predicate(void **state)
+{
+    (void)state;
+    struct policy pol = load("umpol 1;\n"
+                             "class acts { match phase \"forward*\" and saved; priority 1; }\n"
+                             "class temps { match not saved and phase \"forward*\"; memory device; }\n"
+                             "class rest { match any; }\n");
+    const struct program *p = pol.program;
+    assert_non_null(p);
+    assert_int_equal(pol.diags.errors, 0);
+    assert_true(p->classes[0].takes_saved);
+    assert_false(p->classes[1].takes_saved);
+    assert_false(p->classes[2].takes_saved);
+    assert_true(p->filters[0].need_saved);
+    assert_false(p->filters[1].need_saved);
+    uint64_t fwd[1] = {0};
+    program_match_phase(p, "forward.layer3", fwd);
+    struct alloc_ctx ctx = {.size = 4096, .api = API_CUDA_MALLOC, .phase_bits = fwd};
+    assert_int_equal(program_classify(p, &ctx), 1);
+    ctx.saved = true;
+    assert_int_equal(program_classify(p, &ctx), 0);
+    uint64_t none[1] = {0};
+    ctx.phase_bits = none;
+    assert_int_equal(program_classify(p, &ctx), 2); /* saved outside forward */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    program_explain(out, p);
+    fclose(out);
+    assert_non_null(strstr(text, "match:    phase \"forward*\" and saved\n"));
+    assert_non_null(strstr(text, "match:    not saved and phase \"forward*\"\n"));
+    assert_non_null(strstr(text, "saved:    a block reported saved"));
+    free(text);
+    text = NULL;
+    out = open_memstream(&text, &len);
+    program_explain_json(out, p);
+    fclose(out);
+    assert_non_null(strstr(text, "\"name\":\"acts\",\"line\":2,\"match\":\"phase \\\"forward*\\\" and "
+                                 "saved\",\"always\":false,\"takes_saved\":true"));
+    assert_non_null(strstr(text, "\"name\":\"temps\""));
+    assert_null(strstr(strstr(text, "\"name\":\"temps\""), "\"takes_saved\":true"));
+    free(text);
+    policy_free(&pol);
+    /* The error points at the `saved` that lets blocks in, with a note on `memory device`. */
+    pol = load("umpol 1;\nclass a { match size > 1 and saved; memory device; }\n");
+    assert_null(pol.program);
+    assert_int_equal(pol.diags.errors, 1);
+    const struct diag *d = NULL;
+    for (size_t i = 0; i < pol.diags.count; i++)
+        if (pol.diags.items[i].code == E_SAVED_DEVICE)
+            d = &pol.diags.items[i];
+    assert_non_null(d);
+    assert_int_equal(d->loc.first_line, 2);
+    assert_int_equal(d->loc.first_column, 30);
+    assert_int_equal(d->loc.last_column, 35);
+    assert_true(d->has_note);
+    assert_int_equal(d->note_loc.first_column, 37);
+    policy_free(&pol);
+}
+
+/* W106: a class whose terms are all among a later saved class's takes its
+ * blocks first; a class that says something about `saved`, or that the
+ * saved class does not imply, does not. */
+static void test_saved_class_shadowed(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *before, *saved_class;
+        bool warned;
+    } cases[] = {
+        {"phase \"f*\"", "phase \"f*\" and saved", true},
+        {"phase \"f*\" and size >= 1MiB", "size >= 1MiB and saved and phase \"f*\"", true},
+        {"phase \"f*\" and size >= 1MiB", "phase \"f*\" and saved", false},
+        {"phase \"f*\" and not saved", "phase \"f*\" and saved", false},
+        {"phase \"g*\"", "phase \"f*\" and saved", false},
+        {"phase \"f*\" or tag \"t\"", "(phase \"f*\" or tag \"t\") and saved", true},
+        {"tag \"t\"", "tag \"u\" and saved", false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "umpol 1;\nclass a { match %s; }\nclass s { match %s; }\nclass r { match any; }\n",
+                 cases[i].before, cases[i].saved_class);
+        struct policy pol = load(text);
+        assert_non_null(pol.program); /* a warning: still valid */
+        if (has_code(&pol, W_SAVED_SHADOWED) != cases[i].warned)
+            fail_msg("case %zu: W106 %s for: %s", i, cases[i].warned ? "missing" : "unexpected",
+                     text);
+        policy_free(&pol);
+    }
+    /* Saved class first: no warning. */
+    struct policy pol = load("umpol 1;\nclass s { match phase \"f*\" and saved; }\n"
+                             "class a { match phase \"f*\"; }\nclass r { match any; }\n");
+    assert_false(has_code(&pol, W_SAVED_SHADOWED));
+    policy_free(&pol);
+}
 
 static void test_check_rejects_each_error(void **state)
 {
@@ -652,7 +754,10 @@ static void test_program_filters_agree_with_full_eval(void **state)
                              "class d { match phase \"x*\" and (tag \"t\" or size < 100); }\n"
                              "class e { match not (size <= 4096) or api pluggable; }\n"
                              "class f { match not size 10..20 and nth >= 5; }\n"
-                             "class g { match tag \"t\" and phase \"y\" or phase \"x1\"; }\n");
+                             "class g { match tag \"t\" and phase \"y\" or phase \"x1\"; }\n"
+                             "class h { match saved and size < 100 or saved and tag \"t\"; }\n"
+                             "class i { match not saved and phase \"y\"; }\n"
+                             "class j { match saved or api pluggable; }\n");
     const struct program *p = pol.program;
     assert_non_null(p);
     uint64_t seed = 7, phase_sets[4][1] = {{0}, {0}, {0}, {0}}, tag_sets[2][1] = {{0}, {1}};
@@ -664,7 +769,7 @@ static void test_program_filters_agree_with_full_eval(void **state)
         uint64_t sizes[] = {0, 1, 10, 15, 20, 21, 99, 100, 4096, 4097, 1 << 20, (1 << 20) - 1};
         struct alloc_ctx ctx = {sizes[(seed >> 10) % 12], (seed >> 20) % 10, 1u << ((seed >> 30) % 4),
                                 (int)((seed >> 40) % 3), phase_sets[(seed >> 50) % 4],
-                                tag_sets[(seed >> 60) % 2]};
+                                tag_sets[(seed >> 60) % 2], (seed >> 62) & 1};
         int want = -1;
         for (size_t k = 0; k < p->class_count && want < 0; k++)
             if (program_class_matches(p, k, &ctx))
@@ -712,6 +817,8 @@ int main(void)
         cmocka_unit_test(test_program_large_policy),
         cmocka_unit_test(test_program_filters_agree_with_full_eval),
         cmocka_unit_test(test_diag_suggest),
+        cmocka_unit_test(test_saved_predicate),
+        cmocka_unit_test(test_saved_class_shadowed),
     };
     return cmocka_run_group_tests_name("lang", tests, NULL, NULL);
 }

@@ -508,6 +508,51 @@ static void test_report_writer_records_sites(void **state)
     writer_teardown(w);
 }
 
+/* A block reported saved moves class: the report counts it in the class it
+ * came to; a report without the field (older writers) reads as 0. */
+static void test_report_writer_counts_reclassified(void **state)
+{
+    (void)state;
+    struct writer *w = writer_setup("umpol 1;\n"
+                                    "class kept { match phase \"f\" and saved; }\n"
+                                    "class all { match any; }\n");
+    cudaSetDevice(0);
+    void *p;
+    bool handled;
+    phase_enter(&w->rt, "f");
+    assert_int_equal(rt_alloc(&w->rt, &p, 1000, API_CUDA_MALLOC_ASYNC, 0, &handled), 0);
+    pthread_mutex_lock(&w->rt.lock);
+    rt_saved(&w->rt, map_find(&w->rt.map, (uintptr_t)p));
+    pthread_mutex_unlock(&w->rt.lock);
+    phase_exit(&w->rt);
+    char path[128];
+    snprintf(path, sizeof path, "%s/reclassified.json", tmpdir);
+    assert_int_equal(report_write(&w->rt, path), 0);
+    struct report r;
+    char why[512] = "";
+    if (report_load(&r, path, why, sizeof why) != REPORT_OK)
+        fail_msg("the writer's report does not read back: %s", why);
+    assert_int_equal(r.class_count, 2);
+    assert_int_equal(r.classes[0].v[RC_RECLASSIFIED], 1);
+    assert_int_equal(r.classes[0].v[RC_ALLOCATIONS], 1);
+    assert_int_equal(r.classes[1].v[RC_RECLASSIFIED], 0);
+    assert_int_equal(r.classes[1].v[RC_ALLOCATIONS], 0);
+    report_free(&r);
+    cudaError_t err;
+    assert_true(rt_free(&w->rt, p, 0, MODE_STREAM, &err));
+    writer_teardown(w);
+    const char *old = "{\"umpol_report\": 1, \"classes\": [{\"name\": \"a\", \"allocations\": 2}]}";
+    snprintf(path, sizeof path, "%s/old.json", tmpdir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(old, f);
+    fclose(f);
+    assert_int_equal(report_load(&r, path, why, sizeof why), REPORT_OK);
+    assert_int_equal(r.classes[0].v[RC_ALLOCATIONS], 2);
+    assert_int_equal(r.classes[0].v[RC_RECLASSIFIED], 0);
+    report_free(&r);
+}
+
 /* Symlinks planted at the report's name and at the first temporary name: the
  * files they point to stay as they were; the report replaces the links. */
 static void test_report_writer_follows_no_symlink(void **state)
@@ -558,6 +603,7 @@ int main(void)
         cmocka_unit_test(test_report_reads_only_regular_files),
 #ifdef TEST_REPORT_WRITER
         cmocka_unit_test(test_report_writer_bounds_and_escapes_names),
+        cmocka_unit_test(test_report_writer_counts_reclassified),
         cmocka_unit_test(test_report_writer_follows_no_symlink),
         cmocka_unit_test(test_report_writer_records_sites),
 #endif

@@ -612,6 +612,192 @@ static void test_runtime_phase_triggers_batch_prefetch(void **state)
     teardown(f);
 }
 
+/* umpol_note_saved's work: the block at PTR reported saved for backward. */
+static void note_saved(struct fixture *f, void *ptr)
+{
+    pthread_mutex_lock(&f->rt.lock);
+    struct block *b = map_find(&f->rt.map, (uintptr_t)ptr);
+    assert_non_null(b);
+    rt_saved(&f->rt, b);
+    pthread_mutex_unlock(&f->rt.lock);
+}
+
+static int class_of(struct fixture *f, void *ptr)
+{
+    return map_find(&f->rt.map, (uintptr_t)ptr)->class_idx;
+}
+
+/* A block allocated in class activations moves to saved_acts when reported
+ * saved: its counts, advice, LRU and triggers follow it, and it goes back to
+ * its slab's class when freed. A weight (allocated outside forward) and a
+ * block of plain device memory stay where they are. */
+static void test_runtime_saved_block_moves_class(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\n"
+                              "slab 8MiB;\n"
+                              "class saved_acts { match phase \"forward*\" and saved; place host;\n"
+                              "    access gpu; priority 1; prefetch gpu on enter \"backward\";\n"
+                              "    prefetch host on exit \"forward\"; }\n"
+                              "class big { match size >= 16MiB; memory device; }\n"
+                              "class activations { match phase \"forward*\"; place gpu; priority 5;\n"
+                              "    prefetch gpu on alloc; }\n"
+                              "class weights { match phase \"init\"; }\n"
+                              "class rest { match any; }\n");
+    enum { SAVED_ACTS, BIG, ACTS, WEIGHTS };
+    const size_t mib = 1u << 20;
+    phase_enter(&f->rt, "init");
+    void *w = alloc(f, mib, API_CUDA_MALLOC_ASYNC, S1);
+    phase_exit(&f->rt);
+    phase_enter(&f->rt, "forward");
+    void *a1 = alloc(f, 4 * mib, API_CUDA_MALLOC_ASYNC, S1);
+    void *a2 = alloc(f, 4 * mib, API_CUDA_MALLOC_ASYNC, S1);
+    void *d = alloc(f, 18 * mib, API_CUDA_MALLOC_ASYNC, S1);
+    assert_int_equal(class_of(f, a1), ACTS);
+    assert_int_equal(class_of(f, d), BIG);
+    const struct class_stats *st = f->rt.class_stats;
+    assert_int_equal(st[ACTS].allocations, 2);
+    assert_int_equal(st[ACTS].live_bytes, 8 * mib);
+    struct pool *acts = f->rt.devices[0].pools[ACTS];
+    assert_ptr_equal(acts->lru_head, map_find(&f->rt.map, (uintptr_t)a1));
+    uint64_t unset = DELTA(f, advise_unset), host = DELTA(f, advise_preferred_host);
+
+    note_saved(f, a1);
+    struct block *b1 = map_find(&f->rt.map, (uintptr_t)a1);
+    assert_int_equal(b1->class_idx, SAVED_ACTS);
+    assert_true(b1->moved_in);
+    assert_int_equal(st[ACTS].allocations, 1);
+    assert_int_equal(st[ACTS].live_bytes, 4 * mib);
+    assert_int_equal(st[SAVED_ACTS].allocations, 1);
+    assert_int_equal(st[SAVED_ACTS].reclassified, 1);
+    assert_int_equal(st[SAVED_ACTS].live_bytes, 4 * mib);
+    assert_int_equal(st[SAVED_ACTS].peak_bytes, 4 * mib);
+    assert_int_equal(st[ACTS].reclassified, 0);
+    /* Its whole pages take saved_acts's advice: preferred location host. */
+    assert_true(DELTA(f, advise_unset) > unset);
+    assert_int_equal(DELTA(f, advise_preferred_host), host + 1);
+    /* It left activations' LRU for saved_acts's, still on the GPU. */
+    struct pool *saved = f->rt.devices[0].pools[SAVED_ACTS];
+    assert_non_null(saved);
+    assert_ptr_equal(saved->lru_head, b1);
+    assert_ptr_equal(saved->guests, b1);
+    assert_ptr_equal(acts->lru_head, map_find(&f->rt.map, (uintptr_t)a2));
+    assert_residency_exact(f);
+
+    /* A tensor inside a block (a caching allocator's segment) finds it; plain
+     * device memory is found only at its start. */
+    pthread_mutex_lock(&f->rt.lock);
+    struct block *b2 = map_find(&f->rt.map, (uintptr_t)a2);
+    assert_ptr_equal(rt_block_holding(&f->rt, (uintptr_t)a2 + 4096), b2);
+    assert_ptr_equal(rt_block_holding(&f->rt, (uintptr_t)a2 + 4 * mib - 1), b2);
+    assert_ptr_equal(rt_block_holding(&f->rt, (uintptr_t)a2), b2);
+    assert_non_null(rt_block_holding(&f->rt, (uintptr_t)d));
+    assert_null(rt_block_holding(&f->rt, (uintptr_t)d + 4096));
+    assert_null(rt_block_holding(&f->rt, 4096));
+    pthread_mutex_unlock(&f->rt.lock);
+
+    note_saved(f, a1); /* moved once: stays */
+    note_saved(f, w);  /* a weight, allocated in "init": stays a weight */
+    note_saved(f, d);  /* device memory: cannot move */
+    assert_int_equal(class_of(f, a1), SAVED_ACTS);
+    assert_int_equal(class_of(f, w), WEIGHTS);
+    assert_int_equal(class_of(f, d), BIG);
+    assert_int_equal(st[SAVED_ACTS].reclassified, 1);
+    assert_int_equal(st[SAVED_ACTS].allocations, 1);
+    /* The job's own managed memory moves too: its counts and its range's class. */
+    void *m = alloc(f, mib, API_CUDA_MALLOC_MANAGED, S1);
+    assert_int_equal(class_of(f, m), ACTS);
+    note_saved(f, m);
+    assert_int_equal(class_of(f, m), SAVED_ACTS);
+    assert_int_equal(st[SAVED_ACTS].reclassified, 2);
+    assert_int_equal(st[SAVED_ACTS].live_bytes, 4 * mib + mib);
+    assert_int_equal(st[ACTS].live_bytes, 4 * mib);
+    assert_int_equal(ranges_class_of(&f->rt.ranges, (uintptr_t)m + 100), SAVED_ACTS);
+    release(f, m, S1, MODE_STREAM);
+    assert_int_equal(st[SAVED_ACTS].frees, 1);
+    assert_int_equal(st[SAVED_ACTS].live_bytes, 4 * mib);
+    assert_int_equal(ranges_class_of(&f->rt.ranges, (uintptr_t)m + 100), -1);
+
+    /* saved_acts's triggers move the block it took, and only it. */
+    assert_true(b1->on_gpu);
+    /* One block: moved alone, not in a batch. */
+    uint64_t moves = DELTA(f, prefetch), to_host = DELTA(f, prefetch_bytes_to_host);
+    uint64_t prefetches = st[SAVED_ACTS].prefetches;
+    phase_exit(&f->rt);
+    assert_int_equal(DELTA(f, prefetch), moves + 1);
+    assert_int_equal(DELTA(f, prefetch_bytes_to_host), to_host + 4 * mib);
+    assert_int_equal(st[SAVED_ACTS].prefetches, prefetches + 1);
+    assert_false(b1->on_gpu);
+    assert_null(saved->lru_head);
+    assert_true(map_find(&f->rt.map, (uintptr_t)a2)->on_gpu);
+    assert_residency_exact(f);
+    phase_enter(&f->rt, "backward");
+    assert_int_equal(DELTA(f, prefetch), moves + 2);
+    assert_int_equal(st[SAVED_ACTS].prefetches, prefetches + 2);
+    assert_true(b1->on_gpu);
+    assert_ptr_equal(saved->lru_tail, b1);
+    assert_residency_exact(f);
+    phase_exit(&f->rt);
+
+    /* Freed: counted in saved_acts, the space is activations' again. */
+    release(f, a1, S1, MODE_STREAM);
+    assert_int_equal(st[SAVED_ACTS].frees, 2);
+    assert_int_equal(st[SAVED_ACTS].live_bytes, 0);
+    assert_null(saved->guests);
+    assert_null(saved->lru_head);
+    assert_int_equal(st[ACTS].frees, 0);
+    assert_int_equal(DELTA(f, advise_preferred_host), host + 2); /* a1 and m; a1 is back to place gpu */
+    pthread_mutex_lock(&f->rt.lock);
+    assert_null(rt_block_holding(&f->rt, (uintptr_t)a1 + 4096)); /* free space */
+    pthread_mutex_unlock(&f->rt.lock);
+    phase_enter(&f->rt, "forward");
+    void *a3 = alloc(f, 4 * mib, API_CUDA_MALLOC_ASYNC, S1);
+    assert_ptr_equal(a3, a1);
+    assert_int_equal(class_of(f, a3), ACTS);
+    assert_false(map_find(&f->rt.map, (uintptr_t)a3)->moved_in);
+    phase_exit(&f->rt);
+    assert_bins_consistent(f);
+    assert_residency_exact(f);
+    void *all[] = {w, a2, a3, d};
+    for (int i = 0; i < 4; i++)
+        release(f, all[i], S1, MODE_STREAM);
+    assert_int_equal(st[ACTS].live_bytes, 0);
+    assert_int_equal(st[SAVED_ACTS].live_bytes, 0);
+    teardown(f);
+}
+
+/* Under a budget, a block moved to a class of lower priority is evicted
+ * before the older blocks of the class it left. */
+static void test_runtime_saved_block_takes_its_new_priority(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nbudget gpu 3MiB;\nslab 8MiB;\n"
+                              "class saved_acts { match saved; priority 1; }\n"
+                              "class acts { match any; prefetch gpu on alloc; priority 9; }\n");
+    void *a[4];
+    for (int i = 0; i < 3; i++)
+        a[i] = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    assert_int_equal(f->rt.devices[0].resident_bytes, 3u << 20);
+    note_saved(f, a[2]); /* the most recent, now of priority 1 */
+    struct block *moved = map_find(&f->rt.map, (uintptr_t)a[2]);
+    assert_int_equal(moved->class_idx, 0);
+    assert_true(moved->on_gpu);
+    assert_residency_exact(f);
+    a[3] = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1); /* evicts the moved block */
+    assert_false(moved->on_gpu);
+    assert_int_equal(f->rt.class_stats[0].evictions, 1);
+    assert_int_equal(f->rt.class_stats[1].evictions, 0);
+    assert_true(map_find(&f->rt.map, (uintptr_t)a[0])->on_gpu);
+    assert_residency_exact(f);
+    for (int i = 0; i < 4; i++)
+        release(f, a[i], S1, MODE_STREAM);
+    assert_int_equal(f->rt.class_stats[0].live_bytes, 0);
+    assert_int_equal(f->rt.class_stats[1].live_bytes, 0);
+    assert_bins_consistent(f);
+    assert_residency_exact(f);
+    teardown(f);
+}
+
 static void test_runtime_reused_block_is_not_prefetched_again(void **state)
 {
     (void)state;
@@ -971,6 +1157,8 @@ int main(void)
         cmocka_unit_test(test_runtime_budget_bounds_what_the_gpu_holds),
         cmocka_unit_test(test_runtime_phase_triggers_batch_prefetch),
         cmocka_unit_test(test_runtime_reused_block_is_not_prefetched_again),
+        cmocka_unit_test(test_runtime_saved_block_moves_class),
+        cmocka_unit_test(test_runtime_saved_block_takes_its_new_priority),
         cmocka_unit_test(test_runtime_discard_only_whole_pages_of_dead_blocks),
         cmocka_unit_test(test_runtime_allocation_inside_open_trigger_phase_is_placed),
         cmocka_unit_test(test_runtime_phases_nest_and_count),

@@ -15,6 +15,7 @@ enum expr_kind {
     EXPR_TAG,    /* exact tag on the tag stack */
     EXPR_API,    /* allocation API */
     EXPR_DEVICE, /* device ordinal */
+    EXPR_SAVED,  /* the block was reported saved for backward */
     EXPR_AND,
     EXPR_OR,
     EXPR_NOT,

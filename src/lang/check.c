@@ -123,6 +123,7 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
     const char *name = class_label(c);
     const struct directive *first[DIR_PRIORITY + 1] = {0};
     const struct directive *memory_other = NULL, *prefetch_gpu = NULL; /* not managed memory */
+    const struct expr *takes_saved = NULL;
     bool access_gpu = false;
     for (const struct directive *d = c->directives; d; d = d->next) {
         if (d->kind != DIR_PREFETCH && first[d->kind]) {
@@ -135,7 +136,11 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
         if (!first[d->kind])
             first[d->kind] = d;
         switch (d->kind) {
-        case DIR_MATCH: check_expr(d->match, diags); break;
+        case DIR_MATCH:
+            check_expr(d->match, diags);
+            if (d->match)
+                takes_saved = expr_uses_saved(d->match);
+            break;
         case DIR_MEMORY:
             if (d->memory != MEMORY_MANAGED)
                 memory_other = d;
@@ -190,6 +195,17 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
                  "class '%s' has no 'match' directive: say which allocations it takes", name);
     if (memory_other)
         check_unmanaged(c, first, memory_other, diags);
+    /* Saved blocks exist already, as managed memory: they cannot become
+     * device or pinned host memory. */
+    if (memory_other && takes_saved) {
+        const char *word = memory_kind_name(memory_other->memory);
+        struct diag *dg = diag_add(
+            diags, DIAG_ERROR, E_SAVED_DEVICE, takes_saved->loc,
+            "class '%s' takes 'saved' blocks but uses 'memory %s': a block reported "
+            "saved exists already, and moves only between classes of managed memory",
+            name, word);
+        diag_note(dg, memory_other->loc, "'memory %s' given here", word);
+    }
     const struct directive *place = first[DIR_PLACE];
     if (place && place_is_host(place->place.kind) && prefetch_gpu && !access_gpu && !memory_other &&
         complete(c)) {
@@ -207,6 +223,76 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
             "GPU copy would stay behind when the block is evicted",
             name);
         diag_note(dg, budget->loc, "budget given here");
+    }
+}
+
+/* The match expression of C, or NULL. */
+static const struct expr *match_of(const struct class_decl *c)
+{
+    for (const struct directive *d = c->directives; d; d = d->next)
+        if (d->kind == DIR_MATCH)
+            return d->match;
+    return NULL;
+}
+
+enum { MAX_CONJUNCTS = 32 };
+
+/* The terms of E's top-level `and`s into OUT; false when there are more than
+ * MAX_CONJUNCTS. */
+static bool conjuncts(const struct expr *e, const struct expr **out, size_t *n)
+{
+    if (e->kind == EXPR_AND)
+        return conjuncts(e->left, out, n) && conjuncts(e->right, out, n);
+    if (*n == MAX_CONJUNCTS)
+        return false;
+    out[(*n)++] = e;
+    return true;
+}
+
+/* Does every term of E appear among the N terms TERMS? Then whatever
+ * matches them matches E. */
+static bool terms_imply(const struct expr *e, const struct expr *const *terms, size_t n)
+{
+    const struct expr *mine[MAX_CONJUNCTS];
+    size_t count = 0;
+    if (!conjuncts(e, mine, &count))
+        return false;
+    for (size_t i = 0; i < count; i++) {
+        size_t k = 0;
+        while (k < n && !expr_equal(mine[i], terms[k]))
+            k++;
+        if (k == n)
+            return false;
+    }
+    return true;
+}
+
+/* A class that takes saved blocks after a class whose terms, none about
+ * `saved`, are all among its own (`phase "f*"` before `phase "f*" and
+ * saved`): the earlier class matches each block first, saved or not. Capped
+ * at a million comparisons. */
+static void check_saved_shadowed(const struct policy_ast *ast, struct diag_list *diags)
+{
+    size_t budget = 1000000;
+    for (const struct class_decl *s = ast->classes; s; s = s->next) {
+        const struct expr *m = match_of(s), *saved = m ? expr_uses_saved(m) : NULL;
+        const struct expr *terms[MAX_CONJUNCTS];
+        size_t n = 0;
+        if (!saved || s->recovered || !conjuncts(m, terms, &n))
+            continue;
+        for (const struct class_decl *e = ast->classes; e != s && budget > 0; e = e->next, budget--) {
+            const struct expr *em = match_of(e);
+            if (e->recovered || !em || expr_always(em) || expr_mentions_saved(em) ||
+                !terms_imply(em, terms, n))
+                continue;
+            struct diag *d = diag_add(
+                diags, DIAG_WARNING, W_SAVED_SHADOWED, saved->loc,
+                "class '%s' takes saved blocks, but class '%s' before it matches each of them "
+                "first: put '%s' before '%s'",
+                s->name, e->name, s->name, e->name);
+            diag_note(d, e->name_loc, "'%s' matches them whether they are saved or not", e->name);
+            break;
+        }
     }
 }
 
@@ -321,6 +407,8 @@ size_t policy_check(const struct policy_ast *ast, struct diag_list *diags)
     }
     free(by_index);
     strset_free(&names);
+    if (!diags->stopped)
+        check_saved_shadowed(ast, diags);
     /* After a syntax error the catch-all may be what was lost. */
     if (!catch_all && last && ast->syntax_errors == 0 && !diags->stopped)
         diag_add(diags, DIAG_WARNING, W_NO_CATCH_ALL, last->name_loc,

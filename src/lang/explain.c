@@ -74,6 +74,7 @@ static void print_node(FILE *out, const struct program *p, uint32_t i, int paren
     case OP_TAG: fprintf(out, "tag \"%s\"", p->tags[n->lo]); break;
     case OP_API: fprintf(out, "api %s", api_name((unsigned)n->lo)); break;
     case OP_DEVICE: fprintf(out, "device %" PRIu64, n->lo); break;
+    case OP_SAVED: fputs("saved", out); break;
     case OP_NOT:
         fputs("not ", out);
         print_node(out, p, n->left, 3);
@@ -169,6 +170,9 @@ void program_explain(FILE *out, const struct program *p)
         fprintf(out, "     match:    ");
         program_print_expr(out, p, c->root);
         fputc('\n', out);
+        if (c->takes_saved)
+            fprintf(out, "     saved:    a block reported saved for backward moves here if it "
+                         "matches then\n");
         for (uint32_t k = 0; k < c->prefetch_count; k++) {
             const struct program_prefetch *pf = &p->prefetches[c->prefetch_first + k];
             const char *pat = pattern_of(p, pf);
@@ -241,8 +245,11 @@ void program_explain_json(FILE *out, const struct program *p)
         }
         json_print_string(out, text ? text : "");
         free(text);
-        fprintf(out, ",\"always\":%s,\"memory\":\"%s\",\"read_mostly\":%s,\"place\":",
-                c->always ? "true" : "false", memory_kind_name(c->memory),
+        fprintf(out,
+                ",\"always\":%s,\"takes_saved\":%s,\"memory\":\"%s\",\"read_mostly\":%s,"
+                "\"place\":",
+                c->always ? "true" : "false", c->takes_saved ? "true" : "false",
+                memory_kind_name(c->memory),
                 c->read_mostly ? "true" : "false");
         json_place(out, c->place);
         fputs(",\"access\":[", out);

@@ -1,6 +1,8 @@
 #include "expr.h"
 
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 bool expr_always(const struct expr *e)
 {
@@ -13,6 +15,41 @@ bool expr_always(const struct expr *e)
     case EXPR_NOT: return expr_never(e->left);
     default: return false;
     }
+}
+
+static const struct expr *uses_saved(const struct expr *e, bool negated)
+{
+    switch (e->kind) {
+    case EXPR_SAVED: return negated ? NULL : e;
+    case EXPR_AND:
+    case EXPR_OR: {
+        const struct expr *l = uses_saved(e->left, negated);
+        return l ? l : uses_saved(e->right, negated);
+    }
+    case EXPR_NOT: return uses_saved(e->left, !negated);
+    default: return NULL;
+    }
+}
+
+bool expr_equal(const struct expr *a, const struct expr *b)
+{
+    if (!a || !b)
+        return a == b;
+    if (a->kind != b->kind || a->lo != b->lo || a->hi != b->hi)
+        return false;
+    if ((a->text || b->text) && (!a->text || !b->text || strcmp(a->text, b->text) != 0))
+        return false;
+    return expr_equal(a->left, b->left) && expr_equal(a->right, b->right);
+}
+
+bool expr_mentions_saved(const struct expr *e)
+{
+    return uses_saved(e, false) || uses_saved(e, true);
+}
+
+const struct expr *expr_uses_saved(const struct expr *e)
+{
+    return uses_saved(e, false);
 }
 
 bool expr_never(const struct expr *e)

@@ -71,6 +71,7 @@ static uint32_t compile_expr(struct compiler *cc, const struct expr *e)
     case EXPR_TAG: node.op = OP_TAG; node.lo = (uint64_t)intern(cc, &cc->tags, e->text); break;
     case EXPR_API: node.op = OP_API; node.lo = api_from_name(e->text); break;
     case EXPR_DEVICE: node.op = OP_DEVICE; node.lo = e->lo; break;
+    case EXPR_SAVED: node.op = OP_SAVED; break;
     case EXPR_AND:
     case EXPR_OR:
     case EXPR_NOT:
@@ -91,7 +92,7 @@ static uint32_t compile_expr(struct compiler *cc, const struct expr *e)
 static struct class_filter filter_of(const struct program *p, uint32_t i)
 {
     const struct program_node *n = &p->nodes[i];
-    struct class_filter f = {0, UINT64_MAX, API_ALL, -1, -1, -1, 0, false};
+    struct class_filter f = {0, UINT64_MAX, API_ALL, -1, -1, -1, false, 0, false};
     switch (n->op) {
     case OP_SIZE:
         f.size_lo = n->lo;
@@ -101,6 +102,7 @@ static struct class_filter filter_of(const struct program *p, uint32_t i)
     case OP_DEVICE: f.device = (int)n->lo; break;
     case OP_PHASE: f.need_phase = (int32_t)n->lo; break;
     case OP_TAG: f.need_tag = (int32_t)n->lo; break;
+    case OP_SAVED: f.need_saved = true; break;
     case OP_NOT: {
         /* Complements that stay simple: an API set, a size bound open on one side. */
         const struct program_node *c = &p->nodes[n->left];
@@ -122,6 +124,7 @@ static struct class_filter filter_of(const struct program *p, uint32_t i)
             f.api_mask = 0; /* two devices at once: never */
         f.need_phase = a.need_phase >= 0 ? a.need_phase : b.need_phase;
         f.need_tag = a.need_tag >= 0 ? a.need_tag : b.need_tag;
+        f.need_saved = a.need_saved || b.need_saved;
         break;
     }
     case OP_OR: {
@@ -132,6 +135,7 @@ static struct class_filter filter_of(const struct program *p, uint32_t i)
         f.device = a.device == b.device ? a.device : -1;
         f.need_phase = a.need_phase == b.need_phase ? a.need_phase : -1;
         f.need_tag = a.need_tag == b.need_tag ? a.need_tag : -1;
+        f.need_saved = a.need_saved && b.need_saved;
         break;
     }
     default: break; /* nth, any: no necessary condition */
@@ -157,6 +161,7 @@ static void compile_class(struct compiler *cc, const struct class_decl *c, struc
         case DIR_MATCH:
             pc->root = compile_expr(cc, d->match);
             pc->always = expr_always(d->match);
+            pc->takes_saved = expr_uses_saved(d->match) != NULL;
             if (!cc->failed)
                 *filter = filter_of(p, pc->root);
             filter->root = pc->root;
@@ -291,6 +296,7 @@ static bool eval(const struct program_node *nodes, uint32_t i, const struct allo
         case OP_TAG: return bit_set(ctx->tag_bits, n->lo);
         case OP_API: return (ctx->api & n->lo) != 0;
         case OP_DEVICE: return ctx->device >= 0 && (uint64_t)ctx->device == n->lo;
+        case OP_SAVED: return ctx->saved;
         case OP_NOT: return !eval(nodes, n->left, ctx);
         case OP_AND:
             if (!eval(nodes, n->left, ctx))
@@ -316,7 +322,8 @@ int program_classify(const struct program *p, const struct alloc_ctx *ctx)
         if (ctx->size < f->size_lo || ctx->size > f->size_hi || !(ctx->api & f->api_mask) ||
             (f->device >= 0 && f->device != ctx->device) ||
             (f->need_phase >= 0 && !bit_set(ctx->phase_bits, (uint64_t)f->need_phase)) ||
-            (f->need_tag >= 0 && !bit_set(ctx->tag_bits, (uint64_t)f->need_tag)))
+            (f->need_tag >= 0 && !bit_set(ctx->tag_bits, (uint64_t)f->need_tag)) ||
+            (f->need_saved && !ctx->saved))
             continue;
         if (eval(p->nodes, f->root, ctx))
             return (int)i;

@@ -11,7 +11,19 @@
 #include "api.h"
 #include "ast.h"
 
-enum node_op { OP_ANY, OP_SIZE, OP_NTH, OP_PHASE, OP_TAG, OP_API, OP_DEVICE, OP_AND, OP_OR, OP_NOT };
+enum node_op {
+    OP_ANY,
+    OP_SIZE,
+    OP_NTH,
+    OP_PHASE,
+    OP_TAG,
+    OP_API,
+    OP_DEVICE,
+    OP_AND,
+    OP_OR,
+    OP_NOT,
+    OP_SAVED,
+};
 
 /* One predicate node; children are indexes into the same array. */
 struct program_node {
@@ -37,6 +49,9 @@ struct program_class {
     int line;
     uint32_t root; /* predicate node */
     bool always;   /* predicate matches every allocation */
+    /* `saved` in its predicate (outside a `not`): blocks reported saved for
+     * backward may move into it. */
+    bool takes_saved;
     enum memory_kind memory;
     bool read_mostly;
     struct program_place place;
@@ -54,6 +69,7 @@ struct class_filter {
     int device;         /* -1: any */
     int32_t need_phase; /* phase glob that must be open, or -1 */
     int32_t need_tag;   /* tag that must be pushed, or -1 */
+    bool need_saved;    /* only a block reported saved matches */
     uint32_t root;
     bool always;
 };
@@ -99,6 +115,9 @@ struct alloc_ctx {
     int device;
     const uint64_t *phase_bits; /* bitset over phase_globs: a matching phase is open */
     const uint64_t *tag_bits;   /* bitset over tags: the tag is on the tag stack */
+    /* The block was reported saved for backward: false when allocated; true
+     * when umpol_note_saved classifies it again. */
+    bool saved;
 };
 
 /* Compile a checked AST. Returns NULL only when out of memory. */

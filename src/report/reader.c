@@ -19,7 +19,7 @@ const char *const report_class_counters[RC_COUNT] = {
     "allocations", "frees",         "bytes_requested", "live_bytes",     "peak_bytes",
     "slabs",       "slab_bytes",    "prefetches",      "prefetch_bytes", "evictions",
     "evict_bytes", "cap_refusals",  "budget_skips",    "advice_errors",  "cross_stream_reuses",
-    "discards",    "discard_bytes", "reclaims",        "reclaim_bytes"};
+    "discards",    "discard_bytes", "reclaims",        "reclaim_bytes",  "reclassified"};
 const char *const report_um_counters[UM_COUNT] = {"htod_bytes", "dtoh_bytes", "gpu_faults",
                                                   "cpu_faults", "thrashing",  "throttling"};
 const char *const report_next_use_counters[NU_COUNT] = {"predictions", "hits", "error_events",

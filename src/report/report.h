@@ -66,6 +66,7 @@ enum report_class_counter {
     RC_DISCARD_BYTES,
     RC_RECLAIMS,
     RC_RECLAIM_BYTES,
+    RC_RECLASSIFIED, /* blocks that came from another class when reported saved */
     RC_COUNT
 };
 extern const char *const report_class_counters[RC_COUNT];

@@ -1,5 +1,6 @@
 /* The per-class part of the public API (umpol.h): class names and counters
- * for umpol.memory_stats(), and blocks reported as saved for backward. */
+ * for umpol.memory_stats(), and blocks reported as saved for backward, which
+ * move to the class they match then (rt_saved). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,7 +78,9 @@ EXPORT int umpol_note_saved(const void *ptr)
         saved_count = calloc(rt->program->class_count, sizeof *saved_count);
         saved_bytes = calloc(rt->program->class_count, sizeof *saved_bytes);
     }
-    struct block *b = map_find(&rt->map, (uintptr_t)ptr);
+    struct block *b = rt_block_holding(rt, (uintptr_t)ptr);
+    if (b)
+        rt_saved(rt, b);
     if (b && saved_count && saved_bytes) {
         cls = b->class_idx;
         saved_count[cls]++;

@@ -151,28 +151,34 @@ int place_host_node(const struct runtime *rt, int class_idx, int device)
  * the runtime did not place there reads it over the link instead of faulting
  * it in uncounted. Read-mostly copies are not made then: a GPU copy would
  * stay behind when the block is moved to the host. */
-static void advise(struct runtime *rt, int class_idx, int device, void *ptr, size_t size,
-                   bool *warned)
+static void advice(struct runtime *rt, int class_idx, int device, void *ptr, size_t size,
+                   bool *warned, bool set)
 {
     const struct program_class *cls = &rt->program->classes[class_idx];
     bool steer = rt->devices[device].steer && cls->memory == MEMORY_MANAGED;
     cudaError_t err;
     if (cls->read_mostly && !steer) {
         struct cudaMemLocation loc = {cudaMemLocationTypeDevice, device};
-        err = mover_advise(&rt->mover, ptr, size, cudaMemAdviseSetReadMostly, loc);
+        err = mover_advise(&rt->mover, ptr, size,
+                           set ? cudaMemAdviseSetReadMostly : cudaMemAdviseUnsetReadMostly, loc);
         if (err != cudaSuccess)
             advise_failed(rt, class_idx, warned, "read_mostly advice", err);
     }
     if (steer || (cls->place.kind != LOC_UNSET && cls->place.kind != LOC_NONE)) {
         struct cudaMemLocation loc = steer ? host_of(rt, class_idx, device)
                                            : place_location(rt, cls->place, device);
-        err = mover_advise(&rt->mover, ptr, size, cudaMemAdviseSetPreferredLocation, loc);
+        err = mover_advise(&rt->mover, ptr, size,
+                           set ? cudaMemAdviseSetPreferredLocation
+                               : cudaMemAdviseUnsetPreferredLocation,
+                           loc);
         if (err != cudaSuccess)
             advise_failed(rt, class_idx, warned, "preferred location", err);
     }
+    enum cudaMemoryAdvise accessed =
+        set ? cudaMemAdviseSetAccessedBy : cudaMemAdviseUnsetAccessedBy;
     if (steer) {
-        err = mover_advise(&rt->mover, ptr, size, cudaMemAdviseSetAccessedBy,
-                                   (struct cudaMemLocation){cudaMemLocationTypeDevice, device});
+        err = mover_advise(&rt->mover, ptr, size, accessed,
+                           (struct cudaMemLocation){cudaMemLocationTypeDevice, device});
         if (err != cudaSuccess)
             advise_failed(rt, class_idx, warned, "accessed-by advice", err);
     }
@@ -180,18 +186,68 @@ static void advise(struct runtime *rt, int class_idx, int device, void *ptr, siz
         struct cudaMemLocation loc = place_location(rt, cls->access[i], device);
         if (steer && is_gpu(loc) && loc.id == device)
             continue; /* given above */
-        err = mover_advise(&rt->mover, ptr, size, cudaMemAdviseSetAccessedBy, loc);
+        err = mover_advise(&rt->mover, ptr, size, accessed, loc);
         if (err != cudaSuccess)
             advise_failed(rt, class_idx, warned, "accessed-by advice", err);
     }
 }
 
+static void advise(struct runtime *rt, int class_idx, int device, void *ptr, size_t size,
+                   bool *warned)
+{
+    advice(rt, class_idx, device, ptr, size, warned, true);
+}
+
+static bool same_place(struct program_place a, struct program_place b)
+{
+    return a.kind == b.kind && a.index == b.index;
+}
+
+/* Do classes A and B give their memory the same advice? */
+static bool same_advice(const struct runtime *rt, int a, int b)
+{
+    const struct program_class *x = &rt->program->classes[a], *y = &rt->program->classes[b];
+    if (x->read_mostly != y->read_mostly || !same_place(x->place, y->place) ||
+        x->access_count != y->access_count)
+        return false;
+    for (int i = 0; i < x->access_count; i++)
+        if (!same_place(x->access[i], y->access[i]))
+            return false;
+    return true;
+}
+
+/* Block B of class FROM takes class TO's advice: on the whole 2 MiB pages
+ * inside it for a block of a slab (advice covers whole pages, and the edges
+ * are shared with neighbours that keep their class's), on all of it for the
+ * job's own allocation. */
+static void readvise(struct runtime *rt, const struct block *b, int from, int to, int device,
+                     bool *warned)
+{
+    if (same_advice(rt, from, to))
+        return;
+    uintptr_t start = b->addr, end = b->addr + b->size;
+    if (b->slab)
+        mover_whole_pages(b->addr, b->size, &start, &end);
+    if (end <= start)
+        return;
+    advice(rt, from, device, (void *)start, end - start, warned, false);
+    advice(rt, to, device, (void *)start, end - start, warned, true);
+}
+
 /* ---- what the runtime holds on each GPU ---- */
+
+/* The pool whose lists hold live block B: its slab's, or for a block moved
+ * to another class, that class's pool on the same GPU. */
+static struct pool *live_pool(struct runtime *rt, const struct block *b)
+{
+    struct pool *p = b->slab->pool;
+    return b->moved_in ? rt->devices[p->device].pools[b->class_idx] : p;
+}
 
 /* Count B's pages as on its pool's GPU; a live block joins the pool's LRU. */
 static void gpu_take(struct runtime *rt, struct block *b)
 {
-    struct pool *p = b->slab->pool;
+    struct pool *p = live_pool(rt, b);
     b->on_gpu = true;
     b->tick = ++rt->tick;
     rt->devices[p->device].resident_bytes += b->size;
@@ -202,7 +258,7 @@ static void gpu_take(struct runtime *rt, struct block *b)
 /* Live block B leaves the GPU. */
 static void gpu_leave(struct runtime *rt, struct block *b)
 {
-    struct pool *p = b->slab->pool;
+    struct pool *p = live_pool(rt, b);
     gpu_list_remove(&p->lru_head, &p->lru_tail, b);
     b->on_gpu = false;
     rt->devices[p->device].resident_bytes -= b->size;
@@ -211,7 +267,7 @@ static void gpu_leave(struct runtime *rt, struct block *b)
 /* Free space still on the GPU, allocated again: live, most recent. */
 static void gpu_take_live(struct runtime *rt, struct block *b)
 {
-    struct pool *p = b->slab->pool;
+    struct pool *p = live_pool(rt, b);
     gpu_list_append(&p->lru_head, &p->lru_tail, b);
     b->tick = ++rt->tick;
 }
@@ -219,15 +275,16 @@ static void gpu_take_live(struct runtime *rt, struct block *b)
 /* Live block B placed on the GPU again: the most recent now. */
 static void gpu_touch(struct runtime *rt, struct block *b)
 {
-    struct pool *p = b->slab->pool;
+    struct pool *p = live_pool(rt, b);
     gpu_list_remove(&p->lru_head, &p->lru_tail, b);
     gpu_take_live(rt, b);
 }
 
-static void ranges_locked_add(struct runtime *rt, uintptr_t base, size_t size, int class_idx)
+static void ranges_locked_add(struct runtime *rt, uintptr_t base, size_t size, int class_idx,
+                              const struct slab *slab)
 {
     pthread_mutex_lock(&rt->range_lock);
-    ranges_add(&rt->ranges, base, size, class_idx);
+    ranges_add(&rt->ranges, base, size, class_idx, slab);
     pthread_mutex_unlock(&rt->range_lock);
 }
 
@@ -250,7 +307,7 @@ void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s)
     if (kind != MEMORY_MANAGED)
         return; /* pinned host memory: never on the GPU, never advised */
     dev->managed_bytes += s->size;
-    ranges_locked_add(rt, s->base, s->size, pool->class_idx);
+    ranges_locked_add(rt, s->base, s->size, pool->class_idx, s);
     advise(rt, pool->class_idx, pool->device, (void *)s->base, s->size, &pool->advice_warned);
     /* A class prefetched to its GPU on allocation gets the whole slab there
      * once: blocks carved from it later need no prefetch of their own. Under
@@ -332,7 +389,7 @@ void place_adopted(struct runtime *rt, int class_idx, int device, void *ptr, siz
                    cudaStream_t stream)
 {
     rt->devices[device].managed_bytes += size;
-    ranges_locked_add(rt, (uintptr_t)ptr, size, class_idx);
+    ranges_locked_add(rt, (uintptr_t)ptr, size, class_idx, NULL);
     const struct program_class *c = &rt->program->classes[class_idx];
     if (c->memory != MEMORY_MANAGED)
         return;
@@ -559,14 +616,12 @@ static const struct program_prefetch *rule_on_alloc(const struct runtime *rt,
     return NULL;
 }
 
-void place_on_alloc(struct runtime *rt, struct block *b, int device, cudaStream_t stream)
+/* Place live block B as its class's rule for new blocks says. DEAD: its data
+ * is dead (a new block), so its pages need not be copied. */
+static void place_by_rule(struct runtime *rt, struct block *b, int device, cudaStream_t stream,
+                          bool dead)
 {
     const struct program_class *cls = &rt->program->classes[b->class_idx];
-    if (!b->slab || cls->memory != MEMORY_MANAGED)
-        return; /* device or pinned host memory: counted with its slab, never moved */
-    rt->round_floor = rt->tick;
-    if (b->on_gpu) /* free space that stayed on the GPU, live again */
-        gpu_take_live(rt, b);
     const struct program_prefetch *rule = rule_on_alloc(rt, cls);
     struct program_place dest = rule ? rule->dest : cls->place;
     /* Under a budget, `place gpu` means placed by the runtime: pages reach the
@@ -577,9 +632,12 @@ void place_on_alloc(struct runtime *rt, struct block *b, int device, cudaStream_
     /* Timed only where CUDA is called: a block that stays on its GPU, the
      * common case, reads no clock. */
     uint64_t made_room_ns = rt->reclaim_ns + rt->evict_ns;
-    if (place_block(rt, b, loc) == PLACE_MOVE) { /* a new block's data is dead: no copy needed */
+    if (place_block(rt, b, loc) == PLACE_MOVE) {
         uint64_t t0 = now_ns();
-        move_dead(rt, device, b->addr, b->size, loc, stream, true);
+        if (dead)
+            move_dead(rt, device, b->addr, b->size, loc, stream, true);
+        else
+            mover_prefetch(&rt->mover, b->addr, b->size, loc, stream);
         uint64_t moved_ns = now_ns() - t0;
         rt->place_ns += moved_ns;
         rt->runtime_ns += moved_ns;
@@ -587,16 +645,70 @@ void place_on_alloc(struct runtime *rt, struct block *b, int device, cudaStream_
     rt->runtime_ns += rt->reclaim_ns + rt->evict_ns - made_room_ns;
 }
 
+void place_on_alloc(struct runtime *rt, struct block *b, int device, cudaStream_t stream)
+{
+    const struct program_class *cls = &rt->program->classes[b->class_idx];
+    if (!b->slab || cls->memory != MEMORY_MANAGED)
+        return; /* device or pinned host memory: counted with its slab, never moved */
+    rt->round_floor = rt->tick;
+    if (b->on_gpu) /* free space that stayed on the GPU, live again */
+        gpu_take_live(rt, b);
+    place_by_rule(rt, b, device, stream, true);
+}
+
+bool place_reclassify(struct runtime *rt, struct block *b, int to)
+{
+    int from = b->class_idx;
+    if (!b->slab) { /* the job's own managed memory: its advice and its range's class */
+        bool warned = false;
+        readvise(rt, b, from, to, b->device, &warned);
+        ranges_locked_remove(rt, b->addr);
+        ranges_locked_add(rt, b->addr, b->size, to, NULL);
+        b->class_idx = to;
+        b->moved_in = true; /* it stays; no pool lists to leave or join */
+        return true;
+    }
+    struct pool *home = b->slab->pool;
+    int device = home->device;
+    struct pool *dest = device_pool(&rt->devices[device], device, to);
+    if (!dest)
+        return false;
+    struct pool *src = live_pool(rt, b);
+    if (b->on_gpu)
+        gpu_list_remove(&src->lru_head, &src->lru_tail, b);
+    if (b->moved_in)
+        pool_guest_remove(src, b);
+    b->class_idx = to;
+    b->moved_in = to != home->class_idx;
+    if (b->moved_in)
+        pool_guest_add(dest, b);
+    readvise(rt, b, from, to, device, &dest->advice_warned);
+    rt->round_floor = rt->tick;
+    if (b->on_gpu) /* the most recent in its new class's LRU */
+        gpu_take_live(rt, b);
+    place_by_rule(rt, b, device, b->stream, false);
+    return true;
+}
+
 /* A freed block keeps its pages where they are: on the GPU it stays counted,
  * on the pool's idle list (joined in pool_free) until it is used again or
  * the budget needs the room. */
 void place_on_free(struct runtime *rt, struct block *b)
 {
-    if (!b->slab || !b->on_gpu)
+    if (!b->slab || (!b->on_gpu && !b->moved_in))
         return;
-    struct pool *p = b->slab->pool;
-    gpu_list_remove(&p->lru_head, &p->lru_tail, b);
-    b->tick = ++rt->tick;
+    struct pool *p = live_pool(rt, b);
+    if (b->on_gpu) {
+        gpu_list_remove(&p->lru_head, &p->lru_tail, b);
+        b->tick = ++rt->tick;
+    }
+    if (b->moved_in) { /* free space is its slab's class's again */
+        struct pool *home = b->slab->pool;
+        pool_guest_remove(p, b);
+        readvise(rt, b, b->class_idx, home->class_idx, home->device, &home->advice_warned);
+        b->class_idx = home->class_idx;
+        b->moved_in = false;
+    }
 }
 
 static bool trigger_fires(const struct program_prefetch *pf, enum trigger_kind trigger,
@@ -607,6 +719,25 @@ static bool trigger_fires(const struct program_prefetch *pf, enum trigger_kind t
     if (trigger == TRIGGER_MARK)
         return pf->pattern == mark;
     return (glob_bits[pf->pattern >> 6] >> (pf->pattern & 63)) & 1;
+}
+
+/* The live blocks of P's class one after another (B: NULL for the first):
+ * those of its slabs not moved to another class, then the blocks of other
+ * pools' slabs moved to it (its guests). */
+static struct block *next_of_class(const struct pool *p, struct block *b)
+{
+    for (;;) {
+        if (!b)
+            b = p->slabs ? p->slabs->first : p->guests;
+        else if (b->slab->pool != p) /* a guest */
+            b = b->link_next;
+        else if (b->next)
+            b = b->next;
+        else
+            b = b->slab->next ? b->slab->next->first : p->guests;
+        if (!b || (!b->free && b->class_idx == p->class_idx))
+            return b;
+    }
 }
 
 /* Move every live block of class C on DEVICE to the rule's destination. */
@@ -620,27 +751,25 @@ static void move_class(struct runtime *rt, size_t c, int device, struct program_
     size_t n = 0, cap = 0;
     void **ptrs = NULL;
     size_t *sizes = NULL;
-    for (struct slab *s = p->slabs; s; s = s->next) {
-        for (struct block *b = s->first; b; b = b->next) {
-            if (b->free || place_block(rt, b, loc) != PLACE_MOVE)
+    for (struct block *b = next_of_class(p, NULL); b; b = next_of_class(p, b)) {
+        if (place_block(rt, b, loc) != PLACE_MOVE)
+            continue;
+        if (n == cap) {
+            size_t grown = cap ? cap * 2 : 64;
+            void **np = realloc(ptrs, grown * sizeof *np);
+            if (np)
+                ptrs = np;
+            size_t *ns = np ? realloc(sizes, grown * sizeof *ns) : NULL;
+            if (ns)
+                sizes = ns;
+            if (!np || !ns) { /* no memory for the batch: this one alone */
+                mover_prefetch(&rt->mover, b->addr, b->size, loc, dev->stream);
                 continue;
-            if (n == cap) {
-                size_t grown = cap ? cap * 2 : 64;
-                void **np = realloc(ptrs, grown * sizeof *np);
-                if (np)
-                    ptrs = np;
-                size_t *ns = np ? realloc(sizes, grown * sizeof *ns) : NULL;
-                if (ns)
-                    sizes = ns;
-                if (!np || !ns) { /* no memory for the batch: this one alone */
-                    mover_prefetch(&rt->mover, b->addr, b->size, loc, dev->stream);
-                    continue;
-                }
-                cap = grown;
             }
-            ptrs[n] = (void *)b->addr;
-            sizes[n++] = b->size;
+            cap = grown;
         }
+        ptrs[n] = (void *)b->addr;
+        sizes[n++] = b->size;
     }
     mover_prefetch_batch(&rt->mover, ptrs, sizes, n, loc, dev->stream);
     free(ptrs);

@@ -42,7 +42,13 @@ void place_adopted(struct runtime *rt, int class_idx, int device, void *ptr, siz
 void place_adopted_freed(struct runtime *rt, const struct block *b);
 
 void place_on_alloc(struct runtime *rt, struct block *b, int device, cudaStream_t stream);
+/* A block moved to another class is its slab's class's again. */
 void place_on_free(struct runtime *rt, struct block *b);
+/* Live managed block B moves to class TO (managed too), reported saved: it
+ * takes TO's advice, joins TO's lists on its GPU (so TO's triggers, priority
+ * and budget apply to it from now on) and is placed as TO places a new
+ * block, its data kept. false: no memory for TO's pool; B is unchanged. */
+bool place_reclassify(struct runtime *rt, struct block *b, int to);
 /* UMPOL_DISCARD=1: the freed block's data is dead; its whole 2 MiB pages are
  * discarded and prefetched back where they are, so they are never copied.
  * Ordered on STREAM after its use; returns the stream its next user must follow. */

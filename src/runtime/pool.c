@@ -299,6 +299,34 @@ static void coalesce(struct pool *p, struct block *b)
         b->slab->first = b;
 }
 
+struct block *slab_block_at(const struct slab *s, uintptr_t addr)
+{
+    for (struct block *b = s->first; b; b = b->next)
+        if (addr >= b->addr && addr - b->addr < b->size)
+            return b;
+    return NULL;
+}
+
+void pool_guest_add(struct pool *p, struct block *b)
+{
+    b->link_prev = NULL;
+    b->link_next = p->guests;
+    if (p->guests)
+        p->guests->link_prev = b;
+    p->guests = b;
+}
+
+void pool_guest_remove(struct pool *p, struct block *b)
+{
+    if (b->link_prev)
+        b->link_prev->link_next = b->link_next;
+    else
+        p->guests = b->link_next;
+    if (b->link_next)
+        b->link_next->link_prev = b->link_prev;
+    b->link_prev = b->link_next = NULL;
+}
+
 void pool_put(struct pool *p, struct block *b, cudaStream_t stream, enum alloc_mode mode)
 {
     b->free = true;

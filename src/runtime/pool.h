@@ -34,7 +34,9 @@ struct block {
     size_t requested;  /* bytes asked for */
     struct slab *slab; /* NULL: the job's own cudaMallocManaged, tracked only */
     struct block *prev, *next;           /* address order in the slab */
-    struct block *link_prev, *link_next; /* free bin, when free */
+    /* Free: its bin. Live and moved to another class (moved_in): the guest
+     * list of that class's pool on its device. */
+    struct block *link_prev, *link_next;
     /* On the GPU (on_gpu): the pool's LRU when live, its idle list when free. */
     struct block *gpu_prev, *gpu_next;
     cudaStream_t stream; /* live: the allocating stream */
@@ -43,7 +45,7 @@ struct block {
     cudaStream_t free_streams[RT_FREE_STREAMS];
     uint8_t free_stream_count;
     uint64_t tick; /* last placement (live) or release (free), least recent first */
-    int class_idx;
+    int class_idx; /* its slab's pool's class, unless moved_in */
     int device; /* the job's own managed memory: the device it was counted on */
     uint32_t step_id; /* 1 + its allocation's index in its step (0: not recorded) */
     uint32_t step_no; /* the step it was allocated in */
@@ -52,8 +54,17 @@ struct block {
      * device's resident bytes until it moves it away: live or free, a block's
      * pages stay there until then. */
     bool on_gpu;
+    /* Moved to another class when reported saved for backward: counted,
+     * placed and evicted as class_idx until it is freed (for the job's own
+     * managed memory, which has no slab: counted and advised). */
+    bool moved_in;
+    uint8_t api;      /* the enum alloc_api bit it was allocated through */
     uint32_t site;    /* the report's allocation site + 1 (sites.c), 0: none */
     uint64_t born_ns; /* when allocated, while sites are kept */
+    /* What it was classified by, kept to classify it again when it is
+     * reported saved: its sequence number and the first word of the phase
+     * and tag bitsets then (policies with up to 64 of each). */
+    uint64_t seq, phase_word, tag_word;
 };
 
 struct pool {
@@ -63,6 +74,7 @@ struct pool {
     uint64_t bin_mask[2];                /* bit i: bins[k][i] is not empty */
     struct block *lru_head, *lru_tail;   /* live blocks on the GPU, least recent first */
     struct block *idle_head, *idle_tail; /* free blocks still on the GPU, oldest first */
+    struct block *guests; /* live blocks of other pools' slabs moved to this pool's class */
     bool advice_warned;
 };
 
@@ -96,6 +108,10 @@ static inline void gpu_list_remove(struct block **head, struct block **tail, str
     b->gpu_prev = b->gpu_next = NULL;
 }
 
+/* Live block B of another pool's slab joins / leaves P's guests. */
+void pool_guest_add(struct pool *p, struct block *b);
+void pool_guest_remove(struct pool *p, struct block *b);
+
 /* Block records, recycled so the hot path does not call malloc. */
 struct block *block_new(void);
 void block_release(struct block *b);
@@ -128,6 +144,9 @@ void pool_idle_arrived_gpu(struct pool *p, struct block *b);
 /* Free block B's pages were sent off the GPU: it moves to the other bins
  * and merges with free neighbours that are off the GPU too. */
 void pool_idle_left_gpu(struct pool *p, struct block *b);
+
+/* The block of slab S holding ADDR (free or live), or NULL. */
+struct block *slab_block_at(const struct slab *s, uintptr_t addr);
 
 /* Unlink every slab of P with no live block; returns them, linked by next.
  * Their blocks are still attached: read them, then slab_destroy. */

@@ -3,7 +3,8 @@
 
 #include "runtime/ranges.h"
 
-void ranges_add(struct range_index *r, uintptr_t base, size_t size, int class_idx)
+void ranges_add(struct range_index *r, uintptr_t base, size_t size, int class_idx,
+                const void *owner)
 {
     if (r->count == r->cap) {
         size_t cap = r->cap ? r->cap * 2 : 64;
@@ -18,7 +19,7 @@ void ranges_add(struct range_index *r, uintptr_t base, size_t size, int class_id
         r->ranges[i] = r->ranges[i - 1];
         i--;
     }
-    r->ranges[i] = (struct addr_range){base, base + size, class_idx};
+    r->ranges[i] = (struct addr_range){base, base + size, class_idx, owner};
     r->count++;
 }
 
@@ -52,6 +53,12 @@ int ranges_class_of(const struct range_index *r, uintptr_t addr)
 {
     long i = range_floor(r, addr);
     return i >= 0 && addr < r->ranges[i].end ? r->ranges[i].class_idx : -1;
+}
+
+const void *ranges_owner_of(const struct range_index *r, uintptr_t addr)
+{
+    long i = range_floor(r, addr);
+    return i >= 0 && addr < r->ranges[i].end ? r->ranges[i].owner : NULL;
 }
 
 void ranges_free(struct range_index *r)

@@ -10,6 +10,7 @@
 struct addr_range {
     uintptr_t base, end;
     int class_idx;
+    const void *owner; /* the caller's record of the range (a slab), or NULL */
 };
 
 struct range_index {
@@ -18,10 +19,13 @@ struct range_index {
 };
 
 /* Out of memory loses the attribution of this range, nothing else. */
-void ranges_add(struct range_index *r, uintptr_t base, size_t size, int class_idx);
+void ranges_add(struct range_index *r, uintptr_t base, size_t size, int class_idx,
+                const void *owner);
 void ranges_remove(struct range_index *r, uintptr_t base);
 /* The class owning ADDR, or -1. */
 int ranges_class_of(const struct range_index *r, uintptr_t addr);
+/* The owner of the range holding ADDR, or NULL. */
+const void *ranges_owner_of(const struct range_index *r, uintptr_t addr);
 void ranges_free(struct range_index *r);
 
 #endif

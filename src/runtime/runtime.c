@@ -278,6 +278,15 @@ static void warn_host_refused(struct runtime *rt, int cls, size_t size, cudaErro
             rt->cuda->get_error_string(err));
 }
 
+/* What a block was classified by, kept for classifying it again. */
+static void note_ctx(struct block *b, const struct alloc_ctx *ctx)
+{
+    b->api = (uint8_t)ctx->api;
+    b->seq = ctx->seq;
+    b->phase_word = ctx->phase_bits ? ctx->phase_bits[0] : 0;
+    b->tag_word = ctx->tag_bits ? ctx->tag_bits[0] : 0;
+}
+
 cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
                      cudaStream_t stream, bool *handled)
 {
@@ -311,9 +320,11 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
     if (api == API_CUDA_MALLOC_MANAGED) {
         err = adopt_managed(rt, ptr, size, cls, device, stream);
         if (err == cudaSuccess) {
+            struct block *b = map_find(&rt->map, (uintptr_t)*ptr);
+            note_ctx(b, &ctx);
             count_alloc(rt, cls, size);
-            sites_note_alloc(rt->sites, atomic_load(&rt->phase_current), tag_site_current(),
-                             map_find(&rt->map, (uintptr_t)*ptr), size);
+            sites_note_alloc(rt->sites, atomic_load(&rt->phase_current), tag_site_current(), b,
+                             size);
         }
     } else {
         struct block *b = NULL;
@@ -329,6 +340,7 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
         }
         if (err == cudaSuccess) {
             *ptr = (void *)b->addr;
+            note_ctx(b, &ctx);
             if (rt->learn)
                 learn_alloc(rt, b);
             count_alloc(rt, cls, b->size);
@@ -339,6 +351,95 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
     }
     pthread_mutex_unlock(&rt->lock);
     return err;
+}
+
+struct block *rt_block_holding(struct runtime *rt, uintptr_t addr)
+{
+    struct block *b = map_find(&rt->map, addr);
+    if (b)
+        return b;
+    pthread_mutex_lock(&rt->range_lock);
+    const struct slab *s = ranges_owner_of(&rt->ranges, addr);
+    pthread_mutex_unlock(&rt->range_lock);
+    b = s ? slab_block_at(s, addr) : NULL; /* the slab stays: rt->lock is held */
+    return b && !b->free ? b : NULL;
+}
+
+/* What could not be done is said once per process; the job goes on. */
+#define LOG_ONCE(said, ...)                                                                        \
+    do {                                                                                           \
+        if (!atomic_exchange(said, true))                                                          \
+            LOG(LOG_WARN, __VA_ARGS__);                                                            \
+    } while (0)
+
+void rt_saved(struct runtime *rt, struct block *b)
+{
+    static _Atomic bool kinds_said, memory_said;
+    if (b->moved_in)
+        return; /* it came by reclassification: it stays */
+    /* Phases and tags as they were at allocation: the first word of each
+     * bitset (all of it for up to 64 globs and tags); beyond, as they are now. */
+    enum { WORDS = 64 };
+    uint64_t on_stack[WORDS];
+    size_t phase_words = rt->phase_words;
+    size_t tag_words = program_bitset_words(rt->program->tag_count);
+    uint64_t *phases = phase_words + tag_words <= WORDS
+                           ? on_stack
+                           : malloc((phase_words + tag_words) * sizeof *phases);
+    if (!phases) {
+        LOG_ONCE(&memory_said, "no memory to classify a saved block again: it stays (said once)");
+        return;
+    }
+    uint64_t *tags = phases + phase_words;
+    for (size_t w = 0; w < phase_words; w++)
+        phases[w] = atomic_load_explicit(&rt->phase_bits[w], memory_order_relaxed);
+    const uint64_t *tags_now = tag_bits_current();
+    for (size_t w = 0; w < tag_words; w++)
+        tags[w] = tags_now ? tags_now[w] : 0;
+    phases[0] = b->phase_word;
+    tags[0] = b->tag_word;
+    struct alloc_ctx ctx = {
+        .size = b->requested,
+        .seq = b->seq,
+        .api = b->api,
+        .device = b->slab ? b->slab->pool->device : b->device,
+        .phase_bits = phases,
+        .tag_bits = tags,
+        .saved = true,
+    };
+    int from = b->class_idx, to = program_classify(rt->program, &ctx);
+    if (phases != on_stack)
+        free(phases);
+    if (to < 0 || to == from)
+        return;
+    const struct program_class *f = &rt->program->classes[from], *t = &rt->program->classes[to];
+    if (f->memory != MEMORY_MANAGED || t->memory != MEMORY_MANAGED) {
+        LOG_ONCE(&kinds_said,
+                 "a block of class '%s' reported saved matches class '%s', but only managed "
+                 "memory moves between classes: it stays (said once)",
+                 f->name, t->name);
+        return;
+    }
+    if (!place_reclassify(rt, b, to)) {
+        LOG_ONCE(&memory_said,
+                 "no memory to move a saved block from class '%s' to class '%s': it stays "
+                 "(said once)",
+                 f->name, t->name);
+        return;
+    }
+    /* Its allocation moves with it: each class's allocations less frees stay
+     * its live blocks. (In a forked child, which counts only its own
+     * allocations, an inherited block may not be among them.) */
+    struct class_stats *a = &rt->class_stats[from], *s = &rt->class_stats[to];
+    a->allocations -= a->allocations > 0;
+    a->bytes_requested -= a->bytes_requested < b->size ? a->bytes_requested : b->size;
+    a->live_bytes -= b->size;
+    s->allocations++;
+    s->reclassified++;
+    s->bytes_requested += b->size;
+    s->live_bytes += b->size;
+    if (s->live_bytes > s->peak_bytes)
+        s->peak_bytes = s->live_bytes;
 }
 
 bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode mode,

@@ -31,6 +31,15 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
 bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode mode,
              cudaError_t *err);
 
+/* The live block holding ADDR (rt->lock held): the block that starts there,
+ * else the block of a managed slab that ADDR falls inside (a caching
+ * allocator's segment holds many tensors). NULL: none. */
+struct block *rt_block_holding(struct runtime *rt, uintptr_t addr);
+/* Live block B holds a tensor saved for backward (rt->lock held): classified
+ * again as allocated but with `saved` true, it moves to the class it matches
+ * then, if that differs and both are managed memory. A block moved once stays. */
+void rt_saved(struct runtime *rt, struct block *b);
+
 /* Phases and marks: counted, then their triggers fired. */
 void phase_enter(struct runtime *rt, const char *name);
 void phase_exit(struct runtime *rt);

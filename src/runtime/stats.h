@@ -21,6 +21,10 @@ struct class_stats {
     uint64_t cap_refusals, budget_skips, advice_errors, cross_stream_reuses;
     uint64_t discards, discard_bytes;
     uint64_t reclaims, reclaim_bytes; /* free space moved off the GPU for the budget */
+    /* Of allocations: blocks that came from another class when they were
+     * reported saved for backward (their allocation, bytes and live bytes
+     * moved with them). */
+    uint64_t reclassified;
     /* Moved to the GPU ahead of a predicted use (`learn step`) / when used:
      * on allocation or when a trigger fired. */
     uint64_t ahead_bytes, demand_bytes;

@@ -205,6 +205,8 @@ EXPORT cudaError_t cudaMemAdvise(const void *ptr, size_t count, enum cudaMemoryA
         COUNT(advise_preferred), COUNT(advise_preferred_host);
     else if (advice == cudaMemAdviseSetAccessedBy)
         COUNT(advise_accessed_by);
+    else
+        COUNT(advise_unset);
     return cudaSuccess;
 }
 

@@ -14,6 +14,7 @@ struct fake_counters {
     uint64_t last_host_prefetch_stream; /* the stream of the latest prefetch to the host */
     uint64_t bytes_held;
     uint64_t host_register, host_unregister, bytes_pinned; /* cudaHostRegister'd memory */
+    uint64_t advise_unset; /* cudaMemAdviseUnset*: advice taken back */
 };
 
 const struct fake_counters *fake_counters(void);

@@ -27,7 +27,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (p->tag_count)
                 tag_bits[0] = 1;
             for (uint64_t s = 1; s < (1ull << 40); s <<= 7) {
-                struct alloc_ctx ctx = {s, s & 1023, API_CUDA_MALLOC_ASYNC, 0, phase_bits, tag_bits};
+                struct alloc_ctx ctx = {s, s & 1023, API_CUDA_MALLOC_ASYNC, 0,
+                                        phase_bits, tag_bits, (s >> 10) & 1};
                 int cls = program_classify(p, &ctx);
                 if (cls < -1 || cls >= (int)p->class_count)
                     abort();

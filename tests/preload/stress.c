@@ -2,7 +2,8 @@
  * preloaded. Threads allocate and free at random — async on their own
  * stream, async freed on another thread's stream, and legacy cudaMalloc —
  * fill every block with a pattern and check it before freeing, so two live
- * blocks that overlap are caught. A fork while the threads run checks that the
+ * blocks that overlap are caught. One block in four is reported saved, at an
+ * address inside it, which moves it to another class while it is live. A fork while the threads run checks that the
  * child can still allocate (the runtime's locks survive fork). */
 #include <pthread.h>
 #include <stdbool.h>
@@ -25,6 +26,7 @@
 #pragma weak umpol_phase_exit
 #pragma weak umpol_mark
 #pragma weak umpol_stats
+#pragma weak umpol_note_saved
 
 enum { LIVE = 16, MAX_THREADS = 64 };
 
@@ -135,6 +137,8 @@ static void *worker(void *arg)
         }
         b->ptr = p;
         fill(b);
+        if ((r >> 24) % 4 == 0 && umpol_note_saved)
+            umpol_note_saved(b->ptr + (r >> 32) % b->size);
         if (id == 0 && i % 5000 == 0 && umpol_phase_enter) {
             umpol_phase_enter("step.forward");
             umpol_mark("hot");
