@@ -595,8 +595,8 @@ static void print_group(FILE *f, const struct group *g, const struct group *all,
                     kind);
         else if (pl->memory_goal)
             fprintf(f,
-                    "# Kept for the whole run (%s): on the host, mapped by the GPU, which reads "
-                    "it over the link (goal: memory).\n",
+                    "# Kept for the whole run (%s): in pinned host memory, mapped by the GPU, "
+                    "which reads it over the link (goal: memory).\n",
                     kind);
         else
             fprintf(f,
@@ -613,8 +613,8 @@ static void print_group(FILE *f, const struct group *g, const struct group *all,
                     kind);
         else
             fprintf(f,
-                    "# Made in a repeated phase and kept (%s, read and written once a step): on "
-                    "the host near the GPU, mapped by it, never moved.\n",
+                    "# Made in a repeated phase and kept (%s, read and written once a step): in "
+                    "pinned host memory near the GPU, mapped by it, never moved.\n",
                     kind);
         break;
     }
@@ -625,8 +625,13 @@ static void print_group(FILE *f, const struct group *g, const struct group *all,
         if (g->role != ROLE_TRANSIENT) fputs("    access gpu;\n", f);
         fputs("    prefetch gpu on alloc;\n", f);
     } else {
+        /* Pinned host memory, not managed memory advised to the host: the
+         * driver may keep managed pages the GPU touches on the card, where
+         * the budget does not see them. */
+        fputs("    memory host;\n", f);
         fputs(g->role == ROLE_STEP_STATE ? "    place host near;\n" : "    place host;\n", f);
-        fputs("    access gpu;\n", f);
+        fputs("}\n", f);
+        return;
     }
     fprintf(f, "    priority %u;\n}\n", g->priority);
 }
