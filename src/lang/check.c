@@ -216,6 +216,19 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
             name);
         diag_note(dg, prefetch_gpu->loc, "prefetched to the GPU here");
     }
+    /* Measured: managed pages advised to the host that the GPU touches first
+     * can be kept on the card, where no budget sees them. Pinned host memory
+     * cannot. A class that is prefetched moves by design and keeps managed memory. */
+    if (place && place_is_host(place->place.kind) && !first[DIR_PREFETCH] && !memory_other &&
+        complete(c)) {
+        struct diag *dg = diag_add(
+            diags, DIAG_WARNING, W_HOST_MANAGED, place->loc,
+            "class '%s' lives on the host and never moves, in managed memory: pages the GPU "
+            "touches first may be kept on the card, outside the budget; 'memory host' keeps "
+            "them off it",
+            name);
+        (void)dg;
+    }
     if (budget && first[DIR_ADVISE] && !memory_other) {
         struct diag *dg = diag_add(
             diags, DIAG_WARNING, W_READ_MOSTLY_BUDGET, first[DIR_ADVISE]->loc,

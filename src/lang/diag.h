@@ -51,6 +51,7 @@ enum diag_code {
     W_TOPOLOGY = 104,       /* names a GPU or NUMA node this machine lacks (check --topology) */
     W_READ_MOSTLY_BUDGET = 105, /* read_mostly under a budget: not applied */
     W_SAVED_SHADOWED = 106,     /* a class before a saved class takes its blocks first */
+    W_HOST_MANAGED = 107,       /* managed memory on the host, never moved: may stay on the card */
 };
 
 struct diag {
