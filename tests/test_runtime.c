@@ -176,8 +176,30 @@ static void test_runtime_host_class_falls_back(void **state)
     assert_int_equal(rt_alloc(&f->rt, &p, 3u << 20, API_CUDA_MALLOC, S1, &handled), cudaSuccess);
     fake_set_host_register_fails(0);
     assert_false(handled);
+    assert_int_equal(cudaGetLastError(), cudaSuccess); /* nothing left for the job's next check */
     assert_int_equal(f->rt.passthrough, 1);
     assert_int_equal(f->rt.class_stats[0].allocations, 0);
+    /* Once refused, the class is not pinned again: no slab is tried. */
+    uint64_t tries = fake_counters()->host_register;
+    assert_int_equal(rt_alloc(&f->rt, &p, 3u << 20, API_CUDA_MALLOC, S1, &handled), cudaSuccess);
+    assert_false(handled);
+    assert_int_equal(fake_counters()->host_register, tries);
+    teardown(f);
+}
+
+/* A forked child does not inherit pinned pages (MADV_DONTFORK): a host
+ * class's allocations there go to CUDA, not to the parent's slabs. */
+static void test_runtime_host_class_after_fork(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nclass opt { match any; memory host; }\n");
+    void *a = alloc(f, 1u << 20, API_CUDA_MALLOC, S1);
+    release(f, a, S1, MODE_ANY); /* a free block in a pinned slab */
+    runtime_after_fork_child(&f->rt);
+    bool handled = true;
+    void *p = NULL;
+    assert_int_equal(rt_alloc(&f->rt, &p, 1u << 20, API_CUDA_MALLOC, S1, &handled), cudaSuccess);
+    assert_false(handled);
     teardown(f);
 }
 
@@ -1141,6 +1163,7 @@ int main(void)
         cmocka_unit_test(test_runtime_device_class_uses_cuda_malloc),
         cmocka_unit_test(test_runtime_host_class_is_pinned),
         cmocka_unit_test(test_runtime_host_class_falls_back),
+        cmocka_unit_test(test_runtime_host_class_after_fork),
         cmocka_unit_test(test_runtime_same_stream_reuse),
         cmocka_unit_test(test_runtime_cross_stream_reuse_waits),
         cmocka_unit_test(test_runtime_legacy_malloc_avoids_busy_streams),

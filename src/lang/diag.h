@@ -44,7 +44,7 @@ enum diag_code {
     E_NO_CLASSES = 25,      /* policy defines no class */
     E_TOO_MANY = 26,        /* more classes or list entries than supported */
     E_IO = 27,              /* file cannot be read */
-    E_SAVED_DEVICE = 28,    /* `saved` in a class of `memory device` */
+    E_SAVED_DEVICE = 28,    /* `saved` in a class of `memory device` or `memory host` */
     W_UNREACHABLE = 101,    /* class shadowed by an earlier catch-all */
     W_NO_CATCH_ALL = 102,   /* no class matches everything */
     W_HOST_NO_ACCESS = 103, /* placed on host, prefetched to gpu, no access gpu */

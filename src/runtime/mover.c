@@ -1,6 +1,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/mman.h>
 #ifdef HAVE_NUMA
@@ -24,15 +26,24 @@ static cudaError_t host_alloc(struct mover *m, size_t size, int node, void **out
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return cudaErrorMemoryAllocation;
-#ifdef HAVE_NUMA
-    if (node >= 0 && node < 64 && numa_available() >= 0) {
-        unsigned long mask = 1ul << node;
-        if (mbind(p, size, MPOL_PREFERRED, &mask, sizeof mask * 8, 0) != 0)
-            LOG(LOG_DEBUG, "host memory on NUMA node %d: %s", node, strerror(errno));
+    /* A fork (a data loader's worker) must not copy pinned pages, nor leave
+     * the parent's CPU and the GPU on two copies of one page. */
+    if (madvise(p, size, MADV_DONTFORK) != 0) {
+        munmap(p, size);
+        return cudaErrorMemoryAllocation;
     }
-#else
-    (void)node;
+    if (node >= 0) {
+        static _Atomic bool said;
+        bool placed = false;
+#ifdef HAVE_NUMA
+        unsigned long mask = 1ul << (node % 64);
+        placed = node < 64 && numa_available() >= 0 &&
+                 mbind(p, size, MPOL_PREFERRED, &mask, sizeof mask * 8 + 1, 0) == 0;
 #endif
+        if (!placed && !atomic_exchange(&said, true))
+            LOG(LOG_WARN, "pinned host memory could not be preferred on NUMA node %d (%s); "
+                "the kernel places it", node, errno ? strerror(errno) : "built without libnuma");
+    }
     cudaError_t err =
         m->cuda->host_register(p, size, cudaHostRegisterMapped | cudaHostRegisterPortable);
     if (err == cudaSuccess) {
@@ -60,6 +71,8 @@ cudaError_t mover_alloc(struct mover *m, enum memory_kind kind, size_t size, int
     case MEMORY_DEVICE: err = m->cuda->malloc(&p, size); break;
     default: err = m->cuda->malloc_managed(&p, size, cudaMemAttachGlobal); break;
     }
+    if (err != cudaSuccess)
+        m->cuda->get_last_error(); /* returned, not left for the job's next check */
     *base = (uintptr_t)p;
     return err;
 }

@@ -352,8 +352,14 @@ size_t place_trim(struct runtime *rt, int device)
                 slab_destroy(p, s);
                 cudaError_t err = mover_release(&rt->mover, cls->memory, base, size);
                 if (err != cudaSuccess)
-                    LOG(LOG_WARN, "releasing a %zu-byte slab of class '%s' failed: %s", size,
-                        cls->name, mover_error(&rt->mover, err));
+                    LOG(LOG_WARN, "releasing a %zu-byte slab of class '%s' failed: %s%s", size,
+                        cls->name, mover_error(&rt->mover, err),
+                        cls->memory == MEMORY_HOST ? "; its pages stay pinned" : "");
+                if (err != cudaSuccess && cls->memory == MEMORY_HOST) {
+                    rt->class_stats[c].slabs--; /* no longer the pool's, still the process's */
+                    rt->class_stats[c].slab_bytes -= size;
+                    continue;
+                }
                 if (cls->memory == MEMORY_MANAGED) {
                     dev->managed_bytes -= size;
                     ranges_locked_remove(rt, base);
@@ -391,6 +397,19 @@ void place_adopted(struct runtime *rt, int class_idx, int device, void *ptr, siz
     rt->devices[device].managed_bytes += size;
     ranges_locked_add(rt, (uintptr_t)ptr, size, class_idx, NULL);
     const struct program_class *c = &rt->program->classes[class_idx];
+    if (c->memory == MEMORY_HOST) {
+        /* The job's own managed memory stays managed: as near to a host
+         * class as advice gets (see W107 for what the driver may still do). */
+        struct cudaMemLocation gpu = {cudaMemLocationTypeDevice, device};
+        bool warned = false;
+        cudaError_t err = mover_advise(&rt->mover, ptr, size, cudaMemAdviseSetPreferredLocation,
+                                       host_of(rt, class_idx, device));
+        if (err == cudaSuccess)
+            err = mover_advise(&rt->mover, ptr, size, cudaMemAdviseSetAccessedBy, gpu);
+        if (err != cudaSuccess)
+            advise_failed(rt, class_idx, &warned, "advice for the job's managed memory", err);
+        return;
+    }
     if (c->memory != MEMORY_MANAGED)
         return;
     bool warned = false;

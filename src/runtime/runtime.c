@@ -24,6 +24,9 @@ int runtime_init(struct runtime *rt, const struct program *program, const struct
     if (!rt->class_stats || phases_init(rt) != 0 || pthread_mutex_init(&rt->lock, NULL) != 0 ||
         pthread_mutex_init(&rt->range_lock, NULL) != 0)
         return -1;
+    rt->pinning_off = calloc(program->class_count, sizeof *rt->pinning_off);
+    if (!rt->pinning_off)
+        return -1;
     rt->ahead_use = -1;
     rt->learn = program->step_glob >= 0;
     if (rt->learn) {
@@ -53,6 +56,7 @@ void runtime_destroy(struct runtime *rt)
     sites_free(rt->sites);
     step_free(&rt->step);
     free(rt->predicted_use);
+    free(rt->pinning_off);
     pthread_mutex_destroy(&rt->range_lock);
     free(rt->class_stats);
     pthread_mutex_destroy(&rt->lock);
@@ -70,6 +74,9 @@ void runtime_after_fork_child(struct runtime *rt)
                                                   .slab_bytes = s->slab_bytes};
     }
     rt->timeline_count = rt->timeline_dropped = 0;
+    for (size_t c = 0; c < rt->program->class_count; c++) /* MADV_DONTFORK: not mapped here */
+        if (rt->program->classes[c].memory == MEMORY_HOST)
+            atomic_store(&rt->pinning_off[c], true);
     sites_after_fork_child(rt->sites);
     phases_after_fork_child(rt, profile_timestamp(rt));
     if (rt->learn) /* only the forking thread's phases are still open */
@@ -269,13 +276,13 @@ static void count_alloc(struct runtime *rt, int cls, size_t bytes)
         st->peak_bytes = st->live_bytes;
 }
 
-static void warn_host_refused(struct runtime *rt, int cls, size_t size, cudaError_t err)
+/* Pinning failed for class CLS: from now on its allocations go to CUDA. */
+static void pinning_failed(struct runtime *rt, int cls, size_t size, cudaError_t err)
 {
-    static _Atomic bool warned;
-    if (!atomic_exchange(&warned, true))
-        LOG(LOG_WARN, "class '%s': pinning %zu bytes of host memory failed (%s); its allocations "
-            "go to CUDA unchanged while pinning fails", rt->program->classes[cls].name, size,
-            rt->cuda->get_error_string(err));
+    if (!atomic_exchange(&rt->pinning_off[cls], true))
+        LOG(LOG_WARN, "class '%s': pinning %zu bytes of host memory failed (%s); from now on its "
+            "allocations go to CUDA unchanged (on the GPU, outside the budget)",
+            rt->program->classes[cls].name, size, rt->cuda->get_error_string(err));
 }
 
 /* What a block was classified by, kept for classifying it again. */
@@ -310,7 +317,8 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
         .tag_bits = tag_bits_current(),
     };
     int cls = program_classify(rt->program, &ctx);
-    if (cls < 0 || (api != API_CUDA_MALLOC && mover_stream_capturing(&rt->mover, stream))) {
+    if (cls < 0 || (api != API_CUDA_MALLOC && mover_stream_capturing(&rt->mover, stream)) ||
+        (api != API_CUDA_MALLOC_MANAGED && atomic_load(&rt->pinning_off[cls]))) {
         __atomic_fetch_add(&rt->passthrough, 1, __ATOMIC_RELAXED);
         return cudaSuccess;
     }
@@ -333,7 +341,7 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
         if (err != cudaSuccess && rt->program->classes[cls].memory == MEMORY_HOST) {
             /* No pinned host memory: the job's allocation goes to CUDA as it asked. */
             pthread_mutex_unlock(&rt->lock);
-            warn_host_refused(rt, cls, size, err);
+            pinning_failed(rt, cls, size, err);
             *handled = false;
             __atomic_fetch_add(&rt->passthrough, 1, __ATOMIC_RELAXED);
             return cudaSuccess;

@@ -65,6 +65,9 @@ struct runtime {
     uint32_t step_open; /* open phases matching the step glob */
     size_t step_depth;  /* the first step's opening: phases open on its thread; 0: none yet */
     long *predicted_use;
+    /* Per class of `memory host`: pinning failed, or this is a forked child,
+     * which does not inherit pinned pages: its allocations go to CUDA. */
+    _Atomic bool *pinning_off;
     long ahead_scanned;
     long ahead_use; /* -1: not placing ahead */
     /* Blocks placed or used after this tick serve the phase open now: placing
