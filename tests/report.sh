@@ -21,6 +21,26 @@ grep -q "Its pages stay on the host, where its policy places them" "$tmp/out" ||
 # Costliest first: optimizer, then activations, then weights.
 sed -n '/^Classes/,/^$/p' "$tmp/out" | awk 'NR > 2 { print $1 }' | tr "\n" " " | sed "s/ *$//" >"$tmp/order"
 [ "$(cat "$tmp/order")" = "optimizer activations weights" ] || fail "report: class order $(cat "$tmp/order")"
+# Host state in managed memory that never moves may sit on the card: the report says so,
+# and not for a class of pinned host memory; blocks moved in by 'match saved' are counted.
+grep -q "class 'optimizer' (1.0 GiB at its peak) lives on the host in managed memory and never moves" "$tmp/out" ||
+    fail "report: no hint about managed host state"
+if command -v python3 >/dev/null 2>&1; then
+    python3 - "$r0" "$tmp/host.json" <<'PY' || fail "report: could not write the variant"
+import json, sys
+r = json.load(open(sys.argv[1]))
+for c in r["classes"]:
+    if c["name"] == "optimizer":
+        c["memory"] = "host"
+    if c["name"] == "activations":
+        c["reclassified"] = 7
+json.dump(r, open(sys.argv[2], "w"))
+PY
+    expect_status 0 "report with a memory-host class" "$UMPOL_BIN" report "$tmp/host.json"
+    ! grep -q "lives on the host in managed memory" "$tmp/out" || fail "report: hint for memory host"
+    grep -q "class 'activations': 7 of its blocks came from another class when reported saved" "$tmp/out" ||
+        fail "report: reclassified blocks not shown"
+fi
 
 expect_status 0 "report of two ranks" "$UMPOL_BIN" report "$r0" "$r1"
 grep -q "umpol report: 2 reports (ranks 0, 1): 900 allocations" "$tmp/out" || fail "report: ranks not summed"

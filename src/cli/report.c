@@ -29,6 +29,7 @@ struct row {
     double um[UM_COUNT];
     double entries, total_ns;           /* phases */
     const struct report_policy *policy; /* from the first report that has the class */
+    enum report_memory memory;          /* classes: from the first report that has the class */
 };
 
 /* Rows by name: an open-addressing table of row indices, so that reading N
@@ -144,7 +145,10 @@ static int load(struct summary *s, int argc, char **argv)
                 add_um(row->um, cls->um);
                 s->profiled = true;
             }
-            if (!row->policy && cls->policy.present) row->policy = &cls->policy;
+            if (!row->policy && cls->policy.present) {
+                row->policy = &cls->policy;
+                row->memory = cls->memory;
+            }
         }
         for (size_t p = 0; p < r->phase_count; p++) {
             const struct report_phase *ph = &r->phases[p];
@@ -280,6 +284,18 @@ static void print_hints(const struct summary *s)
             hints++;
         }
     }
+    for (size_t i = 0; i < classes->count; i++) {
+        const struct row *r = &classes->items[i];
+        char b[32];
+        if (r->memory == REPORT_MEMORY_MANAGED && policy_places_host(r->policy) &&
+            !policy_prefetches_gpu(r->policy) && r->v[RC_PEAK_BYTES] >= (1u << 30)) {
+            printf("  - class '%s' (%s at its peak) lives on the host in managed memory and never "
+                   "moves: the GPU may keep its pages on the card, beyond what umpol counts. "
+                   "'memory host' keeps them off it (W107, umpol(5)).\n",
+                   r->shown, human(r->v[RC_PEAK_BYTES], b, sizeof b));
+            hints++;
+        }
+    }
     if (!s->profiled)
         puts("  - no fault or migration counters in this report: run with UMPOL_PROFILE=1.");
     else if (!hints)
@@ -401,6 +417,11 @@ static void print_text(const struct summary *s)
                    human(r->um[UM_HTOD_BYTES], b[1], 32), human(r->um[UM_DTOH_BYTES], b[2], 32),
                    human(r->v[RC_PREFETCH_BYTES], b[3], 32), r->v[RC_EVICTIONS]);
         }
+        for (size_t i = 0; i < nclasses; i++)
+            if (classes[i].v[RC_RECLASSIFIED] > 0)
+                printf("  class '%s': %.0f of its blocks came from another class when reported "
+                       "saved for backward ('match saved').\n",
+                       classes[i].shown, classes[i].v[RC_RECLASSIFIED]);
     }
     free(classes);
     struct row *phases = nphases ? malloc(nphases * sizeof *phases) : NULL;
