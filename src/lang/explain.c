@@ -163,10 +163,13 @@ void program_explain(FILE *out, const struct program *p)
             if (len >= sizeof access)
                 break;
         }
-        fprintf(out, "%3zu  %-*s  %-7s  %-12s  %-12s  %-11s  %u\n", i + 1, (int)name_w, c->name,
+        char priority[16] = "-"; /* only managed memory is ever evicted */
+        if (c->memory == MEMORY_MANAGED)
+            snprintf(priority, sizeof priority, "%u", c->priority);
+        fprintf(out, "%3zu  %-*s  %-7s  %-12s  %-12s  %-11s  %s\n", i + 1, (int)name_w, c->name,
                 memory_kind_name(c->memory),
                 program_place_str(c->place, buf, sizeof buf), access,
-                c->read_mostly ? "read_mostly" : "-", c->priority);
+                c->read_mostly ? "read_mostly" : "-", priority);
         fprintf(out, "     match:    ");
         program_print_expr(out, p, c->root);
         fputc('\n', out);
