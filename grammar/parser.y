@@ -101,6 +101,17 @@ item:
     | BUDGET GPU amount semi    { add_global(st, GLOBAL_BUDGET, $3, @$); }
     | CAP MANAGED amount semi   { add_global(st, GLOBAL_CAP, $3, @$); }
     | SLAB byte_count semi      { add_global(st, GLOBAL_SLAB, (struct amount){false, $2, @2}, @$); }
+    | LEARN IDENT semi
+        {
+            /* `learn step;`: the step is found in the job's own repetition. */
+            if (strcmp($2, "step") != 0)
+                diag_add(st->diags, DIAG_ERROR, E_UNKNOWN_KEYWORD, @2,
+                         "unknown word '%s': write 'learn step;' or 'learn step \"PHASE-GLOB\";'",
+                         $2);
+            else
+                add_global(st, GLOBAL_LEARN, (struct amount){false, 0, @2}, @$);
+            free($2);
+        }
     | LEARN IDENT STRING semi
         {
             /* `step` is a word only here, so it stays free for class names. */

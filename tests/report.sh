@@ -151,6 +151,12 @@ grep -q 'learned step (phase "forward\*"): 12 steps, 10 repeated the one before,
     fail "report: no step line"
 grep -q "class 'weights': 10 uses predicted, 9 at the predicted event (mean error 0.3 events); to the GPU ahead of use 4.0 GiB, on demand 1.0 GiB" "$tmp/out" ||
     fail "report: no next-use line"
+# A step found by repetition (`learn step;`): no phase, the events a step took.
+sed 's/^ "devices": \[/ "step": {"phase": null, "period_events": 41, "steps": 7, "matched": 6, "differed": 0, "departures": 0, "resyncs": 0, "events_per_step": 41, "fallback": null},\n "devices": [/' \
+    "$r0" >"$tmp/rep.json"
+expect_status 0 "report of a step found by repetition" "$UMPOL_BIN" report "$tmp/rep.json"
+grep -q 'learned step (found by repetition, 41 events a step): 7 steps, 6 repeated the one before' "$tmp/out" ||
+    fail "report: no repetition step line"
 printf 'umpol 1;\nclass a { match any; place host numa 999; }\n' >"$tmp/numa.umpol"
 expect_status 0 "check --topology" "$UMPOL_BIN" check --topology "$tmp/numa.umpol"
 grep -q "warning\[W104\]: class 'a': this machine has no NUMA node 999" "$tmp/out" || fail "check --topology: no W104"

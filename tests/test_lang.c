@@ -182,6 +182,9 @@ static const struct bad_case bad_cases[] = {
     {"umpol 1;\nclass a { match any; match any; }\n", E_DUP_DIRECTIVE},
     {"umpol 1;\nclass a { match any; memory device; access gpu; }\n", E_CONFLICT},
     {"umpol 1;\nclass a { match any; memory host; access gpu; }\n", E_CONFLICT},
+    {"umpol 1;\nlearn step \"\";\nclass a { match any; }\n", E_EMPTY_PATTERN},
+    {"umpol 1;\nlearn stp;\nclass a { match any; }\n", E_UNKNOWN_KEYWORD},
+    {"umpol 1;\nlearn step;\nlearn step;\nclass a { match any; }\n", E_DUP_GLOBAL},
     {"umpol 1;\nclass a { match any; memory host; place gpu; }\n", E_CONFLICT},
     {"umpol 1;\nclass a { match any; memory host; prefetch gpu on alloc; }\n", E_CONFLICT},
     {"umpol 1;\nclass a { match any; memory host; advise read_mostly; }\n", E_CONFLICT},
@@ -520,25 +523,31 @@ static void test_check_machine(void **state)
     policy_free(&pol);
 }
 
+/* What `umpol explain` prints for POL, then its --json form (free it). */
+static char *explained(const struct policy *pol)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    assert_non_null(out);
+    program_explain(out, pol->program);
+    program_explain_json(out, pol->program);
+    fclose(out);
+    return text;
+}
+
 static void test_program_explain_default_cap(void **state)
 {
     (void)state;
     struct policy pol = load("umpol 1;\nclass a { match any; }\n");
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    program_explain(out, pol.program);
-    program_explain_json(out, pol.program);
-    fclose(out);
+    char *text = explained(&pol);
     assert_non_null(strstr(text, "budget gpu:   none\n"));
     assert_non_null(strstr(text, "cap managed:  90% of each GPU's memory (default)\n"));
     assert_non_null(strstr(text, "\"cap_managed\":{\"percent\":90,\"default\":true}"));
     free(text);
     policy_free(&pol);
     pol = load("umpol 1;\ncap managed 50%;\nbudget gpu 8GiB;\nclass a { match any; }\n");
-    out = open_memstream(&text, &len);
-    program_explain(out, pol.program);
-    fclose(out);
+    text = explained(&pol);
     assert_non_null(strstr(text, "cap managed:  50% of each GPU's memory\n"));
     assert_non_null(strstr(text, "budget gpu:   8 GiB per GPU\n"));
     free(text);
@@ -625,6 +634,25 @@ static const char classify_policy[] = "umpol 1;\n"
                                       "class exact { match size == 4096 or size != 4096 and "
                                       "api cudaMallocManaged; }\n"
                                       "class rest { match any; memory device; }\n";
+
+/* `learn step "GLOB";` names the phase that starts a step; `learn step;`
+ * leaves the step to be found in the job's repetition. */
+static void test_program_learn_step(void **state)
+{
+    (void)state;
+    struct policy pol = load("umpol 1;\nlearn step \"forward\";\nclass a { match any; }\n");
+    assert_true(pol.program->step_glob >= 0);
+    assert_false(pol.program->step_by_repetition);
+    policy_free(&pol);
+    pol = load("umpol 1;\nlearn step;\nclass a { match any; }\n");
+    assert_int_equal(pol.program->step_glob, -1);
+    assert_true(pol.program->step_by_repetition);
+    char *text = explained(&pol);
+    assert_non_null(strstr(text, "learn step:   found in the repetition of the job's allocations"));
+    assert_non_null(strstr(text, "\"learn_step\":null"));
+    free(text);
+    policy_free(&pol);
+}
 
 static void test_program_globals(void **state)
 {
@@ -807,6 +835,7 @@ int main(void)
         cmocka_unit_test(test_check_warning_cap),
         cmocka_unit_test(test_check_machine),
         cmocka_unit_test(test_program_explain_default_cap),
+        cmocka_unit_test(test_program_learn_step),
         cmocka_unit_test(test_program_class_doc_comments),
         cmocka_unit_test(test_check_warnings_keep_policy_valid),
         cmocka_unit_test(test_program_globals),

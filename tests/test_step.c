@@ -18,6 +18,7 @@
 #include "lang/policy.h"
 #include "runtime/runtime.h"
 #include "runtime/step.h"
+#include "runtime/step_find.h"
 
 #define S1 ((cudaStream_t)0x100)
 #define MiB ((size_t)1 << 20)
@@ -413,6 +414,161 @@ static void test_step_off_without_learn(void **state)
     teardown(f);
 }
 
+
+/* ---- finding the step in the job's own repetition ---- */
+
+static uint32_t alloc_key(uint64_t size)
+{
+    return step_key(STEP_ALLOC, 0, size);
+}
+
+static uint32_t enter_key(uint64_t name)
+{
+    return step_key(STEP_ENTER, 0, name);
+}
+
+/* One training step: forward over 16 layers, backward over them, then the
+ * optimizer; each layer allocates the same sizes, so a layer also repeats. */
+static size_t one_step(uint32_t *out)
+{
+    size_t n = 0;
+    out[n++] = enter_key(1); /* forward */
+    for (int layer = 0; layer < 16; layer++)
+        for (uint64_t k = 0; k < 10; k++)
+            out[n++] = alloc_key(4096 * (k + 1));
+    out[n++] = step_key(STEP_EXIT, 0, 0);
+    out[n++] = enter_key(2); /* backward */
+    for (int layer = 0; layer < 16; layer++)
+        for (uint64_t k = 0; k < 8; k++)
+            out[n++] = alloc_key(8192 * (k + 1));
+    out[n++] = step_key(STEP_EXIT, 0, 0);
+    for (uint64_t k = 0; k < 5; k++)
+        out[n++] = alloc_key(1000000 + k);
+    return n;
+}
+
+/* Feed distinct start-up events, then steps until the finder decides. */
+static size_t feed(struct step_finder *f, size_t startup, size_t (*step)(uint32_t *))
+{
+    uint32_t buf[4096];
+    for (size_t i = 0; i < startup; i++)
+        if (step_find_add(f, alloc_key(7 * i + 3)))
+            return 0;
+    for (size_t steps = 1; steps <= 200; steps++) {
+        size_t n = step(buf);
+        for (size_t i = 0; i < n; i++)
+            if (step_find_add(f, buf[i]))
+                return steps;
+    }
+    return 0;
+}
+
+static void test_step_found_by_repetition(void **state)
+{
+    (void)state;
+    uint32_t buf[4096];
+    size_t len = one_step(buf);
+    struct step_finder f = {0};
+    size_t steps = feed(&f, 3000, one_step);
+    assert_int_equal(f.state, FIND_FOUND);
+    assert_int_equal(f.period, len); /* the step, not a layer */
+    assert_true(f.anchor == enter_key(1) || f.anchor == enter_key(2));
+    assert_true(steps >= 2 && steps < 40);
+    assert_null(step_find_said(&f));
+    step_find_free(&f);
+}
+
+/* Four micro-steps then the optimizer: the step is all of it. */
+static size_t accumulating_step(uint32_t *out)
+{
+    size_t n = 0;
+    for (int micro = 0; micro < 4; micro++) {
+        out[n++] = enter_key(1);
+        for (uint64_t k = 0; k < 30; k++)
+            out[n++] = alloc_key(4096 * (k + 1));
+        out[n++] = step_key(STEP_EXIT, 0, 0);
+    }
+    out[n++] = enter_key(3); /* optimizer.step */
+    out[n++] = alloc_key(1 << 30);
+    out[n++] = step_key(STEP_EXIT, 0, 0);
+    return n;
+}
+
+static void test_step_found_over_accumulation(void **state)
+{
+    (void)state;
+    uint32_t buf[4096];
+    size_t len = accumulating_step(buf);
+    struct step_finder f = {0};
+    feed(&f, 100, accumulating_step);
+    assert_int_equal(f.state, FIND_FOUND);
+    assert_int_equal(f.period, len);
+    assert_int_equal(f.anchor, enter_key(3)); /* the one phase opening once a step */
+    step_find_free(&f);
+}
+
+/* No phases at all (a job without NVTX): an allocation that comes once a step. */
+static size_t plain_step(uint32_t *out)
+{
+    size_t n = 0;
+    for (uint64_t k = 0; k < 40; k++)
+        out[n++] = alloc_key(512 * (k % 8 + 1));
+    out[n++] = alloc_key(123456789);
+    return n;
+}
+
+static void test_step_found_without_phases(void **state)
+{
+    (void)state;
+    struct step_finder f = {0};
+    feed(&f, 10, plain_step);
+    assert_int_equal(f.state, FIND_FOUND);
+    assert_int_equal(f.period, 41);
+    assert_int_equal(f.anchor, alloc_key(123456789));
+    step_find_free(&f);
+}
+
+static void test_step_not_found_without_repetition(void **state)
+{
+    (void)state;
+    struct step_finder f = {0};
+    uint64_t x = 88172645463325252ull;
+    bool done = false;
+    for (size_t i = 0; i <= STEP_FIND_MAX && !done; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        done = step_find_add(&f, (uint32_t)x);
+    }
+    assert_true(done);
+    assert_int_equal(f.state, FIND_NO_PERIOD);
+    assert_non_null(step_find_said(&f));
+    assert_null(f.keys); /* the events were let go */
+    step_find_free(&f);
+}
+
+/* The runtime under `learn step;`: steps begin at the found event and the
+ * steps after it follow the one before. */
+static void test_step_runtime_learns_by_repetition(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nslab 8MiB;\nlearn step;\nclass x { match any; }\n");
+    assert_true(f->rt.learn);
+    void *held[8];
+    for (int step = 0; step < 120; step++) {
+        for (int k = 0; k < 8; k++)
+            held[k] = alloc_tagged(f, NULL, 4096u * (unsigned)(k + 1));
+        phase(f, "forward");
+        for (int k = 7; k >= 0; k--)
+            release(f, held[k]);
+        void *once = alloc_tagged(f, NULL, 3 * MiB);
+        release(f, once);
+    }
+    assert_int_equal(f->rt.finder.state, FIND_FOUND);
+    assert_true(f->rt.step.steps > 10);
+    assert_true(f->rt.step.matched >= f->rt.step.steps - 3);
+    assert_int_equal(f->rt.step.departures, 0);
+    teardown(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -424,6 +580,11 @@ int main(void)
         cmocka_unit_test(test_step_evicts_the_farthest_next_use),
         cmocka_unit_test(test_step_prefetches_ahead_and_falls_back),
         cmocka_unit_test(test_step_off_without_learn),
+        cmocka_unit_test(test_step_found_by_repetition),
+        cmocka_unit_test(test_step_found_over_accumulation),
+        cmocka_unit_test(test_step_found_without_phases),
+        cmocka_unit_test(test_step_not_found_without_repetition),
+        cmocka_unit_test(test_step_runtime_learns_by_repetition),
     };
     return cmocka_run_group_tests_name("step", tests, NULL, NULL);
 }

@@ -312,9 +312,15 @@ static void print_steps(const struct summary *s)
         if (!st->present)
             continue;
         fputs(s->paths_shown[i], stdout);
-        fputs(": learned step (phase \"", stdout);
-        text_print_visible(stdout, st->phase);
-        printf("\"): %" PRIu64 " steps, %" PRIu64 " repeated the one before, %" PRIu64
+        if (st->phase) {
+            fputs(": learned step (phase \"", stdout);
+            text_print_visible(stdout, st->phase);
+            fputs("\")", stdout);
+        } else {
+            printf(": learned step (found by repetition, %" PRIu64 " events a step)",
+                   st->period_events);
+        }
+        printf(": %" PRIu64 " steps, %" PRIu64 " repeated the one before, %" PRIu64
                " differed, %" PRIu64 " departed part way, %" PRIu64 " resyncs",
                st->steps, st->matched, st->differed, st->departures, st->resyncs);
         if (st->fallback) {

@@ -350,9 +350,10 @@ static const struct global_decl *check_globals(const struct policy_ast *ast,
                          "slab size must be between 1 MiB and 1 TiB");
             break;
         case GLOBAL_LEARN:
-            if (!g->pattern || !*g->pattern)
+            if (g->pattern && !*g->pattern) /* no pattern: the step is found by repetition */
                 diag_add(diags, DIAG_ERROR, E_EMPTY_PATTERN, g->pattern_loc,
-                         "'learn step' needs the phase that starts each step, e.g. \"forward\"");
+                         "'learn step' needs the phase that starts each step, e.g. \"forward\", "
+                         "or no phase at all: 'learn step;'");
             break;
         }
     }

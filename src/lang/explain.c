@@ -144,6 +144,11 @@ void program_explain(FILE *out, const struct program *p)
         fprintf(out, "%-13s each opening of phase \"%s\" starts a step; from the second step on, "
                      "eviction by predicted next use and prefetch one phase ahead\n",
                 "learn step:", p->phase_globs[p->step_glob]);
+    else if (p->step_by_repetition)
+        fprintf(out, "%-13s found in the repetition of the job's allocations, phases and marks; "
+                     "from the second step on, eviction by predicted next use and prefetch one "
+                     "phase ahead\n",
+                "learn step:");
     fputc('\n', out);
     fprintf(out, "Classes, in the order they are tried (the first match wins):\n\n");
     size_t name_w = 5;
@@ -231,6 +236,8 @@ void program_explain_json(FILE *out, const struct program *p)
     if (p->step_glob >= 0) {
         fputs(",\"learn_step\":", out);
         json_print_string(out, p->phase_globs[p->step_glob]);
+    } else if (p->step_by_repetition) {
+        fputs(",\"learn_step\":null", out); /* present and null: found by repetition */
     }
     fputs(",\"classes\":[", out);
     for (size_t i = 0; i < p->class_count; i++) {

@@ -218,8 +218,11 @@ struct program *program_compile(const struct policy_ast *ast)
     p->slab_bytes = PROGRAM_DEFAULT_SLAB;
     p->step_glob = -1;
     for (const struct global_decl *g = ast->globals; g; g = g->next) {
-        if (g->kind == GLOBAL_LEARN && g->pattern) {
-            p->step_glob = (int32_t)intern(&cc, &cc.phases, g->pattern);
+        if (g->kind == GLOBAL_LEARN) {
+            if (g->pattern)
+                p->step_glob = (int32_t)intern(&cc, &cc.phases, g->pattern);
+            else
+                p->step_by_repetition = true;
             continue;
         }
         struct program_limit lim = {true, g->amount.percent, g->amount.value};

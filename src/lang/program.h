@@ -105,6 +105,8 @@ struct program {
     /* `learn step "GLOB"`: the phase glob whose opening starts a step; -1: the
      * step model is off. */
     int32_t step_glob;
+    /* `learn step;`: the step is found in the repetition of the job's events. */
+    bool step_by_repetition;
 };
 
 /* Everything known about one allocation when it is classified. */

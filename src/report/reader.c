@@ -170,7 +170,8 @@ static bool read_step(struct ctx *c, const struct jv *doc, struct report_step *s
     if (!v || v->type == JV_NULL) return true;
     if (!expect_object(c, v, "step")) return false;
     st->present = true;
-    return get_string(c, v, "step", "phase", true, &st->phase) &&
+    return get_string(c, v, "step", "phase", false, &st->phase) && /* null: by repetition */
+           get_uint(c, v, "step", "period_events", &st->period_events) &&
            get_uint(c, v, "step", "steps", &st->steps) &&
            get_uint(c, v, "step", "matched", &st->matched) &&
            get_uint(c, v, "step", "differed", &st->differed) &&

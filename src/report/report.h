@@ -116,7 +116,8 @@ extern const char *const report_next_use_counters[NU_COUNT];
 /* With `learn step`: what the step model saw ("step" object). */
 struct report_step {
     bool present;
-    char *phase; /* the step phase's glob */
+    char *phase; /* the step phase's glob; NULL: found in the job's repetition */
+    uint64_t period_events; /* found by repetition: the events of a step then */
     uint64_t steps, matched, differed, departures, resyncs, events_per_step;
     char *fallback; /* why static rules placed some steps, or NULL */
 };

@@ -233,12 +233,18 @@ int report_write(const struct runtime *rt, const char *path)
             rt->place_ns, rt->reclaim_ns, rt->evict_ns);
     if (rt->learn) {
         const struct step_model *m = &rt->step;
-        const char *fallback = m->steps < 2 ? "fewer than two steps: nothing was predicted"
+        const char *not_found = rt->program->step_by_repetition ? step_find_said(&rt->finder)
+                                                                : NULL;
+        const char *fallback = not_found         ? not_found
+                               : m->steps < 2    ? "fewer than two steps: nothing was predicted"
                                : m->departures ? "steps that departed from the one before were "
                                                  "placed by the static rules from there on"
                                                : NULL;
         fputs("  \"step\": {\"phase\": ", f);
-        json_print_string(f, rt->program->phase_globs[rt->program->step_glob]);
+        if (rt->program->step_glob >= 0)
+            json_print_string(f, rt->program->phase_globs[rt->program->step_glob]);
+        else /* found by repetition: the events a step took when it was found */
+            fprintf(f, "null, \"period_events\": %zu", rt->finder.period);
         fprintf(f,
                 ", \"steps\": %" PRIu64 ", \"matched\": %" PRIu64 ", \"differed\": %" PRIu64
                 ", \"departures\": %" PRIu64 ", \"resyncs\": %" PRIu64

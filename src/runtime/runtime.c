@@ -28,7 +28,7 @@ int runtime_init(struct runtime *rt, const struct program *program, const struct
     if (!rt->pinning_off)
         return -1;
     rt->ahead_use = -1;
-    rt->learn = program->step_glob >= 0;
+    rt->learn = program->step_glob >= 0 || program->step_by_repetition;
     if (rt->learn) {
         rt->predicted_use = malloc(program->class_count * sizeof *rt->predicted_use);
         if (!rt->predicted_use)
@@ -55,6 +55,7 @@ void runtime_destroy(struct runtime *rt)
     free(rt->timeline);
     sites_free(rt->sites);
     step_free(&rt->step);
+    step_find_free(&rt->finder);
     free(rt->predicted_use);
     free(rt->pinning_off);
     pthread_mutex_destroy(&rt->range_lock);
@@ -79,7 +80,7 @@ void runtime_after_fork_child(struct runtime *rt)
             atomic_store(&rt->pinning_off[c], true);
     sites_after_fork_child(rt->sites);
     phases_after_fork_child(rt, profile_timestamp(rt));
-    if (rt->learn) /* only the forking thread's phases are still open */
+    if (rt->program->step_glob >= 0) /* only the forking thread's phases are still open */
         rt->step_open = rt->phase_open_count[rt->program->step_glob];
     profile_after_fork_child(rt);
 }
@@ -220,9 +221,31 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
 
 /* ---- `learn step`: what the step model is told ---- */
 
+static void begin_step(struct runtime *rt)
+{
+    step_begin(&rt->step);
+    rt->ahead_scanned = -1;
+    for (size_t c = 0; c < rt->program->class_count; c++)
+        rt->predicted_use[c] = -1;
+}
+
+/* `learn step;`: the job's event KEY, about to be recorded. The finder looks
+ * for the step in the events until it knows the one that begins it. */
+static void learn_event(struct runtime *rt, uint32_t key)
+{
+    if (!rt->program->step_by_repetition)
+        return;
+    if (rt->finder.state == FIND_LOOKING)
+        step_find_add(&rt->finder, key);
+    if (rt->finder.state == FIND_FOUND && key == rt->finder.anchor)
+        begin_step(rt);
+}
+
 static void learn_alloc(struct runtime *rt, struct block *b)
 {
-    long i = step_record(&rt->step, step_key(STEP_ALLOC, (uint32_t)b->class_idx, b->size));
+    uint32_t key = step_key(STEP_ALLOC, (uint32_t)b->class_idx, b->size);
+    learn_event(rt, key);
+    long i = step_record(&rt->step, key);
     b->step_id = i >= 0 ? (uint32_t)i + 1 : 0;
     b->step_no = (uint32_t)rt->step.steps;
 }
@@ -250,19 +273,18 @@ static void learn_phase(struct runtime *rt, enum step_kind kind, const uint64_t 
                         uint64_t name, size_t depth)
 {
     int32_t g = rt->program->step_glob;
-    bool step_phase = (bits[g >> 6] >> (g & 63)) & 1;
+    bool step_phase = g >= 0 && ((bits[g >> 6] >> (g & 63)) & 1);
     if (step_phase && kind == STEP_EXIT && rt->step_open > 0)
         rt->step_open--;
     if (step_phase && kind == STEP_ENTER && rt->step_open++ == 0 &&
         (rt->step_depth == 0 || depth <= rt->step_depth)) {
         if (rt->step_depth == 0)
             rt->step_depth = depth;
-        step_begin(&rt->step);
-        rt->ahead_scanned = -1;
-        for (size_t c = 0; c < rt->program->class_count; c++)
-            rt->predicted_use[c] = -1;
+        begin_step(rt);
     }
-    step_record(&rt->step, step_key(kind, 0, name));
+    uint32_t key = step_key(kind, 0, name);
+    learn_event(rt, key);
+    step_record(&rt->step, key);
 }
 
 static void count_alloc(struct runtime *rt, int cls, size_t bytes)
@@ -534,8 +556,11 @@ void phase_mark(struct runtime *rt, const char *name)
     if (mark < 0)
         return;
     pthread_mutex_lock(&rt->lock);
-    if (rt->learn)
-        step_record(&rt->step, step_key(STEP_ENTER, 1, (uint64_t)mark));
+    if (rt->learn) {
+        uint32_t key = step_key(STEP_ENTER, 1, (uint64_t)mark);
+        learn_event(rt, key);
+        step_record(&rt->step, key);
+    }
     place_trigger(rt, TRIGGER_MARK, NULL, mark);
     place_ahead(rt);
     pthread_mutex_unlock(&rt->lock);

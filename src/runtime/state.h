@@ -20,6 +20,7 @@
 #include "runtime/sites.h"
 #include "runtime/stats.h"
 #include "runtime/step.h"
+#include "runtime/step_find.h"
 
 struct runtime {
     const struct program *program;
@@ -62,6 +63,7 @@ struct runtime {
      * while placing ahead, the predicted use being served. */
     bool learn;
     struct step_model step;
+    struct step_finder finder; /* `learn step;`: finds the step's first event */
     uint32_t step_open; /* open phases matching the step glob */
     size_t step_depth;  /* the first step's opening: phases open on its thread; 0: none yet */
     long *predicted_use;
