@@ -8,32 +8,29 @@ dir="$top_srcdir/tests/suggest"
 report="$dir/train-like.json"
 
 # Golden: run from the folder so that the header names the report as recorded.
-for opts in "" "--budget 200MiB" "--budget 120MiB" "--goal memory"; do
-    name=$(echo "$opts" | tr -d ' -')
-    expected="$dir/expected${name:+-$name}.umpol"
-    (cd "$dir" && "$UMPOL_BIN" suggest $opts train-like.json) >"$tmp/got.umpol" 2>"$tmp/err" ||
-        fail "suggest $opts: exit $?: $(cat "$tmp/err")"
+# golden REPORT PREFIX [OPTIONS]: the draft equals PREFIX[-OPTIONS].umpol and
+# passes check with no warning.
+golden() {
+    from=$1 prefix=$2
+    shift 2
+    name=$(echo "$*" | tr -d ' -')
+    expected="$dir/$prefix${name:+-$name}.umpol"
+    (cd "$dir" && "$UMPOL_BIN" suggest "$@" "$from") >"$tmp/got.umpol" 2>"$tmp/err" ||
+        fail "suggest $* $from: exit $?: $(cat "$tmp/err")"
     if diff -u "$expected" "$tmp/got.umpol" >"$tmp/diff"; then pass; else
-        fail "suggest $opts differs from $expected"
+        fail "suggest $* $from differs from $expected"
         head -40 "$tmp/diff" >&2
     fi
-    expect_status 0 "check of suggest $opts" "$UMPOL_BIN" check "$tmp/got.umpol"
-    grep -q "valid (0 errors, 0 warnings)" "$tmp/out" || fail "suggest $opts: check is not clean"
+    expect_status 0 "check of suggest $* $from" "$UMPOL_BIN" check "$tmp/got.umpol"
+    grep -q "valid (0 errors, 0 warnings)" "$tmp/out" || fail "suggest $* $from: check is not clean"
+}
+for opts in "" "--budget 200MiB" "--budget 120MiB" "--goal memory"; do
+    golden train-like.json expected $opts
     expect_status 0 "explain of suggest $opts" "$UMPOL_BIN" explain "$tmp/got.umpol"
 done
-
 # A report with a cache made under tag "kv" (train_like 6 kv, recorded): the tag is its own class.
 for opts in "" "--budget 200MiB"; do
-    name=$(echo "$opts" | tr -d ' -')
-    expected="$dir/expected-kv${name:+-$name}.umpol"
-    (cd "$dir" && "$UMPOL_BIN" suggest $opts kv-like.json) >"$tmp/got.umpol" 2>"$tmp/err" ||
-        fail "suggest $opts kv-like.json: exit $?: $(cat "$tmp/err")"
-    if diff -u "$expected" "$tmp/got.umpol" >"$tmp/diff"; then pass; else
-        fail "suggest $opts kv-like.json differs from $expected"
-        head -40 "$tmp/diff" >&2
-    fi
-    expect_status 0 "check of suggest $opts kv-like.json" "$UMPOL_BIN" check "$tmp/got.umpol"
-    grep -q "valid (0 errors, 0 warnings)" "$tmp/out" || fail "suggest $opts kv-like.json: check is not clean"
+    golden kv-like.json expected-kv $opts
 done
 # The tag's class comes first (a tagged block also matches its phase's class) and goes to the
 # host under the budget, beside the optimizer-like state.

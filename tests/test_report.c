@@ -404,6 +404,18 @@ static void writer_teardown(struct writer *w)
     free(w);
 }
 
+/* Write W's report to NAME in the test's folder (its path in PATH) and read
+ * it back into R, failing the test if it does not read. */
+static void write_and_read(struct writer *w, const char *name, char *path, size_t len,
+                           struct report *r)
+{
+    snprintf(path, len, "%s/%s", tmpdir, name);
+    assert_int_equal(report_write(&w->rt, path), 0);
+    char why[512] = "";
+    if (report_load(r, path, why, sizeof why) != REPORT_OK)
+        fail_msg("the writer's report does not read back: %s", why);
+}
+
 static void test_report_writer_bounds_and_escapes_names(void **state)
 {
     (void)state;
@@ -420,15 +432,11 @@ static void test_report_writer_bounds_and_escapes_names(void **state)
         phase_exit(&w->rt);
     }
     char path[128];
-    snprintf(path, sizeof path, "%s/names.json", tmpdir);
-    assert_int_equal(report_write(&w->rt, path), 0);
+    struct report r;
+    write_and_read(w, "names.json", path, sizeof path, &r);
     struct stat st;
     assert_int_equal(stat(path, &st), 0);
     assert_true(st.st_size < 64 * 1024); /* not 10 MiB */
-    struct report r;
-    char why[512] = "";
-    if (report_load(&r, path, why, sizeof why) != REPORT_OK)
-        fail_msg("the writer's report does not read back: %s", why);
     assert_int_equal(r.phase_count, 4);
     assert_string_equal(r.phases[0].name, "q\"uo\\te");
     assert_string_equal(r.phases[1].name, "ctl\x01\x1b[31m\n");
@@ -470,12 +478,8 @@ static void test_report_writer_records_sites(void **state)
     assert_true(rt_free(&w->rt, p[2], 0, MODE_STREAM, &err));
     assert_true(rt_free(&w->rt, p[1], 0, MODE_STREAM, &err));
     char path[128];
-    snprintf(path, sizeof path, "%s/sites.json", tmpdir);
-    assert_int_equal(report_write(&w->rt, path), 0);
     struct report r;
-    char why[512] = "";
-    if (report_load(&r, path, why, sizeof why) != REPORT_OK)
-        fail_msg("the writer's report does not read back: %s", why);
+    write_and_read(w, "sites.json", path, sizeof path, &r);
     assert_true(r.has_sites);
     assert_int_equal(r.sites_dropped, 0);
     assert_int_equal(r.site_count, 4);
@@ -526,12 +530,8 @@ static void test_report_writer_counts_reclassified(void **state)
     pthread_mutex_unlock(&w->rt.lock);
     phase_exit(&w->rt);
     char path[128];
-    snprintf(path, sizeof path, "%s/reclassified.json", tmpdir);
-    assert_int_equal(report_write(&w->rt, path), 0);
     struct report r;
-    char why[512] = "";
-    if (report_load(&r, path, why, sizeof why) != REPORT_OK)
-        fail_msg("the writer's report does not read back: %s", why);
+    write_and_read(w, "reclassified.json", path, sizeof path, &r);
     assert_int_equal(r.class_count, 2);
     assert_int_equal(r.classes[0].v[RC_RECLASSIFIED], 1);
     assert_int_equal(r.classes[0].v[RC_ALLOCATIONS], 1);
@@ -547,6 +547,7 @@ static void test_report_writer_counts_reclassified(void **state)
     assert_non_null(f);
     fputs(old, f);
     fclose(f);
+    char why[512] = "";
     assert_int_equal(report_load(&r, path, why, sizeof why), REPORT_OK);
     assert_int_equal(r.classes[0].v[RC_ALLOCATIONS], 2);
     assert_int_equal(r.classes[0].v[RC_RECLASSIFIED], 0);
