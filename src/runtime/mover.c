@@ -34,15 +34,23 @@ static cudaError_t host_alloc(struct mover *m, size_t size, int node, void **out
     }
     if (node >= 0) {
         static _Atomic bool said;
-        bool placed = false;
+        const char *why = "built without libnuma";
 #ifdef HAVE_NUMA
         unsigned long mask = 1ul << (node % 64);
-        placed = node < 64 && numa_available() >= 0 &&
-                 mbind(p, size, MPOL_PREFERRED, &mask, sizeof mask * 8 + 1, 0) == 0;
+        if (node >= 64)
+            why = "node number above 63";
+        else if (numa_available() < 0)
+            why = "no NUMA support here";
+        else
+            why = mbind(p, size, MPOL_PREFERRED, &mask, sizeof mask * 8 + 1, 0) == 0
+                      ? NULL
+                      : strerror(errno);
 #endif
-        if (!placed && !atomic_exchange(&said, true))
-            LOG(LOG_WARN, "pinned host memory could not be preferred on NUMA node %d (%s); "
-                "the kernel places it", node, errno ? strerror(errno) : "built without libnuma");
+        if (why && !atomic_exchange(&said, true))
+            LOG(LOG_WARN,
+                "pinned host memory could not be preferred on NUMA node %d (%s); "
+                "the kernel places it",
+                node, why);
     }
     cudaError_t err =
         m->cuda->host_register(p, size, cudaHostRegisterMapped | cudaHostRegisterPortable);

@@ -31,12 +31,12 @@ static int cmp_u32(const void *a, const void *b)
 
 /* In the last period: a key that occurs once, a phase opening or mark first
  * (the step's own markers), else the earliest allocation. */
-static bool pick_anchor(struct step_finder *f)
+static enum step_find_state pick_anchor(struct step_finder *f)
 {
     const uint32_t *w = f->keys + f->len - f->period;
     uint32_t *sorted = malloc(f->period * sizeof *sorted);
     if (!sorted)
-        return false;
+        return FIND_NO_MEMORY;
     memcpy(sorted, w, f->period * sizeof *sorted);
     qsort(sorted, f->period, sizeof *sorted, cmp_u32);
     bool found = false;
@@ -55,7 +55,7 @@ static bool pick_anchor(struct step_finder *f)
         }
     }
     free(sorted);
-    return found;
+    return found ? FIND_FOUND : FIND_NO_ANCHOR;
 }
 
 static void let_go(struct step_finder *f)
@@ -86,7 +86,7 @@ bool step_find_add(struct step_finder *f, uint32_t key)
     f->period = find_period(f->keys, f->len);
     if (!f->period)
         return false;
-    f->state = pick_anchor(f) ? FIND_FOUND : FIND_NO_ANCHOR;
+    f->state = pick_anchor(f);
     let_go(f);
     return true;
 }
