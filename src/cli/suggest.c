@@ -43,6 +43,12 @@ struct run_phase {
     const char *name;
     uint64_t entries, total_ns;
     int depth; /* least nesting seen in the timeline, 0 when unknown */
+    /* From the timeline: the episodes (stretches of time covered by
+     * overlapping spans of any phase, on any thread) the phase was entered
+     * in, and the least time between two of them. A phase nested in itself
+     * or run on autograd's threads inside another still counts once an
+     * episode, so this is how often it repeats. */
+    uint64_t episodes, episode_gap_ns;
 };
 
 struct run_class {
@@ -59,6 +65,7 @@ struct run_profile {
     struct run_phase *phases;
     struct run_class *classes;
     size_t nsites, nphases, nclasses;
+    bool timed; /* every report had a timeline: the phases' episodes are known */
 };
 
 static void profile_free(struct run_profile *p)
@@ -96,6 +103,64 @@ static bool grow(void **arr, size_t n, size_t more, size_t size)
     void *g = realloc(*arr, (n + more + 1) * size);
     if (g) *arr = g;
     return g != NULL;
+}
+
+static int by_start(const void *a, const void *b)
+{
+    const struct report_span *x = *(const struct report_span *const *)a,
+                             *y = *(const struct report_span *const *)b;
+    return (x->start_ns > y->start_ns) - (x->start_ns < y->start_ns);
+}
+
+/* R's spans into episodes, and each phase's count of episodes into P's
+ * phases of the same name: the most of any report, and the least gap
+ * between the starts of two episodes of the phase. */
+static bool count_episodes(struct run_profile *p, const struct report *r)
+{
+    struct seen {
+        uint64_t episode, count, start_ns, gap_ns; /* episode 0: none yet */
+    };
+    const struct report_span **order = calloc(r->span_count + 1, sizeof *order);
+    struct seen *seen = calloc(r->phase_count + 1, sizeof *seen);
+    if (!order || !seen) {
+        free(order);
+        free(seen);
+        return false;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < r->span_count; i++)
+        if (!r->spans[i].open && r->spans[i].end_ns >= r->spans[i].start_ns)
+            order[n++] = &r->spans[i];
+    qsort(order, n, sizeof *order, by_start);
+    uint64_t episode = 0, start = 0, end = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct report_span *sp = order[i];
+        if (i == 0 || sp->start_ns >= end) { /* no span before reaches here: a new episode */
+            episode++;
+            start = sp->start_ns;
+            end = sp->end_ns;
+        } else if (sp->end_ns > end) {
+            end = sp->end_ns;
+        }
+        struct seen *ph = &seen[sp->phase];
+        if (ph->episode == episode) continue;
+        if (ph->episode && (!ph->gap_ns || start - ph->start_ns < ph->gap_ns))
+            ph->gap_ns = start - ph->start_ns;
+        ph->episode = episode;
+        ph->start_ns = start;
+        ph->count++;
+    }
+    for (size_t i = 0; i < r->phase_count; i++)
+        for (size_t k = 0; k < p->nphases; k++) {
+            struct run_phase *rp = &p->phases[k];
+            if (strcmp(rp->name, r->phases[i].name) != 0) continue;
+            rp->episodes = seen[i].count > rp->episodes ? seen[i].count : rp->episodes;
+            if (seen[i].gap_ns && (!rp->episode_gap_ns || seen[i].gap_ns < rp->episode_gap_ns))
+                rp->episode_gap_ns = seen[i].gap_ns;
+        }
+    free(order);
+    free(seen);
+    return true;
 }
 
 /* R, already checked against the schema by report_load, into P; the names
@@ -173,6 +238,9 @@ static bool profile_from_report(struct run_profile *p, const struct report *r, s
                               .peak_live = s->peak_live_bytes,
                               .lifetime_ns = s->lifetime_ns};
     }
+    if (!count_episodes(p, r)) return fail(b, "out of memory");
+    bool timed = r->span_count > 0;
+    p->timed = p->reports ? p->timed && timed : timed;
     p->reports++;
     return true;
 }
@@ -199,6 +267,7 @@ struct plan {
     uint64_t steps, period_ns, peak_all, transient, model, step_state, small;
     uint64_t budget, min_budget;
     bool budget_given, fits_all;
+    bool model_on_host; /* the budget has no room for the model state beside the step's blocks */
     bool memory_goal;
 };
 
@@ -266,26 +335,48 @@ static void note_class(struct group *g, const char *name)
     if (g->nclasses < sizeof g->classes / sizeof g->classes[0]) g->classes[g->nclasses++] = name;
 }
 
-/* A step: the outermost repeated phases, entered most often; its period is
- * their time per entry. Without a repeated phase the run is one step. */
+/* How often PH ran: its episodes where the timeline tells, else its entries. */
+static uint64_t repeats(const struct run_profile *p, const struct run_phase *ph)
+{
+    return p->timed ? ph->episodes : ph->entries;
+}
+
+/* A step: from the timeline, the phase run in the most episodes, one a step,
+ * and the least time between two of them (the first steps are slower);
+ * without one, the outermost repeated phases entered most often and their
+ * time per entry. Either way a micro-step of gradient accumulation counts
+ * as a step. Without a repeated phase the run is one step. */
 static void step_period(const struct run_profile *p, struct plan *pl)
 {
-    int depth = INT_MAX;
-    for (size_t i = 0; i < p->nphases; i++)
-        if (p->phases[i].entries > 1)
-            depth = p->phases[i].depth < depth ? (p->phases[i].depth < 0 ? 0 : p->phases[i].depth)
-                                               : depth;
-    uint64_t ns = 0;
-    for (size_t i = 0; i < p->nphases; i++)
-        if (p->phases[i].entries > 1 &&
-            (p->phases[i].depth < 0 ? 0 : p->phases[i].depth) == depth &&
-            p->phases[i].entries > pl->steps)
-            pl->steps = p->phases[i].entries;
-    for (size_t i = 0; i < p->nphases; i++)
-        if (p->phases[i].entries == pl->steps && pl->steps > 1 &&
-            (p->phases[i].depth < 0 ? 0 : p->phases[i].depth) == depth)
-            ns += p->phases[i].total_ns;
-    pl->period_ns = pl->steps > 1 ? ns / p->reports / pl->steps : UINT64_MAX;
+    if (p->timed) {
+        for (size_t i = 0; i < p->nphases; i++) {
+            const struct run_phase *ph = &p->phases[i];
+            if (ph->episodes > 1 && ph->episodes >= pl->steps &&
+                (ph->episodes > pl->steps || ph->episode_gap_ns > pl->period_ns)) {
+                pl->steps = ph->episodes;
+                pl->period_ns = ph->episode_gap_ns;
+            }
+        }
+        if (pl->steps < 2) pl->period_ns = UINT64_MAX;
+    } else {
+        int depth = INT_MAX;
+        for (size_t i = 0; i < p->nphases; i++)
+            if (p->phases[i].entries > 1)
+                depth = p->phases[i].depth < depth
+                            ? (p->phases[i].depth < 0 ? 0 : p->phases[i].depth)
+                            : depth;
+        uint64_t ns = 0;
+        for (size_t i = 0; i < p->nphases; i++)
+            if (p->phases[i].entries > 1 &&
+                (p->phases[i].depth < 0 ? 0 : p->phases[i].depth) == depth &&
+                p->phases[i].entries > pl->steps)
+                pl->steps = p->phases[i].entries;
+        for (size_t i = 0; i < p->nphases; i++)
+            if (p->phases[i].entries == pl->steps && pl->steps > 1 &&
+                (p->phases[i].depth < 0 ? 0 : p->phases[i].depth) == depth)
+                ns += p->phases[i].total_ns;
+        pl->period_ns = pl->steps > 1 ? ns / p->reports / pl->steps : UINT64_MAX;
+    }
     if (!pl->steps) pl->steps = 1;
     if (!pl->period_ns) pl->period_ns = 1;
 }
@@ -303,7 +394,7 @@ static size_t build_groups(const struct run_profile *p, struct plan *pl, struct 
         enum role role = ROLE_TRANSIENT;
         if (persistent(s, pl->period_ns)) {
             const struct run_phase *ph = phase_named(p, s->phase);
-            role = ph && ph->entries > 1 ? ROLE_STEP_STATE : ROLE_MODEL_STATE;
+            role = ph && repeats(p, ph) > 1 ? ROLE_STEP_STATE : ROLE_MODEL_STATE;
         }
         struct group *gr = group_for(g, &n, s, role);
         gr->allocations += s->allocations;
@@ -598,6 +689,16 @@ static void print_group(FILE *f, const struct group *g, const struct group *all,
                     "# Kept for the whole run (%s): in pinned host memory, mapped by the GPU, "
                     "which reads it over the link (goal: memory).\n",
                     kind);
+        else if (pl->model_on_host)
+            fprintf(f,
+                    "# Kept for the whole run (%s): the budget has no room for it beside the "
+                    "step's own blocks, so it lives in pinned host memory near the GPU, which "
+                    "reads it over the link where it is and never moves it; the card holds no "
+                    "page of it. This suits weights read once a pass, as mixed precision does "
+                    "(each is cast to a 16-bit copy on the GPU); a job that multiplies by "
+                    "full-precision weights directly reads them over the link many times a step "
+                    "and needs a budget with room for them.\n",
+                    kind);
         else
             fprintf(f,
                     "# Kept for the whole run (%s): on the GPU, but evicted before anything "
@@ -620,7 +721,8 @@ static void print_group(FILE *f, const struct group *g, const struct group *all,
     }
     fprintf(f, "class %s {\n", g->name);
     print_match(f, g, all, n);
-    if (g->role == ROLE_TRANSIENT || on_gpu || (g->role == ROLE_MODEL_STATE && !pl->memory_goal)) {
+    if (g->role == ROLE_TRANSIENT || on_gpu ||
+        (g->role == ROLE_MODEL_STATE && !pl->memory_goal && !pl->model_on_host)) {
         fputs("    place gpu;\n", f);
         if (g->role != ROLE_TRANSIENT) fputs("    access gpu;\n", f);
         fputs("    prefetch gpu on alloc;\n", f);
@@ -629,7 +731,7 @@ static void print_group(FILE *f, const struct group *g, const struct group *all,
          * driver may keep managed pages the GPU touches on the card, where
          * the budget does not see them. */
         fputs("    memory host;\n", f);
-        fputs(g->role == ROLE_STEP_STATE ? "    place host near;\n" : "    place host;\n", f);
+        fputs("    place host near;\n", f);
         fputs("}\n", f);
         return;
     }
@@ -666,9 +768,8 @@ static void print_policy(FILE *f, const struct plan *pl, const struct group *g, 
         print_size(f, pl->budget);
         const char *why = pl->fits_all      ? "everything fits"
                           : pl->memory_goal ? "goal memory: all state on the host"
-                          : pl->budget >= pl->min_budget + pl->model
-                              ? "room for the model state, not for the step state"
-                              : "not even the model state fits: its largest blocks are evicted";
+                          : !pl->model_on_host ? "room for the model state, not for the step state"
+                                               : "no room for the model state: all state on the host";
         fprintf(f, ";   # %s: %s\n", human((double)pl->budget, b[0], 32), why);
     }
     fputs("cap managed 90%;\n", f);
@@ -869,6 +970,7 @@ static int suggest_from_reports(char **paths, size_t npaths, const char *budget_
         goto done;
     }
     pl.fits_all = !memory_goal && (!pl.budget_given || pl.budget >= need_all);
+    pl.model_on_host = !pl.fits_all && pl.budget < pl.min_budget + pl.model;
     if (!assign_priorities(g, n)) goto done;
     qsort(g, n, sizeof *g, by_order);
     for (size_t i = 0; i < n; i++)
