@@ -612,9 +612,9 @@ static void print_size_up(FILE *f, uint64_t bytes)
     fprintf(f, "%" PRIu64 "%s", bytes, units[u]);
 }
 
-static void print_match(FILE *f, const struct group *g, const struct group *all, size_t n)
+/* The predicate that matches G's sites, without "match" and ";". */
+static void print_predicate(FILE *f, const struct group *g, const struct group *all, size_t n)
 {
-    fputs("    match ", f);
     if (g->tag) {
         fputs("tag ", f);
         print_string(f, g->tag);
@@ -637,17 +637,22 @@ static void print_match(FILE *f, const struct group *g, const struct group *all,
         fputs(">= ", f);
         print_size(f, SMALL_BYTES);
     }
+}
+
+static void print_match(FILE *f, const struct group *g, const struct group *all, size_t n)
+{
+    fputs("    match ", f);
+    print_predicate(f, g, all, n);
     fputs(";\n", f);
 }
 
-static void print_group(FILE *f, const struct group *g, const struct group *all, size_t n,
-                        const struct plan *pl)
+/* G's figures: the comment's first lines. */
+static void print_figures(FILE *f, const struct group *g, const struct plan *pl)
 {
     char b[4][32];
     double life = g->frees ? (double)g->lifetime_ns / (double)g->frees : 0;
-    fprintf(f, "\n# %" PRIu64 " allocations of %s%s%s (%s in all), %s live at once; ",
-            g->allocations, human((double)g->min_size, b[0], 32),
-            g->min_size == g->max_size ? "" : "..",
+    fprintf(f, "%" PRIu64 " allocations of %s%s%s (%s in all), %s live at once; ", g->allocations,
+            human((double)g->min_size, b[0], 32), g->min_size == g->max_size ? "" : "..",
             g->min_size == g->max_size ? "" : human((double)g->max_size, b[1], 32),
             human((double)g->bytes, b[2], 32), human((double)g->peak_live, b[3], 32));
     if (g->frees)
@@ -659,6 +664,44 @@ static void print_group(FILE *f, const struct group *g, const struct group *all,
     else
         fputs(" (no repeated phase: the run is one step).\n", f);
     fprintf(f, "# %s.\n", g->recorded);
+}
+
+/* Untagged transient groups, more than one: one class. A class keeps its own
+ * free space, so blocks freed by one phase's class would have to leave the
+ * GPU before the next phase's class could use the room; in one class the
+ * next phase reuses them where they are. */
+static void print_transients(FILE *f, const struct group *g, size_t n, const struct plan *pl)
+{
+    uint32_t priority = 0;
+    fputs("\n# Made and freed within a step (activations, gradients), in one class so that "
+          "what one phase frees the next reuses on the GPU; placed as allocated, evicted last, "
+          "so a step never waits for them to come back:\n",
+          f);
+    for (size_t i = 0; i < n; i++) {
+        if (g[i].role != ROLE_TRANSIENT || g[i].tag) continue;
+        if (g[i].phase)
+            fprintf(f, "# In phase '%s': ", g[i].phase);
+        else
+            fputs("# Outside every phase: ", f);
+        print_figures(f, &g[i], pl);
+        priority = g[i].priority > priority ? g[i].priority : priority;
+    }
+    fputs("class transient {\n    match ", f);
+    bool first = true;
+    for (size_t i = 0; i < n; i++) {
+        if (g[i].role != ROLE_TRANSIENT || g[i].tag) continue;
+        if (!first) fputs("\n       or ", f);
+        print_predicate(f, &g[i], g, n);
+        first = false;
+    }
+    fprintf(f, ";\n    place gpu;\n    prefetch gpu on alloc;\n    priority %u;\n}\n", priority);
+}
+
+static void print_group(FILE *f, const struct group *g, const struct group *all, size_t n,
+                        const struct plan *pl)
+{
+    fputs("\n# ", f);
+    print_figures(f, g, pl);
     if (g->tag) {
         fputs("# Tag ", f);
         print_string(f, g->tag);
@@ -773,8 +816,16 @@ static void print_policy(FILE *f, const struct plan *pl, const struct group *g, 
         fprintf(f, ";   # %s: %s\n", human((double)pl->budget, b[0], 32), why);
     }
     fputs("cap managed 90%;\n", f);
+    size_t transients = 0, first_transient = n;
     for (size_t i = 0; i < n; i++)
+        if (g[i].role == ROLE_TRANSIENT && !g[i].tag && transients++ == 0) first_transient = i;
+    for (size_t i = 0; i < n; i++) {
+        if (transients > 1 && g[i].role == ROLE_TRANSIENT && !g[i].tag) {
+            if (i == first_transient) print_transients(f, g, n, pl);
+            continue;
+        }
         print_group(f, &g[i], g, n, pl);
+    }
     fprintf(f, "\n# Blocks under %s and anything else: plain device memory (%s live at once).\n",
             human(SMALL_BYTES, b[0], 32), human((double)pl->small, b[1], 32));
     fputs("class rest {\n    match any;\n    memory device;\n}\n", f);
