@@ -916,6 +916,41 @@ static void test_runtime_phases_nest_and_count(void **state)
     teardown(f);
 }
 
+static int phase_named(struct runtime *rt, const char *name)
+{
+    for (size_t i = 0; i < rt->phase_stat_count; i++)
+        if (strcmp(rt->phase_stats[i].name, name) == 0) return (int)i;
+    return -2;
+}
+
+static void *recompute_on_another_thread(void *arg)
+{
+    struct runtime *rt = arg;
+    phase_enter(rt, "forward.recompute");
+    assert_int_equal(atomic_load(&rt->phase_current), phase_named(rt, "forward.recompute"));
+    phase_exit(rt);
+    return NULL;
+}
+
+/* Allocations are recorded (the report's sites) under the innermost phase
+ * open anywhere: when autograd's thread closes its recomputed forward, the
+ * job's backward, open on the main thread, is the phase again, not none. */
+static void test_runtime_site_phase_is_process_wide(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nclass rest { match any; memory device; }\n");
+    phase_enter(&f->rt, "backward");
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, recompute_on_another_thread, &f->rt), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(atomic_load(&f->rt.phase_current), phase_named(&f->rt, "backward"));
+    assert_int_equal(f->rt.opening_count, 1);
+    phase_exit(&f->rt);
+    assert_int_equal(atomic_load(&f->rt.phase_current), -1);
+    assert_int_equal(f->rt.opening_count, 0);
+    teardown(f);
+}
+
 /* After fork the child's counters start at zero (each allocation is counted
  * once over parent and child); its blocks stay live and the phase its thread
  * had open stays open, from the fork on. */
@@ -1185,6 +1220,7 @@ int main(void)
         cmocka_unit_test(test_runtime_discard_only_whole_pages_of_dead_blocks),
         cmocka_unit_test(test_runtime_allocation_inside_open_trigger_phase_is_placed),
         cmocka_unit_test(test_runtime_phases_nest_and_count),
+        cmocka_unit_test(test_runtime_site_phase_is_process_wide),
         cmocka_unit_test(test_runtime_passthrough_and_capture),
         cmocka_unit_test(test_runtime_adopts_jobs_managed_memory),
         cmocka_unit_test(test_runtime_devices_have_own_pools),

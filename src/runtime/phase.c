@@ -37,6 +37,9 @@ void phases_free(struct runtime *rt)
     rt->phase_stat_count = 0;
     free(rt->phase_open_count);
     free(rt->spans);
+    free(rt->openings);
+    rt->openings = NULL;
+    rt->opening_count = rt->opening_cap = 0;
     free((void *)rt->phase_bits);
     pthread_mutex_destroy(&rt->phase_lock);
 }
@@ -67,7 +70,8 @@ static size_t phase_index(struct runtime *rt, const char *name)
 
 struct open_phase {
     size_t index;
-    size_t span; /* in rt->spans, or SIZE_MAX when the timeline is full */
+    uint64_t seq; /* its entry in rt->openings, 0: none (out of memory) */
+    size_t span;  /* in rt->spans, or SIZE_MAX when the timeline is full */
     uint64_t start_ns;
     uint64_t *bits; /* the bits this opening set (may differ for the overflow slot) */
 };
@@ -139,6 +143,40 @@ static void count_globs(struct runtime *rt, const uint64_t *bits, int delta)
     }
 }
 
+/* Note an opening of phase INDEX process-wide; its sequence number, 0 when
+ * there is no memory for it (its allocations are then recorded under the
+ * phase open before it). phase_lock held. */
+static uint64_t opening_add(struct runtime *rt, size_t index)
+{
+    if (rt->opening_count == rt->opening_cap) {
+        size_t cap = rt->opening_cap ? rt->opening_cap * 2 : 32;
+        struct open_opening *grown = realloc(rt->openings, cap * sizeof *grown);
+        if (!grown) return 0;
+        rt->openings = grown;
+        rt->opening_cap = cap;
+    }
+    rt->openings[rt->opening_count++] = (struct open_opening){++rt->opening_seq, (uint32_t)index};
+    return rt->opening_seq;
+}
+
+/* Forget opening SEQ; the phase allocations are now recorded under: this
+ * thread's innermost, else the latest opening still open on any thread
+ * (autograd's thread closing a recomputed forward leaves the job's backward
+ * open). phase_lock held. */
+static void opening_remove(struct runtime *rt, uint64_t seq)
+{
+    for (size_t k = rt->opening_count; seq && k-- > 0;)
+        if (rt->openings[k].seq == seq) {
+            memmove(&rt->openings[k], &rt->openings[k + 1],
+                    (--rt->opening_count - k) * sizeof *rt->openings);
+            break;
+        }
+    int innermost = phase_depth                ? (int)phase_stack[phase_depth - 1].index
+                    : rt->opening_count > 0 ? (int)rt->openings[rt->opening_count - 1].phase
+                                             : -1;
+    atomic_store_explicit(&rt->phase_current, innermost, memory_order_relaxed);
+}
+
 const uint64_t *phases_push(struct runtime *rt, const char *name, uint64_t ts)
 {
     if (phase_depth == phase_cap) {
@@ -178,8 +216,9 @@ const uint64_t *phases_push(struct runtime *rt, const char *name, uint64_t ts)
     } else {
         rt->spans_dropped++;
     }
+    uint64_t seq = opening_add(rt, i);
     pthread_mutex_unlock(&rt->phase_lock);
-    phase_stack[phase_depth++] = (struct open_phase){i, span, start, bits};
+    phase_stack[phase_depth++] = (struct open_phase){i, seq, span, start, bits};
     atomic_store_explicit(&rt->phase_current, (int)i, memory_order_relaxed);
     return bits;
 }
@@ -194,8 +233,6 @@ static uint64_t *phase_close(struct runtime *rt, size_t at, uint64_t ts)
 {
     struct open_phase op = phase_stack[at];
     memmove(&phase_stack[at], &phase_stack[at + 1], (--phase_depth - at) * sizeof *phase_stack);
-    int innermost = phase_depth ? (int)phase_stack[phase_depth - 1].index : -1;
-    atomic_store_explicit(&rt->phase_current, innermost, memory_order_relaxed);
     pthread_mutex_lock(&rt->phase_lock);
     count_globs(rt, op.bits, -1);
     uint64_t end = now_ns();
@@ -204,6 +241,7 @@ static uint64_t *phase_close(struct runtime *rt, size_t at, uint64_t ts)
         rt->spans[op.span].end_ns = end;
         rt->spans[op.span].end_ts = ts;
     }
+    opening_remove(rt, op.seq);
     pthread_mutex_unlock(&rt->phase_lock);
     return op.bits;
 }
@@ -311,14 +349,18 @@ void phases_after_fork_child(struct runtime *rt, uint64_t ts)
     for (size_t w = 0; w < rt->phase_words; w++)
         atomic_store(&rt->phase_bits[w], 0);
     rt->span_count = rt->spans_dropped = 0;
+    rt->opening_count = 0;
     uint64_t now = now_ns();
     for (size_t d = 0; d < phase_depth; d++) {
         struct open_phase *op = &phase_stack[d];
         count_globs(rt, op->bits, +1);
+        op->seq = opening_add(rt, op->index);
         op->start_ns = now;
         op->span = rt->span_count < rt->span_cap ? rt->span_count++ : SIZE_MAX;
         if (op->span != SIZE_MAX)
             rt->spans[op->span] = (struct phase_span){now, 0, ts, 0,
                                                       (uint32_t)op->index, (uint32_t)d};
     }
+    atomic_store_explicit(&rt->phase_current, phase_depth ? (int)phase_stack[phase_depth - 1].index : -1,
+                          memory_order_relaxed);
 }

@@ -53,9 +53,19 @@ struct runtime {
     struct phase_stat phase_stats[RT_MAX_PHASE_NAMES];
     size_t phase_stat_count;
     pthread_mutex_t phase_lock;
+    /* Every opening still open, on any thread, oldest first (guarded by
+     * phase_lock): phases are process-wide, so the latest of them is the
+     * phase an allocation is recorded under once its own thread has none. */
+    struct open_opening {
+        uint64_t seq;
+        uint32_t phase;
+    } *openings;
+    size_t opening_count, opening_cap;
+    uint64_t opening_seq;
     /* The innermost open phase as the thread that last opened or closed one
-     * sees it, -1: none (the sites' phase); and the report's allocation
-     * sites (NULL unless a report is asked for). */
+     * sees it (its own innermost, else the latest opening of any thread), -1:
+     * none (the sites' phase); and the report's allocation sites (NULL unless
+     * a report is asked for). */
     _Atomic int phase_current;
     struct sites *sites;
     /* `learn step` (rt->lock): the step model; per class the use it last
