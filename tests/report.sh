@@ -37,9 +37,26 @@ for c in r["classes"]:
 json.dump(r, open(sys.argv[2], "w"))
 PY
     expect_status 0 "report with a memory-host class" "$UMPOL_BIN" report "$tmp/host.json"
+    ! grep -q "gave back .* of freed space" "$tmp/out" || fail "report: reclaim hint without reclaims"
     ! grep -q "lives on the host in managed memory" "$tmp/out" || fail "report: hint for memory host"
     grep -q "class 'activations': 7 of its blocks came from another class when reported saved" "$tmp/out" ||
         fail "report: reclassified blocks not shown"
+fi
+
+# Freed space given back beyond what the class ever held (one class per phase): the report
+# says what it costs and how to avoid it.
+if command -v python3 >/dev/null 2>&1; then
+    python3 - "$r0" "$tmp/reclaim.json" <<'PY' || fail "report: could not write the variant"
+import json, sys
+r = json.load(open(sys.argv[1]))
+for c in r["classes"]:
+    if c["name"] == "activations":
+        c["reclaims"], c["reclaim_bytes"] = 368, 27138719744
+json.dump(r, open(sys.argv[2], "w"))
+PY
+    expect_status 0 "report with reclaims" "$UMPOL_BIN" report "$tmp/reclaim.json"
+    grep -q "class 'activations' gave back 25.3 GiB of freed space 368 times" "$tmp/out" ||
+        fail "report: no hint about freed space given back"
 fi
 
 expect_status 0 "report of two ranks" "$UMPOL_BIN" report "$r0" "$r1"

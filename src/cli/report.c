@@ -296,6 +296,22 @@ static void print_hints(const struct summary *s)
             hints++;
         }
     }
+    /* Freed space taken back for another class costs a move off the GPU and,
+     * for the next block of the class, one back: a class keeps its own free
+     * space. Worth a word once it exceeds what the class ever held. */
+    for (size_t i = 0; i < classes->count; i++) {
+        const struct row *r = &classes->items[i];
+        char b[2][32];
+        if (r->v[RC_RECLAIM_BYTES] >= (double)(1u << 30) && r->v[RC_RECLAIM_BYTES] > r->v[RC_PEAK_BYTES]) {
+            printf("  - class '%s' gave back %s of freed space %.0f times (%s at its peak): each "
+                   "give-back moves the space off the GPU and its next blocks are moved back on. "
+                   "A class keeps its own free space; blocks of phases that follow one another "
+                   "(forward, backward) in one class reuse it on the GPU.\n",
+                   r->shown, human(r->v[RC_RECLAIM_BYTES], b[0], sizeof b[0]), r->v[RC_RECLAIMS],
+                   human(r->v[RC_PEAK_BYTES], b[1], sizeof b[1]));
+            hints++;
+        }
+    }
     if (!s->profiled)
         puts("  - no fault or migration counters in this report: run with UMPOL_PROFILE=1.");
     else if (!hints)
