@@ -57,6 +57,23 @@ PY
     expect_status 0 "report with reclaims" "$UMPOL_BIN" report "$tmp/reclaim.json"
     grep -q "class 'activations' gave back 25.3 GiB of freed space 368 times" "$tmp/out" ||
         fail "report: no hint about freed space given back"
+    # The driver's time servicing a class's GPU faults (CUPTI's fault records, start to end):
+    # in the hint, the class table and the merged JSON; absent in older reports, read as 0.
+    python3 - "$r0" "$tmp/faulttime.json" <<'PY' || fail "report: could not write the variant"
+import json, sys
+r = json.load(open(sys.argv[1]))
+for c in r["classes"]:
+    if c["name"] == "optimizer":
+        c["um"]["gpu_fault_ns"] = 84250000
+json.dump(r, open(sys.argv[2], "w"))
+PY
+    expect_status 0 "report with fault time" "$UMPOL_BIN" report "$tmp/faulttime.json"
+    grep -q "(98%), 84.2 ms of the driver's time servicing them, most of all in phase" "$tmp/out" ||
+        fail "report: the fault hint has no fault time"
+    grep -Eq "^  optimizer .* 84\.2 ms " "$tmp/out" || fail "report: no fault time in the class table"
+    "$UMPOL_BIN" report --json "$tmp/faulttime.json" "$r1" >"$tmp/ft-merged.json" || fail "report --json with fault time"
+    python3 -c 'import json, sys; c = {k["name"]: k for k in json.load(open(sys.argv[1]))["classes"]}; sys.exit(0 if c["optimizer"]["um"]["gpu_fault_ns"] == 84250000 else 1)' \
+        "$tmp/ft-merged.json" || fail "report --json: fault time not summed"
 fi
 
 expect_status 0 "report of two ranks" "$UMPOL_BIN" report "$r0" "$r1"

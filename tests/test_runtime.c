@@ -1150,18 +1150,25 @@ static void test_runtime_profile_attributes_to_class_and_phase(void **state)
     phase_exit(&f->rt);
     struct runtime *rt = &f->rt;
     profile_attribute(rt, CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT, 5,
-                      (uintptr_t)pa + 100, 110);
+                      (uintptr_t)pa + 100, 110, 117);
     profile_attribute(rt, CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT, 2,
-                      (uintptr_t)pb, 125); /* inside the nested phase */
+                      (uintptr_t)pb, 125, 128); /* inside the nested phase */
+    profile_attribute(rt, CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT, 1,
+                      (uintptr_t)pb, 126, 0); /* no end: no time */
     profile_attribute(rt, CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD, 65536,
-                      (uintptr_t)pa, 250); /* after every phase */
+                      (uintptr_t)pa, 250, 260); /* after every phase */
     profile_attribute(rt, CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH, 7,
-                      0x10, 150); /* nobody's address */
+                      0x10, 150, 151); /* nobody's address */
     assert_int_equal(rt->class_stats[0].um.gpu_faults, 5);
+    assert_int_equal(rt->class_stats[0].um.gpu_fault_ns, 7); /* the driver's time on its faults */
+    assert_int_equal(rt->class_stats[1].um.gpu_fault_ns, 3);
+    assert_int_equal(rt->phase_stats[1].um.gpu_fault_ns, 3);
     assert_int_equal(rt->class_stats[0].um.htod_bytes, 65536);
-    assert_int_equal(rt->class_stats[1].um.gpu_faults, 2);
+    assert_int_equal(rt->class_stats[0].um.gpu_fault_ns, 7); /* a transfer adds no fault time */
+    assert_int_equal(rt->class_stats[0].um.htod_bytes, 65536);
+    assert_int_equal(rt->class_stats[1].um.gpu_faults, 3);
     assert_int_equal(rt->phase_stats[0].um.gpu_faults, 5); /* forward */
-    assert_int_equal(rt->phase_stats[1].um.gpu_faults, 2); /* attention, the innermost */
+    assert_int_equal(rt->phase_stats[1].um.gpu_faults, 3); /* attention, the innermost */
     assert_int_equal(rt->phase_stats[0].um.htod_bytes, 0);
     assert_int_equal(rt->profile->unattributed.dtoh_bytes, 7);
     release(f, pa, S1, MODE_STREAM);
@@ -1183,7 +1190,7 @@ static void test_runtime_profile_step_window(void **state)
     assert_int_equal(f->rt.profile->step, 4);
     for (uint64_t ts = 15; ts <= 75; ts += 20) /* steps 0, 1, 2, 3 */
         profile_attribute(&f->rt, CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT, 1,
-                          (uintptr_t)p, ts);
+                          (uintptr_t)p, ts, ts + 1);
     assert_int_equal(f->rt.profile->records, 4);
     assert_int_equal(f->rt.profile->kept, 2); /* steps 1 and 2 only */
     assert_int_equal(f->rt.class_stats[0].um.gpu_faults, 2);

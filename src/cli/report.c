@@ -248,6 +248,8 @@ static void print_hints(const struct summary *s)
     if (worst) {
         printf("  - class '%s' takes the most GPU page faults: %.0f of %.0f (%.0f%%)", worst->shown,
                worst->um[UM_GPU_FAULTS], faults, 100 * worst->um[UM_GPU_FAULTS] / faults);
+        if (worst->um[UM_GPU_FAULT_NS] > 0)
+            printf(", %.1f ms of the driver's time servicing them", worst->um[UM_GPU_FAULT_NS] / 1e6);
         if (worst_phase) printf(", most of all in phase '%s'", worst_phase->shown);
         puts(".");
         if (policy_places_host(worst->policy) && worst->um[UM_HTOD_BYTES] == 0)
@@ -430,14 +432,16 @@ static void print_text(const struct summary *s)
     if (classes) {
         memcpy(classes, s->classes.items, nclasses * sizeof *classes);
         qsort(classes, nclasses, sizeof *classes, by_cost);
-        printf("\nClasses, costliest first:\n  %-16s %10s %10s %10s %10s %10s %11s %9s\n", "class",
-               "allocs", "peak", "GPU faults", "to GPU", "to host", "prefetched", "evictions");
+        printf("\nClasses, costliest first:\n  %-16s %10s %10s %10s %11s %10s %10s %11s %9s\n",
+               "class", "allocs", "peak", "GPU faults", "fault time", "to GPU", "to host",
+               "prefetched", "evictions");
         for (size_t i = 0; i < nclasses; i++) {
             const struct row *r = &classes[i];
-            printf("  %-16s %10.0f %10s %10.0f %10s %10s %11s %9.0f\n", r->shown,
+            printf("  %-16s %10.0f %10s %10.0f %8.1f ms %10s %10s %11s %9.0f\n", r->shown,
                    r->v[RC_ALLOCATIONS], human(r->v[RC_PEAK_BYTES], b[0], 32), r->um[UM_GPU_FAULTS],
-                   human(r->um[UM_HTOD_BYTES], b[1], 32), human(r->um[UM_DTOH_BYTES], b[2], 32),
-                   human(r->v[RC_PREFETCH_BYTES], b[3], 32), r->v[RC_EVICTIONS]);
+                   r->um[UM_GPU_FAULT_NS] / 1e6, human(r->um[UM_HTOD_BYTES], b[1], 32),
+                   human(r->um[UM_DTOH_BYTES], b[2], 32), human(r->v[RC_PREFETCH_BYTES], b[3], 32),
+                   r->v[RC_EVICTIONS]);
         }
         for (size_t i = 0; i < nclasses; i++)
             if (classes[i].v[RC_RECLASSIFIED] > 0)
@@ -450,13 +454,13 @@ static void print_text(const struct summary *s)
     if (phases) {
         memcpy(phases, s->phases.items, nphases * sizeof *phases);
         qsort(phases, nphases, sizeof *phases, by_time);
-        printf("\nPhases, longest first:\n  %-20s %9s %12s %10s %10s %10s\n", "phase", "entries",
-               "time", "GPU faults", "to GPU", "to host");
+        printf("\nPhases, longest first:\n  %-20s %9s %12s %10s %11s %10s %10s\n", "phase",
+               "entries", "time", "GPU faults", "fault time", "to GPU", "to host");
         for (size_t i = 0; i < nphases; i++) {
             const struct row *r = &phases[i];
-            printf("  %-20s %9.0f %9.1f ms %10.0f %10s %10s\n", r->shown, r->entries,
-                   r->total_ns / 1e6, r->um[UM_GPU_FAULTS], human(r->um[UM_HTOD_BYTES], b[0], 32),
-                   human(r->um[UM_DTOH_BYTES], b[1], 32));
+            printf("  %-20s %9.0f %9.1f ms %10.0f %8.1f ms %10s %10s\n", r->shown, r->entries,
+                   r->total_ns / 1e6, r->um[UM_GPU_FAULTS], r->um[UM_GPU_FAULT_NS] / 1e6,
+                   human(r->um[UM_HTOD_BYTES], b[0], 32), human(r->um[UM_DTOH_BYTES], b[1], 32));
         }
     }
     free(phases);

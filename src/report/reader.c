@@ -21,7 +21,8 @@ const char *const report_class_counters[RC_COUNT] = {
     "evict_bytes", "cap_refusals",  "budget_skips",    "advice_errors",  "cross_stream_reuses",
     "discards",    "discard_bytes", "reclaims",        "reclaim_bytes",  "reclassified"};
 const char *const report_um_counters[UM_COUNT] = {"htod_bytes", "dtoh_bytes", "gpu_faults",
-                                                  "cpu_faults", "thrashing",  "throttling"};
+                                                  "cpu_faults", "thrashing",  "throttling",
+                                                  "gpu_fault_ns"};
 const char *const report_next_use_counters[NU_COUNT] = {"predictions", "hits", "error_events",
                                                         "ahead_bytes", "demand_bytes"};
 const char *const report_totals[TOT_COUNT] = {

@@ -79,6 +79,7 @@ enum report_um_counter {
     UM_CPU_FAULTS,
     UM_THRASHING,
     UM_THROTTLING,
+    UM_GPU_FAULT_NS, /* absent (0) in reports of older umpol */
     UM_COUNT
 };
 extern const char *const report_um_counters[UM_COUNT];

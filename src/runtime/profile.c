@@ -71,12 +71,18 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
     *max_records = 0;
 }
 
-static void add(struct um_counters *c, CUpti_ActivityUnifiedMemoryCounterKind kind, uint64_t value)
+/* A GPU fault record's start and end are when the driver began and finished
+ * servicing the fault group: the warps that faulted wait that long. */
+static void add(struct um_counters *c, CUpti_ActivityUnifiedMemoryCounterKind kind, uint64_t value,
+                uint64_t start, uint64_t end)
 {
     switch (kind) {
     case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD: c->htod_bytes += value; break;
     case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH: c->dtoh_bytes += value; break;
-    case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT: c->gpu_faults += value; break;
+    case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT:
+        c->gpu_faults += value;
+        c->gpu_fault_ns += end > start ? end - start : 0;
+        break;
     /* One record per CPU fault; its value field holds a timestamp on H200 (seen 2026-11-22). */
     case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_CPU_PAGE_FAULT_COUNT: c->cpu_faults += 1; (void)value; break;
     case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_THRASHING: c->thrashing += value; break;
@@ -107,7 +113,7 @@ static long phase_at(const struct runtime *rt, uint64_t ts)
 }
 
 void profile_attribute(struct runtime *rt, CUpti_ActivityUnifiedMemoryCounterKind kind,
-                       uint64_t value, uint64_t address, uint64_t ts)
+                       uint64_t value, uint64_t address, uint64_t ts, uint64_t end_ts)
 {
     struct profile *pr = rt->profile;
     pthread_mutex_lock(&rt->range_lock);
@@ -125,9 +131,9 @@ void profile_attribute(struct runtime *rt, CUpti_ActivityUnifiedMemoryCounterKin
     keep = keep && in_window;
     if (keep) {
         pr->kept++;
-        add(cls >= 0 ? &rt->class_stats[cls].um : &pr->unattributed, kind, value);
+        add(cls >= 0 ? &rt->class_stats[cls].um : &pr->unattributed, kind, value, ts, end_ts);
         if (phase >= 0)
-            add(&rt->phase_stats[phase].um, kind, value);
+            add(&rt->phase_stats[phase].um, kind, value, ts, end_ts);
     }
     pthread_mutex_unlock(&pr->lock);
     pthread_mutex_unlock(&rt->phase_lock);
@@ -145,7 +151,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         if (a->kind != CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER)
             continue;
         const CUpti_ActivityUnifiedMemoryCounter3 *r = (const CUpti_ActivityUnifiedMemoryCounter3 *)a;
-        profile_attribute(rt, r->counterKind, r->value, r->address, r->start);
+        profile_attribute(rt, r->counterKind, r->value, r->address, r->start, r->end);
     }
     free(buffer);
 }
@@ -349,9 +355,9 @@ static void print_um(FILE *out, const struct um_counters *c)
     fprintf(out,
             "{\"htod_bytes\": %" PRIu64 ", \"dtoh_bytes\": %" PRIu64 ", \"gpu_faults\": %" PRIu64
             ", \"cpu_faults\": %" PRIu64 ", \"thrashing\": %" PRIu64 ", \"throttling\": %" PRIu64
-            "}",
+            ", \"gpu_fault_ns\": %" PRIu64 "}",
             c->htod_bytes, c->dtoh_bytes, c->gpu_faults, c->cpu_faults, c->thrashing,
-            c->throttling);
+            c->throttling, c->gpu_fault_ns);
 }
 
 void profile_report(const struct runtime *rt, FILE *out)

@@ -39,10 +39,10 @@ struct profile {
     uint64_t (*clock)(void); /* tests: a clock in place of CUPTI's */
 };
 
-/* Count one CUPTI Unified Memory record: to the class owning ADDRESS and the
- * phase open at TS, if the phase and step windows keep it. */
+/* Count one CUPTI Unified Memory record, of TS to END_TS: to the class owning
+ * ADDRESS and the phase open at TS, if the phase and step windows keep it. */
 void profile_attribute(struct runtime *rt, CUpti_ActivityUnifiedMemoryCounterKind kind,
-                       uint64_t value, uint64_t address, uint64_t ts);
+                       uint64_t value, uint64_t address, uint64_t ts, uint64_t end_ts);
 
 int profile_init(struct runtime *rt);           /* UMPOL_PROFILE*; 0 when off or on */
 void profile_device_seen(struct runtime *rt);   /* rt->lock held: configure counters */

@@ -13,6 +13,7 @@
 /* Unified Memory traffic, from CUPTI's counters (UMPOL_PROFILE=1). */
 struct um_counters {
     uint64_t htod_bytes, dtoh_bytes, gpu_faults, cpu_faults, thrashing, throttling;
+    uint64_t gpu_fault_ns; /* the driver's time servicing GPU fault groups, start to end */
 };
 
 struct class_stats {
