@@ -52,10 +52,17 @@ r = json.load(open(sys.argv[1]))
 for c in r["classes"]:
     if c["name"] == "activations":
         c["reclaims"], c["reclaim_bytes"] = 368, 27138719744
+json.dump(r, open(sys.argv[2] + ".one", "w"))
+for c in r["classes"]:
+    if c["name"] == "weights":
+        c["reclaims"], c["reclaim_bytes"] = 314, 39769341952
 json.dump(r, open(sys.argv[2], "w"))
 PY
+    expect_status 0 "report with one class reclaiming" "$UMPOL_BIN" report "$tmp/reclaim.json.one"
+    ! grep -q "gave back .* of freed space" "$tmp/out" || fail "report: reclaim hint for one class alone"
     expect_status 0 "report with reclaims" "$UMPOL_BIN" report "$tmp/reclaim.json"
-    grep -q "class 'activations' gave back 25.3 GiB of freed space 368 times" "$tmp/out" ||
+    grep -q "class 'activations' gave back 25.3 GiB of freed space 368 times" "$tmp/out" &&
+        grep -q "class 'weights' gave back 37.0 GiB of freed space 314 times" "$tmp/out" ||
         fail "report: no hint about freed space given back"
     # The driver's time servicing a class's GPU faults (CUPTI's fault records, start to end):
     # in the hint, the class table and the merged JSON; absent in older reports, read as 0.

@@ -71,6 +71,45 @@ done
 grep -q "memory host;" "$tmp/w.7770MiB" || fail "7770MiB: the weights are not in pinned host memory"
 grep -q "place gpu;" "$tmp/w.11980MiB" || fail "11980MiB: the weights are not on the GPU"
 
+# Timelines that could mislead the step: a range around the whole loop (entered once), a
+# timeline the runtime cut short, and a range around each step holding its own transient
+# blocks (its class must stay after the state classes of the phases inside it).
+if command -v python3 >/dev/null 2>&1; then
+    python3 - "$report" "$tmp" <<'PY' || fail "suggest: could not write the timeline variants"
+import copy, json, sys
+r = json.load(open(sys.argv[1]))
+spans = r["timeline"]["spans"]
+once = copy.deepcopy(r)
+once["phases"].append({"name": "train", "entries": 1, "total_ns": 1})
+once["timeline"]["spans"] = [{"phase": 4, "start_ns": spans[1]["start_ns"] - 1, "end_ns": spans[-1]["end_ns"] + 1,
+                              "depth": 0}] + [dict(s, depth=s["depth"] + 1) for s in spans]
+json.dump(once, open(sys.argv[2] + "/once.json", "w"))
+cut = copy.deepcopy(r)
+cut["timeline"]["spans"], cut["timeline"]["spans_dropped"] = spans[:3], len(spans) - 3
+json.dump(cut, open(sys.argv[2] + "/cut.json", "w"))
+wrap = copy.deepcopy(r)
+wrap["phases"].append({"name": "train_step", "entries": 6, "total_ns": 1})
+steps = [s for s in spans if s["phase"] == 1]
+ends = [s["end_ns"] for s in spans if s["phase"] == 3]
+wrap["timeline"]["spans"] = [spans[0]] + [dict(s, depth=1) for s in spans[1:]] + [
+    {"phase": 4, "start_ns": f["start_ns"] - 1, "end_ns": e + 1, "depth": 0} for f, e in zip(steps, ends)]
+wrap["sites"].append({"class": 0, "phase": 4, "allocations": 6, "frees": 6, "bytes": 12582912,
+                      "min_size": 2097152, "max_size": 2097152, "peak_live_bytes": 2097152,
+                      "lifetime_ns": 600000, "first_ns": 1, "last_ns": 2})
+json.dump(wrap, open(sys.argv[2] + "/wrap.json", "w"))
+PY
+    expect_status 0 "suggest with a range around the loop" "$UMPOL_BIN" suggest --budget 200MiB "$tmp/once.json"
+    grep -q "^# Per rank: 6 steps of 7.2 ms;" "$tmp/out" || fail "a range entered once made the run one step"
+    expect_status 0 "suggest with a cut timeline" "$UMPOL_BIN" suggest --budget 200MiB "$tmp/cut.json"
+    grep -q "^# Per rank: 6 steps of 7.8 ms;" "$tmp/out" || fail "a cut timeline was trusted (or entries not counted)"
+    expect_status 0 "suggest with a range around each step" "$UMPOL_BIN" suggest --budget 230MiB \
+        -o "$tmp/wrap.umpol" "$tmp/wrap.json"
+    state=$(grep -n "^class step_state_optimizer_step" "$tmp/wrap.umpol" | cut -d: -f1)
+    outer=$(grep -n 'phase "train_step"' "$tmp/wrap.umpol" | head -1 | cut -d: -f1)
+    [ -n "$state" ] && [ -n "$outer" ] && [ "$state" -lt "$outer" ] ||
+        fail "the step range's transient class comes before the optimizer state's class"
+fi
+
 # What the golden files say, so that a regenerated golden cannot silently lose it.
 grep -q "^class step_state_optimizer_step" "$dir/expected-budget200MiB.umpol" &&
     sed -n '/^class step_state_optimizer_step/,/^}/p' "$dir/expected-budget200MiB.umpol" |

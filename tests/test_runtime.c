@@ -951,6 +951,31 @@ static void test_runtime_site_phase_is_process_wide(void **state)
     teardown(f);
 }
 
+static void *open_backward_and_exit(void *arg)
+{
+    phase_enter(arg, "backward");
+    return NULL;
+}
+
+/* A thread that exits with a phase open closes it: the phase no longer holds
+ * for the other threads' allocations, nor is it their recorded phase. */
+static void test_runtime_thread_exit_closes_its_phases(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nclass b { match phase \"backward\"; }\n"
+                              "class rest { match any; memory device; }\n");
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, open_backward_and_exit, &f->rt), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(f->rt.opening_count, 0);
+    assert_int_equal(atomic_load(&f->rt.phase_current), -1);
+    assert_int_not_equal(f->rt.spans[0].end_ns, 0);
+    void *a = alloc(f, 64, API_CUDA_MALLOC_ASYNC, S1);
+    assert_int_equal(map_find(&f->rt.map, (uintptr_t)a)->class_idx, 1);
+    release(f, a, S1, MODE_STREAM);
+    teardown(f);
+}
+
 /* After fork the child's counters start at zero (each allocation is counted
  * once over parent and child); its blocks stay live and the phase its thread
  * had open stays open, from the fork on. */
@@ -1228,6 +1253,7 @@ int main(void)
         cmocka_unit_test(test_runtime_allocation_inside_open_trigger_phase_is_placed),
         cmocka_unit_test(test_runtime_phases_nest_and_count),
         cmocka_unit_test(test_runtime_site_phase_is_process_wide),
+        cmocka_unit_test(test_runtime_thread_exit_closes_its_phases),
         cmocka_unit_test(test_runtime_passthrough_and_capture),
         cmocka_unit_test(test_runtime_adopts_jobs_managed_memory),
         cmocka_unit_test(test_runtime_devices_have_own_pools),

@@ -301,7 +301,13 @@ static void print_hints(const struct summary *s)
     /* Freed space taken back for another class costs a move off the GPU and,
      * for the next block of the class, one back: a class keeps its own free
      * space. Worth a word once it exceeds what the class ever held. */
-    for (size_t i = 0; i < classes->count; i++) {
+    /* Only where two classes or more did so: one class reclaiming its own old
+     * free space is not helped by merging classes. */
+    size_t reclaiming = 0;
+    for (size_t i = 0; i < classes->count; i++)
+        reclaiming += classes->items[i].v[RC_RECLAIM_BYTES] >= (double)(1u << 30) &&
+                      classes->items[i].v[RC_RECLAIM_BYTES] > classes->items[i].v[RC_PEAK_BYTES];
+    for (size_t i = 0; reclaiming >= 2 && i < classes->count; i++) {
         const struct row *r = &classes->items[i];
         char b[2][32];
         if (r->v[RC_RECLAIM_BYTES] >= (double)(1u << 30) && r->v[RC_RECLAIM_BYTES] > r->v[RC_PEAK_BYTES]) {

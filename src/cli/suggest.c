@@ -109,7 +109,8 @@ static int by_start(const void *a, const void *b)
 {
     const struct report_span *x = *(const struct report_span *const *)a,
                              *y = *(const struct report_span *const *)b;
-    return (x->start_ns > y->start_ns) - (x->start_ns < y->start_ns);
+    if (x->start_ns != y->start_ns) return (x->start_ns > y->start_ns) - (x->start_ns < y->start_ns);
+    return (x->end_ns < y->end_ns) - (x->end_ns > y->end_ns); /* the longer first */
 }
 
 /* R's spans into episodes, and each phase's count of episodes into P's
@@ -127,9 +128,12 @@ static bool count_episodes(struct run_profile *p, const struct report *r)
         free(seen);
         return false;
     }
+    /* A phase entered once (a range around the whole loop) would make the
+     * run one stretch: its spans are left out. */
     size_t n = 0;
     for (size_t i = 0; i < r->span_count; i++)
-        if (!r->spans[i].open && r->spans[i].end_ns >= r->spans[i].start_ns)
+        if (!r->spans[i].open && r->spans[i].end_ns >= r->spans[i].start_ns &&
+            r->phases[r->spans[i].phase].entries > 1)
             order[n++] = &r->spans[i];
     qsort(order, n, sizeof *order, by_start);
     uint64_t episode = 0, start = 0, end = 0;
@@ -239,7 +243,7 @@ static bool profile_from_report(struct run_profile *p, const struct report *r, s
                               .lifetime_ns = s->lifetime_ns};
     }
     if (!count_episodes(p, r)) return fail(b, "out of memory");
-    bool timed = r->span_count > 0;
+    bool timed = r->span_count > 0 && r->spans_dropped == 0; /* a cut timeline misleads */
     p->timed = p->reports ? p->timed && timed : timed;
     p->reports++;
     return true;
@@ -343,11 +347,17 @@ static uint64_t repeats(const struct run_profile *p, const struct run_phase *ph)
 
 /* A step: from the timeline, the phase run in the most episodes, one a step,
  * and the least time between two of them (the first steps are slower);
- * without one, the outermost repeated phases entered most often and their
+ * without a timeline (or a whole one), or when no phase repeats over its
+ * stretches, the outermost repeated phases entered most often and their
  * time per entry. Either way a micro-step of gradient accumulation counts
  * as a step. Without a repeated phase the run is one step. */
-static void step_period(const struct run_profile *p, struct plan *pl)
+static void step_period(struct run_profile *p, struct plan *pl)
 {
+    bool repeated = false;
+    for (size_t i = 0; p->timed && i < p->nphases; i++)
+        repeated |= p->phases[i].episodes > 1;
+    if (!repeated) /* no phase repeats over stretches: count entries, as without a timeline */
+        p->timed = false;
     if (p->timed) {
         for (size_t i = 0; i < p->nphases; i++) {
             const struct run_phase *ph = &p->phases[i];
@@ -666,19 +676,21 @@ static void print_figures(FILE *f, const struct group *g, const struct plan *pl)
     fprintf(f, "# %s.\n", g->recorded);
 }
 
-/* Untagged transient groups, more than one: one class. A class keeps its own
- * free space, so blocks freed by one phase's class would have to leave the
- * GPU before the next phase's class could use the room; in one class the
- * next phase reuses them where they are. */
-static void print_transients(FILE *f, const struct group *g, size_t n, const struct plan *pl)
+/* Untagged transient groups FROM..TO-1, next to each other in the order
+ * classes are tried: one class, NAME. A class keeps its own free space, so
+ * blocks freed by one phase's class would have to leave the GPU before the
+ * next phase's class could use the room; in one class the next phase reuses
+ * them where they are. (Only neighbours: a group after a state class must
+ * stay after it, or its outer phase would take the state's blocks.) */
+static void print_transients(FILE *f, const struct group *g, size_t from, size_t to, size_t n,
+                             const struct plan *pl, const char *name)
 {
     uint32_t priority = 0;
     fputs("\n# Made and freed within a step (activations, gradients), in one class so that "
           "what one phase frees the next reuses on the GPU; placed as allocated, evicted last, "
           "so a step never waits for them to come back:\n",
           f);
-    for (size_t i = 0; i < n; i++) {
-        if (g[i].role != ROLE_TRANSIENT || g[i].tag) continue;
+    for (size_t i = from; i < to; i++) {
         if (g[i].phase)
             fprintf(f, "# In phase '%s': ", g[i].phase);
         else
@@ -686,13 +698,10 @@ static void print_transients(FILE *f, const struct group *g, size_t n, const str
         print_figures(f, &g[i], pl);
         priority = g[i].priority > priority ? g[i].priority : priority;
     }
-    fputs("class transient {\n    match ", f);
-    bool first = true;
-    for (size_t i = 0; i < n; i++) {
-        if (g[i].role != ROLE_TRANSIENT || g[i].tag) continue;
-        if (!first) fputs("\n       or ", f);
+    fprintf(f, "class %s {\n    match ", name);
+    for (size_t i = from; i < to; i++) {
+        if (i > from) fputs("\n       or ", f);
         print_predicate(f, &g[i], g, n);
-        first = false;
     }
     fprintf(f, ";\n    place gpu;\n    prefetch gpu on alloc;\n    priority %u;\n}\n", priority);
 }
@@ -816,15 +825,24 @@ static void print_policy(FILE *f, const struct plan *pl, const struct group *g, 
         fprintf(f, ";   # %s: %s\n", human((double)pl->budget, b[0], 32), why);
     }
     fputs("cap managed 90%;\n", f);
-    size_t transients = 0, first_transient = n;
-    for (size_t i = 0; i < n; i++)
-        if (g[i].role == ROLE_TRANSIENT && !g[i].tag && transients++ == 0) first_transient = i;
-    for (size_t i = 0; i < n; i++) {
-        if (transients > 1 && g[i].role == ROLE_TRANSIENT && !g[i].tag) {
-            if (i == first_transient) print_transients(f, g, n, pl);
+    int runs = 0;
+    for (size_t i = 0; i < n;) {
+        size_t end = i;
+        while (end < n && g[end].role == ROLE_TRANSIENT && !g[end].tag)
+            end++;
+        if (end - i < 2) {
+            print_group(f, &g[i], g, n, pl);
+            i++;
             continue;
         }
-        print_group(f, &g[i], g, n, pl);
+        char name[32];
+        runs++;
+        if (runs == 1)
+            snprintf(name, sizeof name, "transient");
+        else
+            snprintf(name, sizeof name, "transient_%d", runs);
+        print_transients(f, g, i, end, n, pl, name);
+        i = end;
     }
     fprintf(f, "\n# Blocks under %s and anything else: plain device memory (%s live at once).\n",
             human(SMALL_BYTES, b[0], 32), human((double)pl->small, b[1], 32));

@@ -99,9 +99,15 @@ static _Thread_local bool tag_any;
 static pthread_key_t thread_key;
 static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
 
-static void thread_state_free(void *unused)
+static uint64_t *phase_close(struct runtime *rt, size_t at, uint64_t ts);
+
+/* RT: the runtime the thread's phases were opened in. Phases a thread leaves
+ * open when it exits are closed: they hold for no one any more (no trigger
+ * runs for them; the CUPTI timestamp of their end is unknown). */
+static void thread_state_free(void *rt)
 {
-    (void)unused;
+    while (rt && phase_depth)
+        free(phase_close(rt, phase_depth - 1, 0));
     for (size_t i = 0; i < phase_depth; i++)
         free(phase_stack[i].bits);
     free(phase_stack);
@@ -122,10 +128,10 @@ static void thread_key_create(void)
     pthread_key_create(&thread_key, thread_state_free);
 }
 
-static void track_thread(void)
+static void track_thread(struct runtime *rt)
 {
     pthread_once(&thread_key_once, thread_key_create);
-    pthread_setspecific(thread_key, (void *)1);
+    pthread_setspecific(thread_key, rt);
 }
 
 /* Add (delta = +1) or remove (-1) one opening of the globs in BITS. */
@@ -144,8 +150,9 @@ static void count_globs(struct runtime *rt, const uint64_t *bits, int delta)
 }
 
 /* Note an opening of phase INDEX process-wide; its sequence number, 0 when
- * there is no memory for it (its allocations are then recorded under the
- * phase open before it). phase_lock held. */
+ * there is no memory for it (once its thread has closed everything, other
+ * threads' allocations are then recorded under an opening before it).
+ * phase_lock held. */
 static uint64_t opening_add(struct runtime *rt, size_t index)
 {
     if (rt->opening_count == rt->opening_cap) {
@@ -180,7 +187,7 @@ static void opening_remove(struct runtime *rt, uint64_t seq)
 const uint64_t *phases_push(struct runtime *rt, const char *name, uint64_t ts)
 {
     if (phase_depth == phase_cap) {
-        track_thread();
+        track_thread(rt);
         size_t cap = phase_cap ? phase_cap * 2 : 16;
         struct open_phase *grown = realloc(phase_stack, cap * sizeof *grown);
         if (!grown)
@@ -283,7 +290,7 @@ int tag_site_current(void)
 void tag_push(struct runtime *rt, const char *name)
 {
     const struct program *p = rt->program;
-    track_thread();
+    track_thread(rt);
     if (tag_slots < p->tag_count) { /* first push, or a program with more tags (tests) */
         uint32_t *counts = calloc(p->tag_count, sizeof *counts);
         uint64_t *bits = calloc(program_bitset_words(p->tag_count), sizeof *bits);
