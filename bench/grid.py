@@ -452,8 +452,33 @@ class Runner:
         self.rows.close()
 
 
+def record(runner, umpol, out, layers, warmup, steps):
+    """One short run of LAYERS under RECORD_POLICY with a report, as `umpol
+    suggest -- COMMAND` records; the report's path, or None with why."""
+    policy = os.path.join(out, "record.umpol")
+    open(policy, "w").write(RECORD_POLICY)
+    report = os.path.join(out, f"L{layers}-record-report.json")
+    if os.path.exists(report):
+        os.unlink(report)
+    row = runner.run("record", layers, "ckpt", prefix=[umpol, "run", "-p", policy, "-r", report, "--"],
+                     policy=policy, report=report, warmup=warmup, steps=steps)
+    if not os.path.exists(report):
+        return None, f"the recorded run wrote no report (rc {row.get('rc')})"
+    return report, None
+
+
+def draft(umpol, report, budget, path):
+    """`umpol suggest --budget BUDGET -o PATH REPORT`, the same as `umpol suggest
+    --budget SIZE -- COMMAND` from that recording; None, or why it failed."""
+    cmd = [umpol, "suggest", "--budget", str(int(budget)), "-o", path, report]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    return None if p.returncode == 0 else f"umpol suggest exited {p.returncode}: {p.stderr.strip()[-600:]}"
+
+
 def drive(args):
-    """Every anchor, then umpol at three budgets read from the anchors' peaks, per model."""
+    """Every anchor, then umpol at three budgets read from the anchors' peaks,
+    per model: under --policy, or with --policy suggest under the policy
+    `umpol suggest` drafts for each budget from one recorded run."""
     runner = Runner(args)
     nvml, here, run = runner.nvml, runner.here, runner.run
 
@@ -461,8 +486,9 @@ def drive(args):
     if not os.path.exists(bw):
         launch([sys.executable, here, "bandwidth", "--json", bw], os.path.join(args.out, "bandwidth.log"),
                dict(os.environ), 120, nvml)
-    policy_text = open(args.policy).read()
-    pol_name = os.path.splitext(os.path.basename(args.policy))[0]
+    drafting = args.policy == "suggest"
+    policy_text = None if drafting else open(args.policy).read()
+    pol_name = "suggested" if drafting else os.path.splitext(os.path.basename(args.policy))[0]
     if args.budgets and len(args.layers) != 1:
         raise SystemExit("grid: --budgets needs one --layers value")
     # With --profile, CUPTI counts the migrations of the timed steps only.
@@ -485,13 +511,22 @@ def drive(args):
             if low is None:
                 print(f"L{layers}: DeepSpeed failed: its budget is left out", flush=True)
             budgets = [b for b in (top, (top + low) / 2 if low else None, low) if b]
+        recorded, why = record(runner, args.umpol, args.out, layers, 1, 2) if drafting and budgets else (None, None)
         for b in budgets:
             pol = os.path.join(args.out, f"L{layers}-{pol_name}-{b / 2**30:.2f}GiB.umpol")
-            open(pol, "w").write(set_budget(policy_text, b))
+            failed = why or (draft(args.umpol, recorded, b, pol) if drafting else None)
+            if failed:
+                print(f"L{layers} {b / 2**30:.2f}GiB: {failed}", flush=True)
+                runner.rows.write(json.dumps({"layers": layers, "variant": "ckpt", "budget_bytes": int(b),
+                                              "tag": f"{kind}-{b / 2**30:.2f}GiB", "policy": "suggest",
+                                              "rc": None, "skipped": failed}) + "\n")
+                continue
+            if not drafting:
+                open(pol, "w").write(set_budget(policy_text, b))
             report = pol[:-len(".umpol")] + ("-profiled" if args.profile else "") + "-report.json"
             run(f"{kind}-{b / 2**30:.2f}GiB", layers, "ckpt",
                 prefix=profile + [args.umpol, "run", "-p", pol, "-r", report, "--"], budget=int(b),
-                policy=args.policy, report=report)
+                policy=os.path.relpath(pol, os.getcwd()) if drafting else args.policy, report=report)
     runner.close()
 
 
@@ -626,28 +661,14 @@ def suggest(args):
     if missing:
         print(f"grid: no stock policy {', '.join(missing)}: left out", flush=True)
     stock = [(n, path) for n, path in stock if os.path.exists(path)]
-    record = os.path.join(out, "record.umpol")
-    open(record, "w").write(RECORD_POLICY)
     cells = []
     cells_file = open(os.path.join(out, "cells.jsonl"), "a")
     for layers in args.layers:
-        report = os.path.join(out, f"L{layers}-record-report.json")
-        if os.path.exists(report):
-            os.unlink(report)
-        rec = runner.run("record", layers, "ckpt", prefix=[umpol, "run", "-p", record, "-r", report, "--"],
-                         policy=record, report=report, warmup=args.record_warmup, steps=args.record_steps)
+        report, recorded_why = record(runner, umpol, out, layers, args.record_warmup, args.record_steps)
         for budget in args.budgets:
             gib = f"{budget / 2**30:.2f}GiB"
             drafted = os.path.join(out, f"L{layers}-suggested-{gib}.umpol")
-            why = None
-            if not os.path.exists(report):
-                why = f"the recorded run wrote no report (rc {rec.get('rc')})"
-            else:
-                # The same as `umpol suggest --budget SIZE -- COMMAND`, from the one recording.
-                cmd = [umpol, "suggest", "--budget", str(budget), "-o", drafted, report]
-                p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-                if p.returncode != 0:
-                    why = f"umpol suggest exited {p.returncode}: {p.stderr.strip()[-600:]}"
+            why = recorded_why or draft(umpol, report, budget, drafted)
             if why:
                 print(f"L{layers} {gib}: {why}", flush=True)
                 suggested = {"rc": None, "why": why}
@@ -704,7 +725,9 @@ def main():
                    help="umpol's budgets in bytes (one model), instead of those read from the anchors")
     d.add_argument("--profile", action="store_true",
                    help="run umpol's cells with UMPOL_PROFILE=1 over the timed steps (for the bytes moved)")
-    d.add_argument("--policy", default="policies/optimizer-offload.umpol")
+    d.add_argument("--policy", default="policies/optimizer-offload.umpol",
+                   help="umpol's policy, its budget line set per cell; 'suggest': the policy umpol "
+                        "suggest drafts per budget from one recorded run of the model")
     d.add_argument("--umpol", default="umpol", help="the umpol executable")
     d.add_argument("--warmup", type=int, default=3)
     d.add_argument("--steps", type=int, default=5)

@@ -10,7 +10,9 @@
 # one shows as a failed cell).
 #
 # Environment: OUT (default bench/results/grid-DATE), GRID_POLICY (default
-# policies/optimizer-offload.umpol; its `budget gpu` line is changed),
+# policies/optimizer-offload.umpol; its `budget gpu` line is changed; or
+# `suggest`: per model one short recorded run, then at each budget the policy
+# `umpol suggest --budget` drafts from it, as a user would run umpol),
 # GRID_LAYERS ("16 32"), GRID_VARIANTS (all anchors), WARMUP (3), STEPS (5
 # timed), GRID_DEADLINE_S (cells that would start later are skipped),
 # GRID_CELL_TIMEOUT_S (one run's limit, 240), UMPOL.
@@ -24,7 +26,7 @@ cd "$top" || exit 2
 umpol=${UMPOL:-$top/umpol}
 [ -x "$umpol" ] || { echo "build umpol first (./configure && make), or set UMPOL"; exit 2; }
 policy=${GRID_POLICY:-policies/optimizer-offload.umpol}
-"$umpol" check -q "$policy" || exit 1
+[ "$policy" = suggest ] || "$umpol" check -q "$policy" || exit 1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 DS_ACCELERATOR=cuda
 device=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)
 commit=${UMPOL_COMMIT:-}
