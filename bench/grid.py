@@ -423,27 +423,33 @@ class Runner:
         row = {"layers": layers, "variant": variant, "tag": tag, "budget_bytes": budget, "policy": policy,
                "report": report and os.path.basename(report)}
         if left < 30:
-            row.update(rc=None, skipped="the run's deadline had passed")
             print(f"{name}: skipped (deadline)", flush=True)
+            return self.skip(row, "the run's deadline had passed")
+        js = os.path.join(args.out, name + ".json")
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        common = ["--warmup", str(args.warmup if warmup is None else warmup),
+                  "--steps", str(args.steps if steps is None else steps), "--seed", str(args.seed)]
+        cmd = list(prefix) + [sys.executable, self.here, "train", "--variant", variant,
+                              "--layers", str(layers), "--json", js] + common
+        rc, outside, secs = launch(cmd, os.path.join(args.out, name + ".log"), env,
+                                   min(args.cell_timeout_s, left - 5), self.nvml)
+        row.update(rc=rc, seconds=round(secs, 1), nvml_peak_bytes=outside, command=" ".join(cmd))
+        if rc == 0 and os.path.exists(js):
+            row["run"] = json.load(open(js))
         else:
-            js = os.path.join(args.out, name + ".json")
-            env = dict(os.environ, PYTHONUNBUFFERED="1")
-            common = ["--warmup", str(args.warmup if warmup is None else warmup),
-                      "--steps", str(args.steps if steps is None else steps), "--seed", str(args.seed)]
-            cmd = list(prefix) + [sys.executable, self.here, "train", "--variant", variant,
-                                  "--layers", str(layers), "--json", js] + common
-            rc, outside, secs = launch(cmd, os.path.join(args.out, name + ".log"), env,
-                                       min(args.cell_timeout_s, left - 5), self.nvml)
-            row.update(rc=rc, seconds=round(secs, 1), nvml_peak_bytes=outside, command=" ".join(cmd))
-            if rc == 0 and os.path.exists(js):
-                row["run"] = json.load(open(js))
-            else:
-                tail = open(os.path.join(args.out, name + ".log"), errors="replace").read()[-1500:]
-                row["error_tail"] = tail
-            r = row.get("run")
-            print(f"{name}: rc {rc}, {secs:.0f} s" + (
-                f", {r['median_step_ms']:.1f} ms/step, card {r['card_peak_bytes'] / 2**30:.2f} GiB"
-                if r else ""), flush=True)
+            tail = open(os.path.join(args.out, name + ".log"), errors="replace").read()[-1500:]
+            row["error_tail"] = tail
+        r = row.get("run")
+        print(f"{name}: rc {rc}, {secs:.0f} s" + (
+            f", {r['median_step_ms']:.1f} ms/step, card {r['card_peak_bytes'] / 2**30:.2f} GiB"
+            if r else ""), flush=True)
+        self.rows.write(json.dumps(row) + "\n")
+        self.rows.flush()
+        return row
+
+    def skip(self, row, why):
+        """ROW as a run that did not happen, for WHY."""
+        row.update(rc=None, skipped=why)
         self.rows.write(json.dumps(row) + "\n")
         self.rows.flush()
         return row
@@ -517,9 +523,8 @@ def drive(args):
             failed = why or (draft(args.umpol, recorded, b, pol) if drafting else None)
             if failed:
                 print(f"L{layers} {b / 2**30:.2f}GiB: {failed}", flush=True)
-                runner.rows.write(json.dumps({"layers": layers, "variant": "ckpt", "budget_bytes": int(b),
-                                              "tag": f"{kind}-{b / 2**30:.2f}GiB", "policy": "suggest",
-                                              "rc": None, "skipped": failed}) + "\n")
+                runner.skip({"layers": layers, "variant": "ckpt", "tag": f"{kind}-{b / 2**30:.2f}GiB",
+                             "budget_bytes": int(b), "policy": "suggest"}, failed)
                 continue
             if not drafting:
                 open(pol, "w").write(set_budget(policy_text, b))

@@ -5,6 +5,21 @@
 r0="$top_srcdir/tests/reports/rank0.json"
 r1="$top_srcdir/tests/reports/rank1.json"
 
+# variant OUT EDIT...: rank 0's report with each Python statement EDIT applied (c: its
+# classes by name), written to OUT.
+variant() {
+    out=$1
+    shift
+    python3 - "$r0" "$out" "$@" <<'PY' || fail "report: could not write the variant $out"
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = {k["name"]: k for k in r["classes"]}
+for edit in sys.argv[3:]:
+    exec(edit)
+json.dump(r, open(sys.argv[2], "w"))
+PY
+}
+
 expect_status 0 "report of one rank" "$UMPOL_BIN" report "$r0"
 grep -q "class 'optimizer' takes the most GPU page faults: 12000 of 12300 (98%), most of all in phase 'optimizer.step'" "$tmp/out" ||
     fail "report: no fault hint"
@@ -26,16 +41,7 @@ sed -n '/^Classes/,/^$/p' "$tmp/out" | awk 'NR > 2 { print $1 }' | tr "\n" " " |
 grep -q "class 'optimizer' (1.0 GiB at its peak) lives on the host in managed memory and never moves" "$tmp/out" ||
     fail "report: no hint about managed host state"
 if command -v python3 >/dev/null 2>&1; then
-    python3 - "$r0" "$tmp/host.json" <<'PY' || fail "report: could not write the variant"
-import json, sys
-r = json.load(open(sys.argv[1]))
-for c in r["classes"]:
-    if c["name"] == "optimizer":
-        c["memory"] = "host"
-    if c["name"] == "activations":
-        c["reclassified"] = 7
-json.dump(r, open(sys.argv[2], "w"))
-PY
+    variant "$tmp/host.json" 'c["optimizer"]["memory"] = "host"' 'c["activations"]["reclassified"] = 7'
     expect_status 0 "report with a memory-host class" "$UMPOL_BIN" report "$tmp/host.json"
     ! grep -q "gave back .* of freed space" "$tmp/out" || fail "report: reclaim hint without reclaims"
     ! grep -q "lives on the host in managed memory" "$tmp/out" || fail "report: hint for memory host"
@@ -46,18 +52,9 @@ fi
 # Freed space given back beyond what the class ever held (one class per phase): the report
 # says what it costs and how to avoid it.
 if command -v python3 >/dev/null 2>&1; then
-    python3 - "$r0" "$tmp/reclaim.json" <<'PY' || fail "report: could not write the variant"
-import json, sys
-r = json.load(open(sys.argv[1]))
-for c in r["classes"]:
-    if c["name"] == "activations":
-        c["reclaims"], c["reclaim_bytes"] = 368, 27138719744
-json.dump(r, open(sys.argv[2] + ".one", "w"))
-for c in r["classes"]:
-    if c["name"] == "weights":
-        c["reclaims"], c["reclaim_bytes"] = 314, 39769341952
-json.dump(r, open(sys.argv[2], "w"))
-PY
+    activations='c["activations"].update(reclaims=368, reclaim_bytes=27138719744)'
+    variant "$tmp/reclaim.json.one" "$activations"
+    variant "$tmp/reclaim.json" "$activations" 'c["weights"].update(reclaims=314, reclaim_bytes=39769341952)'
     expect_status 0 "report with one class reclaiming" "$UMPOL_BIN" report "$tmp/reclaim.json.one"
     ! grep -q "gave back .* of freed space" "$tmp/out" || fail "report: reclaim hint for one class alone"
     expect_status 0 "report with reclaims" "$UMPOL_BIN" report "$tmp/reclaim.json"
@@ -66,14 +63,7 @@ PY
         fail "report: no hint about freed space given back"
     # The driver's time servicing a class's GPU faults (CUPTI's fault records, start to end):
     # in the hint, the class table and the merged JSON; absent in older reports, read as 0.
-    python3 - "$r0" "$tmp/faulttime.json" <<'PY' || fail "report: could not write the variant"
-import json, sys
-r = json.load(open(sys.argv[1]))
-for c in r["classes"]:
-    if c["name"] == "optimizer":
-        c["um"]["gpu_fault_ns"] = 84250000
-json.dump(r, open(sys.argv[2], "w"))
-PY
+    variant "$tmp/faulttime.json" 'c["optimizer"]["um"]["gpu_fault_ns"] = 84250000'
     expect_status 0 "report with fault time" "$UMPOL_BIN" report "$tmp/faulttime.json"
     grep -q "(98%), 84.2 ms of the driver's time servicing them, most of all in phase" "$tmp/out" ||
         fail "report: the fault hint has no fault time"

@@ -225,6 +225,14 @@ static bool policy_places_host(const struct report_policy *policy)
     return policy && policy->place && strncmp(policy->place, "host", 4) == 0;
 }
 
+/* Freed space taken back for another class costs a move off the GPU and,
+ * for the next block of the class, one back: a class keeps its own free
+ * space. Worth a word from 1 GiB, once it exceeds what the class ever held. */
+static bool gives_back_much(const struct row *r)
+{
+    return r->v[RC_RECLAIM_BYTES] >= (double)(1u << 30) && r->v[RC_RECLAIM_BYTES] > r->v[RC_PEAK_BYTES];
+}
+
 static void print_hints(const struct summary *s)
 {
     puts("Look here first:");
@@ -298,19 +306,15 @@ static void print_hints(const struct summary *s)
             hints++;
         }
     }
-    /* Freed space taken back for another class costs a move off the GPU and,
-     * for the next block of the class, one back: a class keeps its own free
-     * space. Worth a word once it exceeds what the class ever held. */
     /* Only where two classes or more did so: one class reclaiming its own old
      * free space is not helped by merging classes. */
     size_t reclaiming = 0;
     for (size_t i = 0; i < classes->count; i++)
-        reclaiming += classes->items[i].v[RC_RECLAIM_BYTES] >= (double)(1u << 30) &&
-                      classes->items[i].v[RC_RECLAIM_BYTES] > classes->items[i].v[RC_PEAK_BYTES];
+        reclaiming += gives_back_much(&classes->items[i]);
     for (size_t i = 0; reclaiming >= 2 && i < classes->count; i++) {
         const struct row *r = &classes->items[i];
         char b[2][32];
-        if (r->v[RC_RECLAIM_BYTES] >= (double)(1u << 30) && r->v[RC_RECLAIM_BYTES] > r->v[RC_PEAK_BYTES]) {
+        if (gives_back_much(r)) {
             printf("  - class '%s' gave back %s of freed space %.0f times (%s at its peak): each "
                    "give-back moves the space off the GPU and its next blocks are moved back on. "
                    "A class keeps its own free space; blocks of phases that follow one another "

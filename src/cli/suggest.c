@@ -114,9 +114,9 @@ static int by_start(const void *a, const void *b)
 }
 
 /* R's spans into episodes, and each phase's count of episodes into P's
- * phases of the same name: the most of any report, and the least gap
+ * phase MERGED[i] for R's phase i: the most of any report, and the least gap
  * between the starts of two episodes of the phase. */
-static bool count_episodes(struct run_profile *p, const struct report *r)
+static bool count_episodes(struct run_profile *p, const struct report *r, const size_t *merged)
 {
     struct seen {
         uint64_t episode, count, start_ns, gap_ns; /* episode 0: none yet */
@@ -154,14 +154,12 @@ static bool count_episodes(struct run_profile *p, const struct report *r)
         ph->start_ns = start;
         ph->count++;
     }
-    for (size_t i = 0; i < r->phase_count; i++)
-        for (size_t k = 0; k < p->nphases; k++) {
-            struct run_phase *rp = &p->phases[k];
-            if (strcmp(rp->name, r->phases[i].name) != 0) continue;
-            rp->episodes = seen[i].count > rp->episodes ? seen[i].count : rp->episodes;
-            if (seen[i].gap_ns && (!rp->episode_gap_ns || seen[i].gap_ns < rp->episode_gap_ns))
-                rp->episode_gap_ns = seen[i].gap_ns;
-        }
+    for (size_t i = 0; i < r->phase_count; i++) {
+        struct run_phase *rp = &p->phases[merged[i]];
+        rp->episodes = seen[i].count > rp->episodes ? seen[i].count : rp->episodes;
+        if (seen[i].gap_ns && (!rp->episode_gap_ns || seen[i].gap_ns < rp->episode_gap_ns))
+            rp->episode_gap_ns = seen[i].gap_ns;
+    }
     free(order);
     free(seen);
     return true;
@@ -205,28 +203,32 @@ static bool profile_from_report(struct run_profile *p, const struct report *r, s
     }
     p->nclasses += r->class_count;
     /* Phases are merged by name across reports; sites and spans refer to this
-     * report's indices. */
+     * report's indices, MERGED maps them to P's. */
+    size_t *merged = calloc(r->phase_count + 1, sizeof *merged);
+    if (!merged) return fail(b, "out of memory");
     for (size_t i = 0; i < r->phase_count; i++) {
         const struct report_phase *ph = &r->phases[i];
-        if (!printable(ph->name)) return fail(b, "a phase without a printable name");
-        struct run_phase *rp = NULL;
-        for (size_t k = 0; k < p->nphases && !rp; k++)
-            if (strcmp(p->phases[k].name, ph->name) == 0) rp = &p->phases[k];
-        if (!rp) {
-            rp = &p->phases[p->nphases++];
-            *rp = (struct run_phase){.name = ph->name, .depth = -1};
+        if (!printable(ph->name)) {
+            free(merged);
+            return fail(b, "a phase without a printable name");
         }
+        size_t k = 0;
+        while (k < p->nphases && strcmp(p->phases[k].name, ph->name) != 0)
+            k++;
+        if (k == p->nphases) p->phases[p->nphases++] = (struct run_phase){.name = ph->name, .depth = -1};
+        struct run_phase *rp = &p->phases[k];
         rp->entries = ph->entries > rp->entries ? ph->entries : rp->entries;
         rp->total_ns += ph->total_ns;
+        merged[i] = k;
     }
     for (size_t i = 0; i < r->span_count; i++) {
         const struct report_span *sp = &r->spans[i];
-        const char *name = r->phases[sp->phase].name;
-        for (size_t k = 0; k < p->nphases; k++)
-            if (strcmp(p->phases[k].name, name) == 0 &&
-                (p->phases[k].depth < 0 || sp->depth < (uint32_t)p->phases[k].depth))
-                p->phases[k].depth = (int)sp->depth;
+        struct run_phase *rp = &p->phases[merged[sp->phase]];
+        if (rp->depth < 0 || sp->depth < (uint32_t)rp->depth) rp->depth = (int)sp->depth;
     }
+    bool counted = count_episodes(p, r, merged);
+    free(merged);
+    if (!counted) return fail(b, "out of memory");
     for (size_t i = 0; i < r->site_count; i++) {
         const struct report_site *s = &r->sites[i];
         if (s->tag && !printable(s->tag)) return fail(b, "a tag without a printable name");
@@ -242,7 +244,6 @@ static bool profile_from_report(struct run_profile *p, const struct report *r, s
                               .peak_live = s->peak_live_bytes,
                               .lifetime_ns = s->lifetime_ns};
     }
-    if (!count_episodes(p, r)) return fail(b, "out of memory");
     bool timed = r->span_count > 0 && r->spans_dropped == 0; /* a cut timeline misleads */
     p->timed = p->reports ? p->timed && timed : timed;
     p->reports++;

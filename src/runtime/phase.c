@@ -104,12 +104,10 @@ static uint64_t *phase_close(struct runtime *rt, size_t at, uint64_t ts);
 /* RT: the runtime the thread's phases were opened in. Phases a thread leaves
  * open when it exits are closed: they hold for no one any more (no trigger
  * runs for them; the CUPTI timestamp of their end is unknown). */
-static void thread_state_free(void *rt)
+static void thread_state_free(void *rt) /* never NULL: a key's destructor runs for a value only */
 {
-    while (rt && phase_depth)
+    while (phase_depth)
         free(phase_close(rt, phase_depth - 1, 0));
-    for (size_t i = 0; i < phase_depth; i++)
-        free(phase_stack[i].bits);
     free(phase_stack);
     free(tag_stack);
     free(tag_counts);
