@@ -492,9 +492,12 @@ def drive(args):
     if not os.path.exists(bw):
         launch([sys.executable, here, "bandwidth", "--json", bw], os.path.join(args.out, "bandwidth.log"),
                dict(os.environ), 120, nvml)
-    drafting = args.policy == "suggest"
-    policy_text = None if drafting else open(args.policy).read()
-    pol_name = "suggested" if drafting else os.path.splitext(os.path.basename(args.policy))[0]
+    drafting = args.policy == ["suggest"]
+    # One policy for every budget, or one per budget, highest budget first
+    # (the last one also serves any budget after it).
+    policies = [(p, open(p).read(), os.path.splitext(os.path.basename(p))[0])
+                for p in ([] if drafting else args.policy)]
+    pol_name = "suggested"
     if args.budgets and len(args.layers) != 1:
         raise SystemExit("grid: --budgets needs one --layers value")
     # With --profile, CUPTI counts the migrations of the timed steps only.
@@ -518,7 +521,9 @@ def drive(args):
                 print(f"L{layers}: DeepSpeed failed: its budget is left out", flush=True)
             budgets = [b for b in (top, (top + low) / 2 if low else None, low) if b]
         recorded, why = record(runner, args.umpol, args.out, layers, 1, 2) if drafting and budgets else (None, None)
-        for b in budgets:
+        for i, b in enumerate(budgets):
+            if not drafting:
+                source, policy_text, pol_name = policies[min(i, len(policies) - 1)]
             pol = os.path.join(args.out, f"L{layers}-{pol_name}-{b / 2**30:.2f}GiB.umpol")
             failed = why or (draft(args.umpol, recorded, b, pol) if drafting else None)
             if failed:
@@ -531,7 +536,7 @@ def drive(args):
             report = pol[:-len(".umpol")] + ("-profiled" if args.profile else "") + "-report.json"
             run(f"{kind}-{b / 2**30:.2f}GiB", layers, "ckpt",
                 prefix=profile + [args.umpol, "run", "-p", pol, "-r", report, "--"], budget=int(b),
-                policy=os.path.relpath(pol, os.getcwd()) if drafting else args.policy, report=report)
+                policy=os.path.relpath(pol, os.getcwd()) if drafting else source, report=report)
     runner.close()
 
 
@@ -730,8 +735,9 @@ def main():
                    help="umpol's budgets in bytes (one model), instead of those read from the anchors")
     d.add_argument("--profile", action="store_true",
                    help="run umpol's cells with UMPOL_PROFILE=1 over the timed steps (for the bytes moved)")
-    d.add_argument("--policy", default="policies/optimizer-offload.umpol",
-                   help="umpol's policy, its budget line set per cell; 'suggest': the policy umpol "
+    d.add_argument("--policy", nargs="+", default=["policies/optimizer-offload.umpol"],
+                   help="umpol's policy, its budget line set per cell, or one per budget (highest "
+                        "budget first; the last serves the rest); 'suggest': the policy umpol "
                         "suggest drafts per budget from one recorded run of the model")
     d.add_argument("--umpol", default="umpol", help="the umpol executable")
     d.add_argument("--warmup", type=int, default=3)

@@ -10,7 +10,8 @@
 # one shows as a failed cell).
 #
 # Environment: OUT (default bench/results/grid-DATE), GRID_POLICY (default
-# policies/optimizer-offload.umpol; its `budget gpu` line is changed; or
+# policies/optimizer-offload.umpol; its `budget gpu` line is changed; several,
+# space-separated: one per budget, highest first, the last serving the rest; or
 # `suggest`: per model one short recorded run, then at each budget the policy
 # `umpol suggest --budget` drafts from it, as a user would run umpol),
 # GRID_LAYERS ("16 32"), GRID_VARIANTS (all anchors), WARMUP (3), STEPS (5
@@ -26,14 +27,16 @@ cd "$top" || exit 2
 umpol=${UMPOL:-$top/umpol}
 [ -x "$umpol" ] || { echo "build umpol first (./configure && make), or set UMPOL"; exit 2; }
 policy=${GRID_POLICY:-policies/optimizer-offload.umpol}
-[ "$policy" = suggest ] || "$umpol" check -q "$policy" || exit 1
+if [ "$policy" != suggest ]; then
+    for p in $policy; do "$umpol" check -q "$p" || exit 1; done
+fi
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 DS_ACCELERATOR=cuda
 device=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)
 commit=${UMPOL_COMMIT:-}
 [ -n "$commit" ] || commit=$(git rev-parse --short HEAD 2>/dev/null || cat "$top/.commit" 2>/dev/null || echo unknown)
 echo "device: $device; commit $commit; policy $policy; $(date -u +%Y-%m-%dT%H:%MZ)"
 variants=${GRID_VARIANTS:-}
-python3 bench/grid.py drive --out "$out" --umpol "$umpol" --policy "$policy" \
+python3 bench/grid.py drive --out "$out" --umpol "$umpol" --policy $policy \
     --layers ${GRID_LAYERS:-16 32} ${variants:+--variants $variants} \
     --warmup "${WARMUP:-3}" --steps "${STEPS:-5}" --deadline-s "${GRID_DEADLINE_S:-3600}" \
     --cell-timeout-s "${GRID_CELL_TIMEOUT_S:-240}"
