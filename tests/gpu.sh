@@ -55,6 +55,28 @@ print(f"residency: class data: {um['gpu_faults']} GPU faults, {um['htod_bytes'] 
       f"by the driver, {c['prefetch_bytes'] >> 20} MiB placed by the runtime, {c['evictions']} evictions")
 assert um["gpu_faults"] == 0 and um["htod_bytes"] <= c["prefetch_bytes"]
 PY
+    # The integrity check's kernels touch blocks the budget left on the host
+    # (its class has no `access gpu`), so they fault: each class that took GPU
+    # faults has the driver's time servicing them, and none has time without
+    # faults.
+    python3 - "$tmp"/*-report.json <<'PY' || fail "gpu: fault service time (um.gpu_fault_ns) wrong"
+import json, sys
+faulted = profiled = 0
+for path in sys.argv[1:]:
+    for c in json.load(open(path))["classes"]:
+        um = c.get("um")
+        if um is None:
+            continue
+        profiled += 1
+        print(f"{path.rsplit('/', 1)[-1]}: class {c['name']}: {um['gpu_faults']} GPU faults, "
+              f"{um['gpu_fault_ns'] / 1e6:.3f} ms servicing them")
+        assert (um["gpu_faults"] > 0) == (um["gpu_fault_ns"] > 0), "faults and their time disagree"
+        faulted += um["gpu_faults"] > 0
+if not profiled:
+    print("no CUPTI counters (profiling unavailable): not checked")
+    sys.exit(0)
+assert faulted, "no class took a GPU fault: the integrity check should have"
+PY
 fi
 
 if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
