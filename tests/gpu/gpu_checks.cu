@@ -323,10 +323,36 @@ static int check_pinned()
     return failures;
 }
 
+// faults.umpol: a managed class left on the host with no prefetch and no
+// mapping. The CPU writes it first, so its pages are on the host; a kernel
+// reading it then takes GPU page faults, which the report counts under
+// UMPOL_PROFILE=1 with the driver's time servicing them (tests/gpu.sh).
+static int check_faults()
+{
+    const size_t bytes = 64u << 20, n = bytes / sizeof(uint32_t);
+    unsigned long long *bad, gpu_bad = 0;
+    uint32_t *p;
+    CHECK(cudaMalloc((void **)&bad, sizeof *bad)); // class rest: device memory
+    CHECK(cudaMemset(bad, 0, sizeof *bad));
+    umpol_tag_push("faulting");
+    CHECK(cudaMalloc((void **)&p, bytes));
+    umpol_tag_pop();
+    for (size_t i = 0; i < n; i++)
+        p[i] = pattern(9, i, 1);
+    verify<<<256, 256>>>(p, n, 9, 1, bad);
+    CHECK(cudaGetLastError());
+    CHECK(cudaMemcpy(&gpu_bad, bad, sizeof gpu_bad, cudaMemcpyDeviceToHost));
+    EXPECT(gpu_bad == 0, "%llu words wrong when read on the GPU", gpu_bad);
+    CHECK(cudaFree(p));
+    CHECK(cudaFree(bad));
+    printf("faults: 64 MiB written by the CPU, read by a kernel where it lies\n");
+    return failures;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: gpu_checks integrity|advice|cap|residency\n");
+        fprintf(stderr, "usage: gpu_checks integrity|advice|cap|residency|pinned|faults\n");
         return 2;
     }
     struct umpol_stats st;
@@ -339,6 +365,7 @@ int main(int argc, char **argv)
              : strcmp(argv[1], "cap") == 0     ? check_cap()
              : strcmp(argv[1], "residency") == 0 ? check_residency()
              : strcmp(argv[1], "pinned") == 0    ? check_pinned()
+             : strcmp(argv[1], "faults") == 0    ? check_faults()
                                                : -1;
     if (rc < 0) {
         fprintf(stderr, "gpu_checks: unknown check %s\n", argv[1]);
