@@ -38,17 +38,23 @@ GH200_BPS = 346e9
 
 
 def load_cells(dirs):
+    """Rows of every DIR's cells.jsonl (a later DIR's row replaces an earlier
+    one of the same model and tag), each with the pinned-copy bandwidth its own
+    call measured (row["bw"]: its DIR's, else the first DIR's), and the first
+    DIR's bandwidth, the grid's own."""
     cells, bw = {}, None
     for d in dirs:
+        b = os.path.join(d, "bandwidth.json")
+        own = json.load(open(b)) if os.path.exists(b) else None
+        bw = bw or own
         p = os.path.join(d, "cells.jsonl")
         if os.path.exists(p):
             for line in open(p):
                 row = json.loads(line)
-                row["dir"] = d
+                row["dir"], row["bw"] = d, own
                 cells[(row["layers"], row["tag"])] = row
-        b = os.path.join(d, "bandwidth.json")
-        if os.path.exists(b) and bw is None:  # the first DIR's: the grid's own run
-            bw = json.load(open(b))
+    for row in cells.values():
+        row["bw"] = row["bw"] or bw
     return cells, bw
 
 
@@ -150,6 +156,10 @@ def main():
             return max(abs(a - b) for a, b in zip(base, run["losses"]))
 
         lines.append(f"\n### {layers} layers, {params / 1e9:.2f}B parameters\n" if params else f"\n### {layers} layers\n")
+        mbw = next((r["bw"] for r in rows.values() if r.get("bw")), None)
+        if mbw and mbw is not bw:
+            lines.append(f"(pinned cudaMemcpy in this model's own call, which its bounds use: host->GPU "
+                         f"{mbw['h2d_gbps']:.1f} GB/s, GPU->host {mbw['d2h_gbps']:.1f} GB/s)\n")
         lines.append("| run | ms/step (median) | GPU memory, tool's own (GiB) | card, cudaMemGetInfo (GiB) | "
                      "card, NVML outside (GiB) | link in / out per step (GiB; anchors: NVML's counters where valid) | max \\|loss diff\\| vs ckpt | status |")
         lines.append("|---|---|---|---|---|---|---|---|")
@@ -198,11 +208,12 @@ def main():
             # profiled run of the same budget exists) plus modelled zero-copy.
             prof = cupti_of(profiled.get((layers, budget)))
             h2d = d2h = None
+            cbw = row["bw"]  # the pinned copies of this run's own call
             measured = run.get("link") if nvml_valid else None
             if measured:  # what crossed the link, counted by the card
                 mig_h2d = mig_d2h = None
-                h2d = measured["h2d_bytes_per_step"] / bw["nvml_counted_per_byte_h2d"]
-                d2h = measured["d2h_bytes_per_step"] / bw["nvml_counted_per_byte_d2h"]
+                h2d = measured["h2d_bytes_per_step"] / cbw["nvml_counted_per_byte_h2d"]
+                d2h = measured["d2h_bytes_per_step"] / cbw["nvml_counted_per_byte_d2h"]
                 source = "NVML's PCIe counters, scaled by a pinned copy's"
             elif prof:
                 mig_h2d, mig_d2h, source = prof["h2d"], prof["d2h"], "CUPTI (profiled run, timed steps)"
@@ -214,9 +225,9 @@ def main():
                 h2d = mig_h2d + rep["zero_copy_h2d_bytes_per_step"]
                 d2h = mig_d2h + rep["zero_copy_d2h_bytes_per_step"]
             bound = gh = None
-            if h2d is not None and bw and ckpt:
+            if h2d is not None and cbw and ckpt:
                 compute = ckpt["median_step_ms"]
-                link_ms = max(h2d / (bw["h2d_gbps"] * 1e6), d2h / (bw["d2h_gbps"] * 1e6))
+                link_ms = max(h2d / (cbw["h2d_gbps"] * 1e6), d2h / (cbw["d2h_gbps"] * 1e6))
                 bound = max(compute, link_ms)
                 gh = max(compute, max(h2d, d2h) / GH200_BPS * 1e3)
             cell.update({
