@@ -1,0 +1,21 @@
+#!/bin/sh
+# bench/grid_summary.py against a recorded grid (bench/results/2026-11-23-h100-grid-8ef32ed,
+# two models from two calls): it must make the committed grid.* keys and summary again,
+# byte for byte, and each model's bound must use its own call's pinned-copy bandwidth.
+. "${top_srcdir:-.}/tests/lib.sh"
+command -v python3 >/dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
+r="$top_srcdir/bench/results/2026-11-23-h100-grid-8ef32ed"
+(cd "$r" && python3 "$top_srcdir/bench/grid_summary.py" "NVIDIA H100 80GB HBM3, 81559 MiB, 580.159.04" \
+    "34af722 (L16), 8ef32ed (L32)" "$tmp/latest-grid.json" l16 l32) >"$tmp/summary.md" 2>"$tmp/err" ||
+    { cat "$tmp/err" >&2; fail "grid_summary.py failed"; }
+cmp -s "$tmp/latest-grid.json" "$r/latest-grid.json" && pass || fail "grid_summary.py: grid.* keys differ from the recorded ones"
+cmp -s "$tmp/summary.md" "$r/summary.md" && pass || fail "grid_summary.py: summary differs from the recorded one"
+python3 - "$tmp/latest-grid.json" <<'PY' && pass || fail "grid_summary.py: a bound not from its own call's bandwidth"
+import json, sys
+cells = {(c["model_layers"], c["budget_bytes"]): c for c in json.load(open(sys.argv[1]))["grid.cells"]}
+# 1.75B at 9.79 GiB: 38.60 GiB in a step over the 49.8 GB/s host->GPU of its own call (l32/),
+# not the 54.9 of the 0.94B model's call.
+c = cells[(32, 10515120128)]
+assert abs(c["bound_ms"] - 831.5) < 0.5, c["bound_ms"]
+PY
+finish
