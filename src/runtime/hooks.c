@@ -150,6 +150,19 @@ __attribute__((destructor)) static void umpol_unload(void)
         else
             LOG(LOG_INFO, "report written to %s", path);
     }
+    const char *trace = env("UMPOL_TRACE");
+    if (trace && *trace && used && g_rt.trace) {
+        char path[4096];
+        report_expand_path(trace, path, sizeof path);
+        pthread_mutex_lock(&g_rt.lock);
+        int rc = report_write_trace(&g_rt, path);
+        pthread_mutex_unlock(&g_rt.lock);
+        if (rc != 0)
+            LOG(LOG_ERROR, "cannot write the allocation trace to %s: %s", path, strerror(-rc));
+        else
+            LOG(LOG_INFO, "allocation trace written to %s (%zu events, %llu dropped)", path,
+                g_rt.trace->len, (unsigned long long)g_rt.trace->dropped);
+    }
     /* Pools and the policy stay: other destructors may still free memory. */
 }
 
@@ -249,6 +262,9 @@ __attribute__((constructor)) static void umpol_load(void)
             g_rt.record_timeline = env("UMPOL_REPORT") && *env("UMPOL_REPORT");
             if (g_rt.record_timeline && !(g_rt.sites = calloc(1, sizeof *g_rt.sites)))
                 LOG(LOG_WARN, "out of memory: the report has no allocation sites");
+            if (env("UMPOL_TRACE") && *env("UMPOL_TRACE") &&
+                !(g_rt.trace = calloc(1, sizeof *g_rt.trace)))
+                LOG(LOG_WARN, "out of memory: no allocation trace");
             if (profile_init(&g_rt) != 0)
                 LOG(LOG_WARN, "out of memory: profiling is off");
             g_rt.discard = discard;

@@ -159,6 +159,26 @@ void pool_destroy(struct pool *p)
 
 /* ---- finding, splitting, merging ---- */
 
+static size_t round_up(size_t n, size_t to)
+{
+    return (n + to - 1) / to * to;
+}
+
+bool pool_request_for(size_t size, size_t slab_bytes, struct pool_request *r)
+{
+    size_t want = round_up(size ? size : 1, RT_ALIGN);
+    if (want < size || want > SIZE_MAX - (2u << 20))
+        return false; /* size near SIZE_MAX */
+    bool large = want > slab_bytes / 2;
+    size_t dedicated = round_up(want, 2u << 20); /* the slab a large request would get */
+    *r = (struct pool_request){.want = want,
+                               /* a large request takes a block close to its size */
+                               .max = large ? dedicated + dedicated / 8 : SIZE_MAX,
+                               .grow = large ? dedicated : slab_bytes,
+                               .dedicated = large};
+    return true;
+}
+
 /* Can a free block serve MODE on STREAM? Sets *wait when STREAM must first
  * wait for other streams that last used it. */
 static bool usable(const struct block *b, cudaStream_t stream, enum alloc_mode mode,

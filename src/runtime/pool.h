@@ -120,6 +120,18 @@ void block_release(struct block *b);
  * GPU). NULL: no memory for the records. */
 struct slab *pool_add_slab(struct pool *p, uintptr_t base, size_t size, bool dedicated);
 
+/* How a request of SIZE bytes is served by a pool of SLAB_BYTES slabs: WANT
+ * bytes (SIZE rounded up to RT_ALIGN); a large request (over half a slab)
+ * takes a free block off the GPU of at most MAX bytes, close to its size, and
+ * otherwise a DEDICATED slab of its own; a small one grows the pool by a
+ * slab. GROW: the slab to add when no free block serves. False: SIZE is too
+ * large to round. */
+struct pool_request {
+    size_t want, max, grow;
+    bool dedicated;
+};
+bool pool_request_for(size_t size, size_t slab_bytes, struct pool_request *r);
+
 /* Is STREAM idle (its work done)? Asked only for MODE_ANY. */
 typedef bool (*stream_idle_fn)(void *ctx, cudaStream_t stream);
 

@@ -215,6 +215,51 @@ static FILE *create_temporary(const char *path, char *tmp, size_t len)
     return NULL;
 }
 
+/* Flush, sync and close F, then rename TMP to PATH: 0, or -errno (TMP removed). */
+static int finish_file(FILE *f, const char *tmp, const char *path)
+{
+    errno = 0;
+    int err = fflush(f) != 0 || ferror(f) ? (errno ? errno : EIO) : 0;
+    if (!err && fsync(fileno(f)) != 0)
+        err = errno;
+    if (fclose(f) != 0 && !err)
+        err = errno;
+    if (!err && rename(tmp, path) != 0)
+        err = errno;
+    if (err) {
+        unlink(tmp);
+        return -err;
+    }
+    return 0;
+}
+
+int report_write_trace(const struct runtime *rt, const char *path)
+{
+    static const char *const kinds[] = {[MEMORY_MANAGED] = "managed", [MEMORY_DEVICE] = "device",
+                                        [MEMORY_HOST] = "host"};
+    size_t n = rt->program->class_count;
+    const char **names = calloc(n ? n : 1, sizeof *names), **memory = calloc(n ? n : 1, sizeof *memory);
+    if (!names || !memory) {
+        free(names);
+        free(memory);
+        return -ENOMEM;
+    }
+    for (size_t c = 0; c < n; c++) {
+        names[c] = rt->program->classes[c].name;
+        memory[c] = kinds[rt->program->classes[c].memory];
+    }
+    char tmp[4200];
+    FILE *f = create_temporary(path, tmp, sizeof tmp);
+    int rc = f ? 0 : -errno;
+    if (f) {
+        trace_write(rt->trace, f, names, memory, n, rt->program->slab_bytes);
+        rc = finish_file(f, tmp, path);
+    }
+    free(names);
+    free(memory);
+    return rc;
+}
+
 int report_write(const struct runtime *rt, const char *path)
 {
     char tmp[4200];
@@ -296,17 +341,5 @@ int report_write(const struct runtime *rt, const char *path)
     write_sites(f, rt->sites);
     write_timeline(f, rt);
     fputs("\n}\n", f);
-    errno = 0;
-    int err = fflush(f) != 0 || ferror(f) ? (errno ? errno : EIO) : 0;
-    if (!err && fsync(fileno(f)) != 0)
-        err = errno;
-    if (fclose(f) != 0 && !err)
-        err = errno;
-    if (!err && rename(tmp, path) != 0)
-        err = errno;
-    if (err) {
-        unlink(tmp);
-        return -err;
-    }
-    return 0;
+    return finish_file(f, tmp, path);
 }

@@ -8,6 +8,8 @@ struct runtime;
 
 /* 0, or -errno when it could not be written. */
 int report_write(const struct runtime *rt, const char *path);
+/* Write the allocation trace (UMPOL_TRACE) the same way: 0, or -errno. */
+int report_write_trace(const struct runtime *rt, const char *path);
 /* Expand %p (pid) and %r (rank) in a report path. */
 void report_expand_path(const char *pattern, char *out, size_t len);
 

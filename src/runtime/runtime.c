@@ -54,6 +54,7 @@ void runtime_destroy(struct runtime *rt)
     ranges_free(&rt->ranges);
     free(rt->timeline);
     sites_free(rt->sites);
+    trace_free(rt->trace);
     step_free(&rt->step);
     step_find_free(&rt->finder);
     free(rt->predicted_use);
@@ -79,6 +80,8 @@ void runtime_after_fork_child(struct runtime *rt)
         if (rt->program->classes[c].memory == MEMORY_HOST)
             atomic_store(&rt->pinning_off[c], true);
     sites_after_fork_child(rt->sites);
+    if (rt->trace) /* the parent's slabs are not in it: the child's trace starts empty */
+        trace_clear(rt->trace, now_ns());
     phases_after_fork_child(rt, profile_timestamp(rt));
     if (rt->program->step_glob >= 0) /* only the forking thread's phases are still open */
         rt->step_open = rt->phase_open_count[rt->program->step_glob];
@@ -135,11 +138,6 @@ static cudaError_t adopt_managed(struct runtime *rt, void **ptr, size_t size, in
     return cudaSuccess;
 }
 
-static size_t round_up(size_t n, size_t to)
-{
-    return (n + to - 1) / to * to;
-}
-
 /* Grow POOL by a slab of SIZE bytes: within the cap, memory from CUDA (after
  * giving back empty slabs if CUDA has none), then counted and advised. */
 static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool dedicated,
@@ -182,16 +180,11 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
     struct pool *p = dev ? device_pool(dev, device, class_idx) : NULL;
     if (!p)
         return cudaErrorMemoryAllocation;
-    size_t want = round_up(size ? size : 1, RT_ALIGN);
-    if (want < size)
-        return cudaErrorMemoryAllocation; /* size near SIZE_MAX */
-    size_t slab_bytes = rt->program->slab_bytes;
-    bool large = want > slab_bytes / 2;
-    size_t dedicated = round_up(want, 2u << 20); /* the slab a large request would get */
+    struct pool_request req;
+    if (!pool_request_for(size, rt->program->slab_bytes, &req))
+        return cudaErrorMemoryAllocation;
     bool wait = false;
-    /* A large request takes a block close to its size, not a much larger one. */
-    size_t max = large ? dedicated + dedicated / 8 : SIZE_MAX;
-    struct block *b = pool_find_free(p, want, max, stream, mode, stream_idle, rt, &wait);
+    struct block *b = pool_find_free(p, req.want, req.max, stream, mode, stream_idle, rt, &wait);
     if (b && wait) {
         for (int i = 0; b && i < b->free_stream_count; i++)
             if (!mover_follow(&rt->mover, dev, stream, b->free_streams[i]))
@@ -201,12 +194,12 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
     }
     if (!b) {
         struct slab *s;
-        cudaError_t err = grow(rt, p, large ? dedicated : slab_bytes, large, &s);
+        cudaError_t err = grow(rt, p, req.grow, req.dedicated, &s);
         if (err != cudaSuccess)
             return err;
         b = s->first;
     }
-    pool_take(p, b, want);
+    pool_take(p, b, req.want);
     if (map_insert(&rt->map, b) != 0) {
         pool_untake(p, b);
         return cudaErrorMemoryAllocation;
@@ -377,6 +370,9 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
             sites_note_alloc(rt->sites, atomic_load(&rt->phase_current), tag_site_current(), b,
                              size);
             place_on_alloc(rt, b, device, stream);
+            if (rt->trace)
+                trace_note(rt->trace, 'a', now_ns(), b->seq, size, cls, stream,
+                           api == API_CUDA_MALLOC ? MODE_ANY : MODE_STREAM, b->on_gpu);
         }
     }
     pthread_mutex_unlock(&rt->lock);
@@ -500,6 +496,9 @@ bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode
         if (rt->discard && mode == MODE_STREAM &&
             rt->program->classes[b->class_idx].memory == MEMORY_MANAGED)
             stream = place_discard_freed(rt, b, stream);
+        if (rt->trace)
+            trace_note(rt->trace, 'f', now_ns(), b->seq, b->size, b->slab->pool->class_idx,
+                       stream, (uint8_t)mode, false);
         pool_put(b->slab->pool, b, stream, mode);
     }
     pthread_mutex_unlock(&rt->lock);

@@ -21,6 +21,7 @@
 #include "runtime/stats.h"
 #include "runtime/step.h"
 #include "runtime/step_find.h"
+#include "runtime/trace.h"
 
 struct runtime {
     const struct program *program;
@@ -68,6 +69,7 @@ struct runtime {
      * a report is asked for). */
     _Atomic int phase_current;
     struct sites *sites;
+    struct trace *trace; /* the allocation trace, NULL unless UMPOL_TRACE is set */
     /* `learn step` (rt->lock): the step model; per class the use it last
      * predicted (-1: none); how far this step's uses were prefetched ahead;
      * while placing ahead, the predicted use being served. */

@@ -1,0 +1,72 @@
+#!/bin/sh
+# The allocation trace: bench/pool_replay against a trace written by hand (a
+# large free block on the GPU split by a small request, so that the next large
+# request needs a slab of its own), its errors, and end to end: a job run under
+# the fake CUDA runtime with UMPOL_TRACE, whose replay must give the report's
+# own peak, slabs and slab bytes for every class.
+. "${top_srcdir:-.}/tests/lib.sh"
+replay="$top_builddir/bench/pool_replay"
+[ -x "$replay" ] || { echo "SKIP: bench/pool_replay not built (no CUDA Toolkit headers)"; exit 77; }
+
+cat >"$tmp/split.trace" <<'T'
+# umpol allocation trace 1
+slab 67108864
+class 0 managed acts
+dropped 0
+a 0 1 0 1 0 1048576000 1
+f 10 1 0 1 0
+a 20 2 0 1 0 33554432 1
+a 30 3 0 1 0 1048576000 1
+T
+expect_status 0 "replay of a hand-written trace" "$replay" --json "$tmp/split.trace"
+python3 - "$tmp/out" <<'PY' && pass || fail "replay: the split of a free large block"
+import json, sys
+c = json.load(open(sys.argv[1]))["classes"][0]
+M = 1 << 20
+# 32 MiB took the front of the free 1000 MiB block on the GPU; 1000 MiB more needed a new slab.
+assert (c["peak_bytes"], c["slabs"], c["slab_bytes"], c["dedicated_slabs"]) == \
+    (1032 * M, 2, 2000 * M, 2), c
+PY
+expect_status 0 "replay table" "$replay" "$tmp/split.trace"
+grep -Eq '^acts +managed +3 +1\.01 +1\.95 +2 +2 +48%$' "$tmp/out" || fail "replay: table row"
+
+printf '# umpol allocation trace 1\nslab 67108864\nclass 0 managed acts\nz 1 2\n' >"$tmp/bad.trace"
+expect_status 1 "replay of a bad line" "$replay" "$tmp/bad.trace"
+grep -q "bad.trace:4: not a trace line" "$tmp/out" || fail "replay: no line number for a bad line"
+printf '{"umpol_report": 3}\n' >"$tmp/report.trace"
+expect_status 1 "replay of a report" "$replay" "$tmp/report.trace"
+grep -q "report.trace:1: not an umpol allocation trace" "$tmp/out" || fail "replay: a report taken for a trace"
+expect_status 2 "replay without a trace" "$replay"
+expect_status 0 "replay --help" "$replay" --help
+
+# End to end: the runtime's trace replays to the runtime's own figures.
+lib="$top_builddir/.libs/libumpol.so"
+job="$top_builddir/tests/preload/.libs/train_like"
+[ -x "$job" ] || job="$top_builddir/tests/preload/train_like"
+if [ -f "$lib" ] && [ -x "$job" ]; then
+    export LD_LIBRARY_PATH="$top_builddir/tests/fake/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export FAKE_GPU_BYTES=2147483648
+    san=$(ldd "$job" 2>/dev/null | sed -n 's/.*=> \(\/[^ ]*lib[at]san[^ ]*\).*/\1/p' | head -1)
+    expect_status 0 "a job with UMPOL_TRACE" env ${san:+LD_PRELOAD="$san"} UMPOL_TRACE="$tmp/job-%p.trace" \
+        "$UMPOL_BIN" run -p "$top_srcdir/policies/llm-finetune.umpol" -r "$tmp/job.json" -- "$job" 4
+    set -- "$tmp"/job-*.trace
+    [ -f "$1" ] || fail "no trace written"
+    expect_status 0 "replay of the job's trace" "$replay" --json "$1"
+    python3 - "$tmp/out" "$tmp/job.json" <<'PY' && pass || fail "replay differs from the report"
+import json, sys
+replay = {c["name"]: c for c in json.load(open(sys.argv[1]))["classes"]}
+report = {c["name"]: c for c in json.load(open(sys.argv[2]))["classes"]}
+checked = 0
+for name, r in report.items():
+    if r["evictions"] or r["reclaims"] or not r["slabs"]:
+        continue
+    p = replay[name]
+    got = (p["allocations"], p["peak_bytes"], p["slabs"], p["slab_bytes"])
+    want = (r["allocations"], r["peak_bytes"], r["slabs"], r["slab_bytes"])
+    print(f"{name}: replay {got}, report {want}")
+    assert got == want, name
+    checked += 1
+assert checked >= 2, f"only {checked} classes without evictions had slabs"
+PY
+fi
+finish
