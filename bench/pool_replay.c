@@ -18,19 +18,29 @@
 #include "runtime/pool.h"
 
 #define MAX_CLASSES 256
+#define MAX_DEVICES 64
 
+/* A class: a pool per device, its figures summed over them as the report does. */
 struct class_replay {
-    char name[64], memory[16];
-    struct pool *pool;
+    char name[256], memory[16];
+    struct pool *pools[MAX_DEVICES];
+    bool slab_on_gpu; /* where the runtime last put a new slab of the class: whole on the GPU */
     uint64_t allocations, frees, live, peak, slabs, slab_bytes, dedicated, dedicated_bytes;
+};
+
+/* Live blocks by their allocation's sequence number: open addressing,
+ * linear probing, at most half full. */
+struct live_map {
+    uint64_t *keys; /* seq + 1; 0: empty */
+    struct block **blocks;
+    size_t cap, count;
 };
 
 struct replay {
     struct class_replay classes[MAX_CLASSES];
     size_t nclasses, slab_bytes;
     uint64_t dropped, unknown_frees, next_base;
-    struct block **by_seq; /* live blocks by their allocation's sequence number */
-    size_t seq_cap;
+    struct live_map live;
 };
 
 static bool all_idle(void *ctx, cudaStream_t stream)
@@ -46,20 +56,65 @@ static int bad(const char *path, long line, const char *what)
     return 1;
 }
 
-static struct block **seq_slot(struct replay *r, uint64_t seq)
+static size_t slot_of(const struct live_map *m, uint64_t key)
 {
-    if (seq >= r->seq_cap) {
-        size_t cap = r->seq_cap ? r->seq_cap : 4096;
-        while (cap <= seq)
-            cap *= 2;
-        struct block **n = realloc(r->by_seq, cap * sizeof *n);
-        if (!n)
-            return NULL;
-        memset(n + r->seq_cap, 0, (cap - r->seq_cap) * sizeof *n);
-        r->by_seq = n;
-        r->seq_cap = cap;
+    size_t i = (size_t)(key * 0x9E3779B97F4A7C15ull) & (m->cap - 1);
+    while (m->keys[i] && m->keys[i] != key)
+        i = (i + 1) & (m->cap - 1);
+    return i;
+}
+
+static bool live_put(struct live_map *m, uint64_t seq, struct block *b)
+{
+    if (2 * (m->count + 1) > m->cap) {
+        struct live_map n = {.cap = m->cap ? 2 * m->cap : 1024};
+        n.keys = calloc(n.cap, sizeof *n.keys);
+        n.blocks = calloc(n.cap, sizeof *n.blocks);
+        if (!n.keys || !n.blocks) {
+            free(n.keys);
+            free(n.blocks);
+            return false;
+        }
+        for (size_t i = 0; i < m->cap; i++)
+            if (m->keys[i]) {
+                size_t j = slot_of(&n, m->keys[i]);
+                n.keys[j] = m->keys[i];
+                n.blocks[j] = m->blocks[i];
+            }
+        n.count = m->count;
+        free(m->keys);
+        free(m->blocks);
+        *m = n;
     }
-    return &r->by_seq[seq];
+    size_t i = slot_of(m, seq + 1);
+    m->count += !m->keys[i];
+    m->keys[i] = seq + 1;
+    m->blocks[i] = b;
+    return true;
+}
+
+/* The live block of SEQ, removed from M; NULL: none. */
+static struct block *live_take(struct live_map *m, uint64_t seq)
+{
+    if (!m->cap)
+        return NULL;
+    size_t i = slot_of(m, seq + 1);
+    if (!m->keys[i])
+        return NULL;
+    struct block *b = m->blocks[i];
+    m->keys[i] = 0;
+    m->count--;
+    /* Close the gap: move back the entries of the run after it that probe past it. */
+    for (size_t j = (i + 1) & (m->cap - 1); m->keys[j]; j = (j + 1) & (m->cap - 1)) {
+        size_t home = (size_t)(m->keys[j] * 0x9E3779B97F4A7C15ull) & (m->cap - 1);
+        if (((j - home) & (m->cap - 1)) >= ((j - i) & (m->cap - 1))) {
+            m->keys[i] = m->keys[j];
+            m->blocks[i] = m->blocks[j];
+            m->keys[j] = 0;
+            i = j;
+        }
+    }
+    return b;
 }
 
 /* The trace's stream number as a handle the pool can compare. */
@@ -68,43 +123,55 @@ static cudaStream_t stream_handle(unsigned n)
     return (cudaStream_t)(uintptr_t)n;
 }
 
-static const char *replay_alloc(struct replay *r, uint64_t seq, unsigned cls, unsigned stream,
-                                unsigned mode, uint64_t size, unsigned on_gpu)
+static const char *replay_alloc(struct replay *r, uint64_t seq, unsigned device, unsigned cls,
+                                unsigned stream, unsigned mode, uint64_t size, unsigned on_gpu,
+                                unsigned growth)
 {
     if (cls >= r->nclasses)
         return "allocation in a class the header does not name";
+    if (device >= MAX_DEVICES)
+        return "device number too large";
+    if (growth > 2)
+        return "growth is not 0, 1 or 2";
     struct class_replay *c = &r->classes[cls];
+    struct pool **pp = &c->pools[device];
+    if (!*pp && !(*pp = calloc(1, sizeof **pp)))
+        return "out of memory";
+    (*pp)->class_idx = (int)cls;
+    (*pp)->device = (int)device;
     struct pool_request req;
     if (!pool_request_for(size, r->slab_bytes, &req))
         return "size too large";
-    struct block **slot = seq_slot(r, seq);
-    if (!slot)
-        return "out of memory";
-    if (*slot)
+    if (live_take(&r->live, seq))
         return "a sequence number allocated twice";
+    if (growth)
+        c->slab_on_gpu = growth == 2;
     bool wait;
     enum alloc_mode m = mode ? MODE_ANY : MODE_STREAM;
-    struct block *b = pool_find_free(c->pool, req.want, req.max, stream_handle(stream), m,
-                                     all_idle, NULL, &wait);
+    struct block *b = pool_find_free(*pp, req.want, req.max, stream_handle(stream), m, all_idle,
+                                     NULL, &wait);
     if (!b) {
         uint64_t base = r->next_base;
         r->next_base += (req.grow + (2u << 20) - 1) / (2u << 20) * (2u << 20);
-        struct slab *s = pool_add_slab(c->pool, (uintptr_t)base, req.grow, req.dedicated);
+        struct slab *s = pool_add_slab(*pp, (uintptr_t)base, req.grow, req.dedicated);
         if (!s)
             return "out of memory";
+        if (c->slab_on_gpu) /* placed whole on the GPU as the runtime placed the class's slabs */
+            pool_idle_arrived_gpu(*pp, s->first);
         c->slabs++;
         c->slab_bytes += req.grow;
         c->dedicated += req.dedicated;
         c->dedicated_bytes += req.dedicated ? req.grow : 0;
         b = s->first;
     }
-    pool_take(c->pool, b, req.want);
+    pool_take(*pp, b, req.want);
     b->free = false;
     b->free_stream_count = 0;
     b->stream = stream_handle(stream);
     b->requested = size;
     b->on_gpu = on_gpu != 0; /* where the runtime placed it */
-    *slot = b;
+    if (!live_put(&r->live, seq, b))
+        return "out of memory";
     c->allocations++;
     c->live += b->size;
     if (c->live > c->peak)
@@ -112,18 +179,20 @@ static const char *replay_alloc(struct replay *r, uint64_t seq, unsigned cls, un
     return NULL;
 }
 
-static void replay_free(struct replay *r, uint64_t seq, unsigned stream, unsigned mode)
+static void replay_free(struct replay *r, uint64_t seq, unsigned stream, unsigned mode,
+                        unsigned on_gpu)
 {
-    struct block *b = seq < r->seq_cap ? r->by_seq[seq] : NULL;
+    struct block *b = live_take(&r->live, seq);
     if (!b) { /* allocated before the trace began (a forked child's) */
         r->unknown_frees++;
         return;
     }
-    r->by_seq[seq] = NULL;
-    struct class_replay *c = &r->classes[b->slab->pool->class_idx];
+    struct pool *p = b->slab->pool;
+    struct class_replay *c = &r->classes[p->class_idx];
     c->frees++;
     c->live -= b->size;
-    pool_put(c->pool, b, stream_handle(stream), mode ? MODE_ANY : MODE_STREAM);
+    b->on_gpu = on_gpu != 0; /* where it was when freed: placement may have moved it */
+    pool_put(p, b, stream_handle(stream), mode ? MODE_ANY : MODE_STREAM);
 }
 
 static int read_trace(struct replay *r, const char *path)
@@ -144,27 +213,27 @@ static int read_trace(struct replay *r, const char *path)
             break;
         }
         if (n == 1) {
-            header = strncmp(line, "# umpol allocation trace 1", 26) == 0;
+            header = strcmp(line, "# umpol allocation trace 2\n") == 0;
             if (!header)
-                rc = bad(path, n, "not an umpol allocation trace (version 1)");
+                rc = bad(path, n, "not an umpol allocation trace (version 2)");
             continue;
         }
         uint64_t t, seq, size, v;
-        unsigned cls, stream, mode, on_gpu, idx;
-        char mem[16], name[64], tail;
+        unsigned device, cls, stream, mode, on_gpu, growth, idx;
+        char mem[16], name[256], tail;
         if (line[0] == '#' || line[0] == '\n')
             continue;
-        if (sscanf(line, "a %" SCNu64 " %" SCNu64 " %u %u %u %" SCNu64 " %u %c", &t, &seq, &cls,
-                   &stream, &mode, &size, &on_gpu, &tail) == 7) {
-            const char *why = replay_alloc(r, seq, cls, stream, mode, size, on_gpu);
+        if (sscanf(line, "a %" SCNu64 " %" SCNu64 " %u %u %u %u %" SCNu64 " %u %u %c", &t, &seq,
+                   &device, &cls, &stream, &mode, &size, &on_gpu, &growth, &tail) == 9) {
+            const char *why = replay_alloc(r, seq, device, cls, stream, mode, size, on_gpu, growth);
             if (why)
                 rc = bad(path, n, why);
-        } else if (sscanf(line, "f %" SCNu64 " %" SCNu64 " %u %u %u %c", &t, &seq, &cls, &stream,
-                          &mode, &tail) == 5) {
-            replay_free(r, seq, stream, mode);
+        } else if (sscanf(line, "f %" SCNu64 " %" SCNu64 " %u %u %u %u %u %c", &t, &seq, &device,
+                          &cls, &stream, &mode, &on_gpu, &tail) == 7) {
+            replay_free(r, seq, stream, mode, on_gpu);
         } else if (sscanf(line, "slab %" SCNu64 " %c", &v, &tail) == 1 && v > 0) {
             r->slab_bytes = v;
-        } else if (sscanf(line, "class %u %15s %63s %c", &idx, mem, name, &tail) == 3) {
+        } else if (sscanf(line, "class %u %15s %255s %c", &idx, mem, name, &tail) == 3) {
             if (idx != r->nclasses || idx >= MAX_CLASSES) {
                 rc = bad(path, n, "classes out of order or too many");
                 break;
@@ -172,10 +241,6 @@ static int read_trace(struct replay *r, const char *path)
             struct class_replay *c = &r->classes[r->nclasses++];
             snprintf(c->name, sizeof c->name, "%s", name);
             snprintf(c->memory, sizeof c->memory, "%s", mem);
-            if (!(c->pool = calloc(1, sizeof *c->pool)))
-                rc = bad(path, n, "out of memory");
-            else
-                c->pool->class_idx = (int)idx;
         } else if (sscanf(line, "dropped %" SCNu64 " %c", &v, &tail) == 1) {
             r->dropped = v;
         } else {
@@ -261,15 +326,20 @@ int main(int argc, char **argv)
         return 2;
     }
     struct replay *r = calloc(1, sizeof *r);
-    if (!r)
+    if (!r) {
+        fputs("pool_replay: out of memory\n", stderr);
         return 1;
+    }
     r->next_base = 1ull << 40;
     int rc = read_trace(r, path);
     if (!rc)
         print(r, json);
     for (size_t i = 0; i < r->nclasses; i++)
-        pool_destroy(r->classes[i].pool);
-    free(r->by_seq);
+        for (int d = 0; d < MAX_DEVICES; d++)
+            if (r->classes[i].pools[d])
+                pool_destroy(r->classes[i].pools[d]);
+    free(r->live.keys);
+    free(r->live.blocks);
     free(r);
     return rc;
 }

@@ -9,14 +9,14 @@ replay="$top_builddir/bench/pool_replay"
 [ -x "$replay" ] || { echo "SKIP: bench/pool_replay not built (no CUDA Toolkit headers)"; exit 77; }
 
 cat >"$tmp/split.trace" <<'T'
-# umpol allocation trace 1
+# umpol allocation trace 2
 slab 67108864
 class 0 managed acts
 dropped 0
-a 0 1 0 1 0 1048576000 1
-f 10 1 0 1 0
-a 20 2 0 1 0 33554432 1
-a 30 3 0 1 0 1048576000 1
+a 0 1 0 0 1 0 1048576000 1 2
+f 10 1 0 0 1 0 1
+a 20 2 0 0 1 0 33554432 1 0
+a 30 3 0 0 1 0 1048576000 1 2
 T
 expect_status 0 "replay of a hand-written trace" "$replay" --json "$tmp/split.trace"
 python3 - "$tmp/out" <<'PY' && pass || fail "replay: the split of a free large block"
@@ -30,7 +30,20 @@ PY
 expect_status 0 "replay table" "$replay" "$tmp/split.trace"
 grep -Eq '^acts +managed +3 +1\.01 +1\.95 +2 +2 +48%$' "$tmp/out" || fail "replay: table row"
 
-printf '# umpol allocation trace 1\nslab 67108864\nclass 0 managed acts\nz 1 2\n' >"$tmp/bad.trace"
+# Where the runtime put things decides what the pool reuses: a new slab placed whole on the
+# GPU lends its rest to the next request, whatever its size (1 slab); a block that left the
+# GPU before it was freed is free space off the GPU, which a smaller large request does not
+# take (2 slabs).
+head='# umpol allocation trace 2\nslab 67108864\nclass 0 managed acts\n'
+printf "${head}a 0 1 0 0 1 0 4194304 1 2\na 1 2 0 0 1 0 41943040 1 0\n" >"$tmp/placed.trace"
+printf "${head}a 0 1 0 0 1 0 41943040 1 2\nf 1 1 0 0 1 0 0\na 2 2 0 0 1 0 35651584 1 0\n" >"$tmp/left.trace"
+for t in placed:1 left:2; do
+    expect_status 0 "replay: ${t%:*}" "$replay" --json "$tmp/${t%:*}.trace"
+    python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["classes"][0]["slabs"] != int(sys.argv[2]))' \
+        "$tmp/out" "${t#*:}" && pass || fail "replay: ${t%:*}: not ${t#*:} slab(s)"
+done
+
+printf '# umpol allocation trace 2\nslab 67108864\nclass 0 managed acts\nz 1 2\n' >"$tmp/bad.trace"
 expect_status 1 "replay of a bad line" "$replay" "$tmp/bad.trace"
 grep -q "bad.trace:4: not a trace line" "$tmp/out" || fail "replay: no line number for a bad line"
 printf '{"umpol_report": 3}\n' >"$tmp/report.trace"

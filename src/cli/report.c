@@ -322,11 +322,14 @@ static void print_hints(const struct summary *s)
         if (holds_much_free(r)) {
             double spare = r->v[RC_SLAB_BYTES] - r->v[RC_PEAK_BYTES];
             printf("  - class '%s' held %s of slabs for %s live at its peak: %s (%.0f%%) was "
-                   "free space its blocks' sizes could not reuse, on the card all the same. "
-                   "The report's sites list its blocks by phase and size.\n",
+                   "free space its blocks' sizes could not reuse, %s. The report's sites list "
+                   "its blocks by phase and size; UMPOL_TRACE records their order.\n",
                    r->shown, human(r->v[RC_SLAB_BYTES], b[0], sizeof b[0]),
                    human(r->v[RC_PEAK_BYTES], b[1], sizeof b[1]), human(spare, b[2], sizeof b[2]),
-                   100 * spare / r->v[RC_SLAB_BYTES]);
+                   100 * spare / r->v[RC_SLAB_BYTES],
+                   r->memory == REPORT_MEMORY_DEVICE
+                       ? "on the card all the same"
+                       : "on the card wherever it was placed, until the budget takes it back");
             hints++;
         }
     }

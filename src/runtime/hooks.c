@@ -156,12 +156,14 @@ __attribute__((destructor)) static void umpol_unload(void)
         report_expand_path(trace, path, sizeof path);
         pthread_mutex_lock(&g_rt.lock);
         int rc = report_write_trace(&g_rt, path);
+        size_t events = g_rt.trace->len;
+        unsigned long long dropped = g_rt.trace->dropped;
         pthread_mutex_unlock(&g_rt.lock);
         if (rc != 0)
             LOG(LOG_ERROR, "cannot write the allocation trace to %s: %s", path, strerror(-rc));
         else
             LOG(LOG_INFO, "allocation trace written to %s (%zu events, %llu dropped)", path,
-                g_rt.trace->len, (unsigned long long)g_rt.trace->dropped);
+                events, dropped);
     }
     /* Pools and the policy stay: other destructors may still free memory. */
 }

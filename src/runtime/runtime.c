@@ -351,6 +351,7 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
         }
     } else {
         struct block *b = NULL;
+        uint64_t slabs = rt->class_stats[cls].slabs;
         err = pool_alloc(rt, cls, device, size, stream,
                          api == API_CUDA_MALLOC ? MODE_ANY : MODE_STREAM, &b);
         if (err != cudaSuccess && rt->program->classes[cls].memory == MEMORY_HOST) {
@@ -366,13 +367,23 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
             note_ctx(b, &ctx);
             if (rt->learn)
                 learn_alloc(rt, b);
+            /* A new slab placed whole on the GPU left the block there already. */
+            uint8_t growth = rt->class_stats[cls].slabs == slabs ? TRACE_NO_SLAB
+                             : b->on_gpu                          ? TRACE_SLAB_ON_GPU
+                                                                  : TRACE_SLAB_OFF_GPU;
             count_alloc(rt, cls, b->size);
             sites_note_alloc(rt->sites, atomic_load(&rt->phase_current), tag_site_current(), b,
                              size);
             place_on_alloc(rt, b, device, stream);
             if (rt->trace)
-                trace_note(rt->trace, 'a', now_ns(), b->seq, size, cls, stream,
-                           api == API_CUDA_MALLOC ? MODE_ANY : MODE_STREAM, b->on_gpu);
+                trace_note(rt->trace,
+                           (struct trace_event){.op = 'a', .t_ns = now_ns(), .seq = b->seq,
+                                                .size = size, .class_idx = cls,
+                                                .device = (int16_t)device,
+                                                .mode = api == API_CUDA_MALLOC ? MODE_ANY
+                                                                               : MODE_STREAM,
+                                                .on_gpu = b->on_gpu, .growth = growth},
+                           stream);
         }
     }
     pthread_mutex_unlock(&rt->lock);
@@ -497,8 +508,13 @@ bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode
             rt->program->classes[b->class_idx].memory == MEMORY_MANAGED)
             stream = place_discard_freed(rt, b, stream);
         if (rt->trace)
-            trace_note(rt->trace, 'f', now_ns(), b->seq, b->size, b->slab->pool->class_idx,
-                       stream, (uint8_t)mode, false);
+            trace_note(rt->trace,
+                       (struct trace_event){.op = 'f', .t_ns = now_ns(), .seq = b->seq,
+                                            .size = b->size,
+                                            .class_idx = b->slab->pool->class_idx,
+                                            .device = (int16_t)b->slab->pool->device,
+                                            .mode = (uint8_t)mode, .on_gpu = b->on_gpu},
+                       stream);
         pool_put(b->slab->pool, b, stream, mode);
     }
     pthread_mutex_unlock(&rt->lock);

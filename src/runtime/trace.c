@@ -19,8 +19,7 @@ static uint8_t stream_number(struct trace *t, cudaStream_t stream)
     return (uint8_t)t->stream_count;
 }
 
-void trace_note(struct trace *t, uint8_t op, uint64_t t_ns, uint64_t seq, size_t size,
-                int class_idx, cudaStream_t stream, uint8_t mode, bool on_gpu)
+void trace_note(struct trace *t, struct trace_event e, cudaStream_t stream)
 {
     if (t->len == t->cap) {
         size_t cap = t->cap ? 2 * t->cap : 4096;
@@ -34,20 +33,14 @@ void trace_note(struct trace *t, uint8_t op, uint64_t t_ns, uint64_t seq, size_t
         t->events = ev;
         t->cap = cap;
     }
-    t->events[t->len++] = (struct trace_event){.t_ns = t_ns,
-                                               .seq = seq,
-                                               .size = size,
-                                               .class_idx = class_idx,
-                                               .op = op,
-                                               .stream = stream_number(t, stream),
-                                               .mode = mode,
-                                               .on_gpu = on_gpu};
+    e.stream = stream_number(t, stream);
+    t->events[t->len++] = e;
 }
 
 int trace_write(const struct trace *t, FILE *f, const char *const *names,
                 const char *const *memory, size_t nclasses, size_t slab_bytes)
 {
-    fprintf(f, "# umpol allocation trace 1\n");
+    fprintf(f, "# umpol allocation trace 2\n");
     fprintf(f, "slab %zu\n", slab_bytes);
     for (size_t c = 0; c < nclasses; c++)
         fprintf(f, "class %zu %s %s\n", c, memory[c], names[c]);
@@ -56,11 +49,12 @@ int trace_write(const struct trace *t, FILE *f, const char *const *names,
     for (size_t i = 0; i < t->len; i++) {
         const struct trace_event *e = &t->events[i];
         if (e->op == 'a')
-            fprintf(f, "a %" PRIu64 " %" PRIu64 " %d %u %u %" PRIu64 " %u\n", e->t_ns - t0, e->seq,
-                    e->class_idx, e->stream, e->mode, e->size, e->on_gpu);
+            fprintf(f, "a %" PRIu64 " %" PRIu64 " %d %d %u %u %" PRIu64 " %u %u\n", e->t_ns - t0,
+                    e->seq, e->device, e->class_idx, e->stream, e->mode, e->size, e->on_gpu,
+                    e->growth);
         else
-            fprintf(f, "f %" PRIu64 " %" PRIu64 " %d %u %u\n", e->t_ns - t0, e->seq, e->class_idx,
-                    e->stream, e->mode);
+            fprintf(f, "f %" PRIu64 " %" PRIu64 " %d %d %u %u %u\n", e->t_ns - t0, e->seq,
+                    e->device, e->class_idx, e->stream, e->mode, e->on_gpu);
     }
     return ferror(f) ? -1 : 0;
 }

@@ -16,13 +16,18 @@
 #define TRACE_MAX_EVENTS (4u << 20) /* then events are counted as dropped */
 #define TRACE_STREAMS 255           /* streams told apart; later ones share the last number */
 
+/* What an allocation did to its pool besides taking a block. */
+enum trace_growth { TRACE_NO_SLAB, TRACE_SLAB_OFF_GPU, TRACE_SLAB_ON_GPU };
+
 struct trace_event {
     uint64_t t_ns, seq, size; /* seq: the allocation's sequence number, pairs a free with it */
     int32_t class_idx;
+    int16_t device;
     uint8_t op;     /* 'a' allocation, 'f' free */
     uint8_t stream; /* the trace's number for the stream, 0 for the legacy stream */
     uint8_t mode;   /* enum alloc_mode */
-    uint8_t on_gpu; /* allocation: the block's pages on the GPU once placed */
+    uint8_t on_gpu; /* the block's pages on the GPU: once placed (allocation), when freed */
+    uint8_t growth; /* allocation: enum trace_growth, the slab it added and where it went */
 };
 
 struct trace {
@@ -34,9 +39,9 @@ struct trace {
     uint64_t since_ns; /* blocks allocated before it belong to a parent process */
 };
 
-/* Append one event; counted as dropped past TRACE_MAX_EVENTS or without memory. */
-void trace_note(struct trace *t, uint8_t op, uint64_t t_ns, uint64_t seq, size_t size,
-                int class_idx, cudaStream_t stream, uint8_t mode, bool on_gpu);
+/* Append event E, its stream given as STREAM; counted as dropped past
+ * TRACE_MAX_EVENTS or without memory. */
+void trace_note(struct trace *t, struct trace_event e, cudaStream_t stream);
 /* Write T as text to F: a header naming each of the NCLASSES classes
  * (NAMES, MEMORY: "managed", "device" or "host") and the slab size, then an
  * event a line (umpol(7), FILES). Returns 0, or -1 when F reported an error. */
