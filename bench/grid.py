@@ -493,6 +493,8 @@ def drive(args):
         launch([sys.executable, here, "bandwidth", "--json", bw], os.path.join(args.out, "bandwidth.log"),
                dict(os.environ), 120, nvml)
     drafting = args.policy == ["suggest"]
+    if "suggest" in args.policy and not drafting:
+        raise SystemExit("grid: --policy suggest stands alone (umpol suggest drafts every budget's policy)")
     # One policy for every budget, or one per budget, highest budget first
     # (the last one also serves any budget after it).
     policies = [(p, open(p).read(), os.path.splitext(os.path.basename(p))[0])
