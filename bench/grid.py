@@ -485,6 +485,8 @@ def drive(args):
     """Every anchor, then umpol at three budgets read from the anchors' peaks,
     per model: under --policy, or with --policy suggest under the policy
     `umpol suggest` drafts for each budget from one recorded run."""
+    if "suggest" in args.policy and args.policy != ["suggest"]:
+        raise SystemExit("grid: --policy suggest stands alone (umpol suggest drafts every budget's policy)")
     runner = Runner(args)
     nvml, here, run = runner.nvml, runner.here, runner.run
 
@@ -493,8 +495,6 @@ def drive(args):
         launch([sys.executable, here, "bandwidth", "--json", bw], os.path.join(args.out, "bandwidth.log"),
                dict(os.environ), 120, nvml)
     drafting = args.policy == ["suggest"]
-    if "suggest" in args.policy and not drafting:
-        raise SystemExit("grid: --policy suggest stands alone (umpol suggest drafts every budget's policy)")
     # One policy for every budget, or one per budget, highest budget first
     # (the last one also serves any budget after it).
     policies = [(p, open(p).read(), os.path.splitext(os.path.basename(p))[0])
