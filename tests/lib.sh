@@ -30,6 +30,20 @@ expect_status() {
     fi
 }
 
+# fake_job NAME: tests/preload/NAME (the program, not libtool's wrapper script)
+# run against the fake CUDA runtime. Sets job to its path, LD_LIBRARY_PATH to
+# find the fake runtime, and san to the sanitizer runtime it links, if any,
+# which must be preloaded before libumpol.so. Fails when the program or
+# libumpol.so is not built.
+fake_job() {
+    job="$top_builddir/tests/preload/.libs/$1"
+    [ -x "$job" ] || job="$top_builddir/tests/preload/$1"
+    [ -f "$top_builddir/.libs/libumpol.so" ] && [ -x "$job" ] || return 1
+    LD_LIBRARY_PATH="$top_builddir/tests/fake/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export LD_LIBRARY_PATH
+    san=$(ldd "$job" 2>/dev/null | sed -n 's/.*=> \(\/[^ ]*lib[at]san[^ ]*\).*/\1/p' | head -1)
+}
+
 finish() {
     echo "$checks passed, $failures failed"
     [ "$failures" -eq 0 ]

@@ -203,14 +203,8 @@ grep -q 'phase "back\\\\\*ward \\"x\\"" and' "$tmp/glob.umpol" || fail "glob cha
 "$UMPOL_BIN" check -q "$tmp/glob.umpol" || fail "escaped phase name does not check"
 
 # End to end with the fake CUDA runtime: record the job, draft its policy.
-lib="$top_builddir/.libs/libumpol.so"
-job="$top_builddir/tests/preload/.libs/train_like"
-[ -x "$job" ] || job="$top_builddir/tests/preload/train_like"
-if [ -f "$lib" ] && [ -x "$job" ]; then
-    export LD_LIBRARY_PATH="$top_builddir/tests/fake/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if fake_job train_like; then
     export FAKE_GPU_BYTES=536870912
-    # Sanitizer builds: the sanitizer runtime must be loaded before libumpol.so.
-    san=$(ldd "$job" 2>/dev/null | sed -n 's/.*=> \(\/[^ ]*lib[at]san[^ ]*\).*/\1/p' | head -1)
     expect_status 0 "suggest -- COMMAND" env ${san:+LD_PRELOAD="$san"} \
         "$UMPOL_BIN" suggest --budget 200MiB -o "$tmp/rec.umpol" -- "$job" 4
     grep -q "recording one run of" "$tmp/out" || fail "suggest -- COMMAND: no recording message"

@@ -164,10 +164,18 @@ static uint64_t opening_add(struct runtime *rt, size_t index)
     return rt->opening_seq;
 }
 
-/* Forget opening SEQ; the phase allocations are now recorded under: this
- * thread's innermost, else the latest opening still open on any thread
- * (autograd's thread closing a recomputed forward leaves the job's backward
- * open). phase_lock held. */
+/* The phase allocations are recorded under: this thread's innermost, else
+ * the latest opening still open on any thread (autograd's thread closing a
+ * recomputed forward leaves the job's backward open). phase_lock held. */
+static void phase_current_update(struct runtime *rt)
+{
+    int innermost = phase_depth                ? (int)phase_stack[phase_depth - 1].index
+                    : rt->opening_count > 0 ? (int)rt->openings[rt->opening_count - 1].phase
+                                             : -1;
+    atomic_store_explicit(&rt->phase_current, innermost, memory_order_relaxed);
+}
+
+/* Forget opening SEQ. phase_lock held. */
 static void opening_remove(struct runtime *rt, uint64_t seq)
 {
     for (size_t k = rt->opening_count; seq && k-- > 0;)
@@ -176,10 +184,7 @@ static void opening_remove(struct runtime *rt, uint64_t seq)
                     (--rt->opening_count - k) * sizeof *rt->openings);
             break;
         }
-    int innermost = phase_depth                ? (int)phase_stack[phase_depth - 1].index
-                    : rt->opening_count > 0 ? (int)rt->openings[rt->opening_count - 1].phase
-                                             : -1;
-    atomic_store_explicit(&rt->phase_current, innermost, memory_order_relaxed);
+    phase_current_update(rt);
 }
 
 const uint64_t *phases_push(struct runtime *rt, const char *name, uint64_t ts)
@@ -366,6 +371,5 @@ void phases_after_fork_child(struct runtime *rt, uint64_t ts)
             rt->spans[op->span] = (struct phase_span){now, 0, ts, 0,
                                                       (uint32_t)op->index, (uint32_t)d};
     }
-    atomic_store_explicit(&rt->phase_current, phase_depth ? (int)phase_stack[phase_depth - 1].index : -1,
-                          memory_order_relaxed);
+    phase_current_update(rt);
 }

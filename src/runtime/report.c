@@ -235,8 +235,6 @@ static int finish_file(FILE *f, const char *tmp, const char *path)
 
 int report_write_trace(const struct runtime *rt, const char *path)
 {
-    static const char *const kinds[] = {[MEMORY_MANAGED] = "managed", [MEMORY_DEVICE] = "device",
-                                        [MEMORY_HOST] = "host"};
     size_t n = rt->program->class_count;
     const char **names = calloc(n ? n : 1, sizeof *names), **memory = calloc(n ? n : 1, sizeof *memory);
     if (!names || !memory) {
@@ -246,7 +244,7 @@ int report_write_trace(const struct runtime *rt, const char *path)
     }
     for (size_t c = 0; c < n; c++) {
         names[c] = rt->program->classes[c].name;
-        memory[c] = kinds[rt->program->classes[c].memory];
+        memory[c] = memory_kind_name(rt->program->classes[c].memory);
     }
     char tmp[4200];
     FILE *f = create_temporary(path, tmp, sizeof tmp);

@@ -81,7 +81,7 @@ void runtime_after_fork_child(struct runtime *rt)
             atomic_store(&rt->pinning_off[c], true);
     sites_after_fork_child(rt->sites);
     if (rt->trace) /* the parent's slabs are not in it: the child's trace starts empty */
-        trace_clear(rt->trace, now_ns());
+        trace_clear(rt->trace);
     phases_after_fork_child(rt, profile_timestamp(rt));
     if (rt->program->step_glob >= 0) /* only the forking thread's phases are still open */
         rt->step_open = rt->phase_open_count[rt->program->step_glob];

@@ -59,12 +59,11 @@ int trace_write(const struct trace *t, FILE *f, const char *const *names,
     return ferror(f) ? -1 : 0;
 }
 
-void trace_clear(struct trace *t, uint64_t since_ns)
+void trace_clear(struct trace *t)
 {
     t->len = 0;
     t->dropped = 0;
     t->stream_count = 0;
-    t->since_ns = since_ns;
 }
 
 void trace_free(struct trace *t)

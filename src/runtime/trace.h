@@ -36,7 +36,6 @@ struct trace {
     uint64_t dropped;
     cudaStream_t streams[TRACE_STREAMS];
     size_t stream_count;
-    uint64_t since_ns; /* blocks allocated before it belong to a parent process */
 };
 
 /* Append event E, its stream given as STREAM; counted as dropped past
@@ -48,7 +47,7 @@ void trace_note(struct trace *t, struct trace_event e, cudaStream_t stream);
 int trace_write(const struct trace *t, FILE *f, const char *const *names,
                 const char *const *memory, size_t nclasses, size_t slab_bytes);
 /* Forget every event (a forked child starts its own trace). */
-void trace_clear(struct trace *t, uint64_t since_ns);
+void trace_clear(struct trace *t);
 void trace_free(struct trace *t);
 
 #endif
