@@ -1,9 +1,10 @@
 /* pool_replay: an allocation trace (UMPOL_TRACE, umpol(7)) replayed against
  * the runtime's own pools (src/runtime/pool.c: the same code and rules, no
  * CUDA), to study on any machine how a job's blocks fill its classes' slabs.
- * Per class: the most bytes live at once, the slabs the pool grew to, and the
- * free space in them it could not reuse, which the runtime's report shows as
- * peak_bytes, slabs and slab_bytes. The replay treats every stream as idle
+ * Per class: the most bytes live at once, the most slab bytes held at once,
+ * the slabs held at the end and those given back, and the share of the slab
+ * peak that was free space it could not reuse, which the runtime's report
+ * shows as peak_bytes, slab_peak_bytes, slabs, slab_bytes and slab_releases. The replay treats every stream as idle
  * and models no eviction or reclaim: for a run that had none (the report's
  * evictions and reclaims are 0) its figures are the report's.
  *
@@ -26,6 +27,7 @@ struct class_replay {
     struct pool *pools[MAX_DEVICES];
     bool slab_on_gpu; /* where the runtime last put a new slab of the class: whole on the GPU */
     uint64_t allocations, frees, live, peak, slabs, slab_bytes, dedicated, dedicated_bytes;
+    uint64_t slab_peak_bytes, slab_releases;
 };
 
 /* Live blocks by their allocation's sequence number: open addressing,
@@ -151,6 +153,17 @@ static const char *replay_alloc(struct replay *r, uint64_t seq, unsigned device,
     struct block *b = pool_find_free(*pp, req.want, req.max, stream_handle(stream), m, all_idle,
                                      NULL, &wait);
     if (!b) {
+        /* As the runtime grows a pool on the card: its empty slabs go first. */
+        if (strcmp(c->memory, "host") != 0 && pool_has_empty_slab(*pp))
+            for (struct slab *s = pool_detach_empty_slabs(*pp), *next; s; s = next) {
+                next = s->next;
+                c->slabs--;
+                c->slab_bytes -= s->size;
+                c->slab_releases++;
+                c->dedicated -= s->dedicated;
+                c->dedicated_bytes -= s->dedicated ? s->size : 0;
+                slab_destroy(*pp, s);
+            }
         uint64_t base = r->next_base;
         r->next_base += (req.grow + (2u << 20) - 1) / (2u << 20) * (2u << 20);
         struct slab *s = pool_add_slab(*pp, (uintptr_t)base, req.grow, req.dedicated);
@@ -160,6 +173,8 @@ static const char *replay_alloc(struct replay *r, uint64_t seq, unsigned device,
             pool_idle_arrived_gpu(*pp, s->first);
         c->slabs++;
         c->slab_bytes += req.grow;
+        if (c->slab_bytes > c->slab_peak_bytes)
+            c->slab_peak_bytes = c->slab_bytes;
         c->dedicated += req.dedicated;
         c->dedicated_bytes += req.dedicated ? req.grow : 0;
         b = s->first;
@@ -269,23 +284,25 @@ static void print(const struct replay *r, bool json)
                ", \"classes\": [",
                r->slab_bytes, r->dropped, r->unknown_frees);
     else
-        printf("%-20s %-8s %12s %10s %10s %7s %10s %10s\n", "class", "memory", "allocations",
-               "peak GiB", "slabs GiB", "slabs", "dedicated", "spare");
+        printf("%-20s %-8s %12s %10s %14s %7s %9s %10s %7s\n", "class", "memory", "allocations",
+               "peak GiB", "slabs peak GiB", "slabs", "released", "dedicated", "spare");
     for (size_t i = 0; i < r->nclasses; i++) {
         const struct class_replay *c = &r->classes[i];
-        uint64_t spare = c->slab_bytes > c->peak ? c->slab_bytes - c->peak : 0;
+        uint64_t held = c->slab_peak_bytes;
+        uint64_t spare = held > c->peak ? held - c->peak : 0;
         if (json)
             printf("%s\n  {\"name\": \"%s\", \"memory\": \"%s\", \"allocations\": %" PRIu64
                    ", \"frees\": %" PRIu64 ", \"peak_bytes\": %" PRIu64 ", \"slabs\": %" PRIu64
-                   ", \"slab_bytes\": %" PRIu64 ", \"dedicated_slabs\": %" PRIu64
+                   ", \"slab_bytes\": %" PRIu64 ", \"slab_peak_bytes\": %" PRIu64
+                   ", \"slab_releases\": %" PRIu64 ", \"dedicated_slabs\": %" PRIu64
                    ", \"dedicated_bytes\": %" PRIu64 "}",
                    i ? "," : "", c->name, c->memory, c->allocations, c->frees, c->peak, c->slabs,
-                   c->slab_bytes, c->dedicated, c->dedicated_bytes);
+                   c->slab_bytes, held, c->slab_releases, c->dedicated, c->dedicated_bytes);
         else
-            printf("%-20s %-8s %12" PRIu64 " %10.2f %10.2f %7" PRIu64 " %10" PRIu64
-                   " %9.0f%%\n",
-                   c->name, c->memory, c->allocations, gib(c->peak), gib(c->slab_bytes), c->slabs,
-                   c->dedicated, c->slab_bytes ? 100.0 * (double)spare / (double)c->slab_bytes : 0);
+            printf("%-20s %-8s %12" PRIu64 " %10.2f %14.2f %7" PRIu64 " %9" PRIu64 " %10" PRIu64
+                   " %6.0f%%\n",
+                   c->name, c->memory, c->allocations, gib(c->peak), gib(held), c->slabs,
+                   c->slab_releases, c->dedicated, held ? 100.0 * (double)spare / (double)held : 0);
     }
     if (json)
         puts("\n]}");

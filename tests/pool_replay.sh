@@ -1,9 +1,10 @@
 #!/bin/sh
-# The allocation trace: bench/pool_replay against a trace written by hand (a
+# The allocation trace: bench/pool_replay against traces written by hand (a
 # large free block on the GPU split by a small request, so that the next large
-# request needs a slab of its own), its errors, and end to end: a job run under
-# the fake CUDA runtime with UMPOL_TRACE, whose replay must give the report's
-# own peak, slabs and slab bytes for every class.
+# request needs a slab of its own; empty slabs given back before a pool on the
+# card grows), its errors, and end to end: a job run under the fake CUDA
+# runtime with UMPOL_TRACE, whose replay must give the report's own peak,
+# slabs, slab bytes, slab peak and releases for every class.
 . "${top_srcdir:-.}/tests/lib.sh"
 replay="$top_builddir/bench/pool_replay"
 [ -x "$replay" ] || { echo "SKIP: bench/pool_replay not built (no CUDA Toolkit headers)"; exit 77; }
@@ -24,23 +25,44 @@ import json, sys
 c = json.load(open(sys.argv[1]))["classes"][0]
 M = 1 << 20
 # 32 MiB took the front of the free 1000 MiB block on the GPU; 1000 MiB more needed a new slab.
-assert (c["peak_bytes"], c["slabs"], c["slab_bytes"], c["dedicated_slabs"]) == \
-    (1032 * M, 2, 2000 * M, 2), c
+assert (c["peak_bytes"], c["slabs"], c["slab_bytes"], c["slab_peak_bytes"], c["slab_releases"],
+        c["dedicated_slabs"]) == (1032 * M, 2, 2000 * M, 2000 * M, 0, 2), c
 PY
 expect_status 0 "replay table" "$replay" "$tmp/split.trace"
-grep -Eq '^acts +managed +3 +1\.01 +1\.95 +2 +2 +48%$' "$tmp/out" || fail "replay: table row"
+grep -Eq '^acts +managed +3 +1\.01 +1\.95 +2 +0 +2 +48%$' "$tmp/out" || fail "replay: table row"
+
+# A pool on the card that must grow first gives back its empty slabs: two 86 MiB slabs,
+# both free, go before a 1000 MiB one comes, so the card never holds all three; a pool of
+# pinned host memory keeps them.
+for mem in managed:1000:2 host:1172:0; do
+    m=${mem%%:*} rest=${mem#*:}
+    printf '# umpol allocation trace 2\nslab 67108864\nclass 0 %s acts\n%s' "$m" \
+        'a 0 1 0 0 1 0 90177536 1 2
+a 1 2 0 0 1 0 90177536 1 2
+f 2 1 0 0 1 0 1
+f 3 2 0 0 1 0 1
+a 4 3 0 0 1 0 1048576000 1 2
+' >"$tmp/trim.trace"
+    expect_status 0 "replay: trim ($m)" "$replay" --json "$tmp/trim.trace"
+    python3 - "$tmp/out" "${rest%:*}" "${rest#*:}" <<'PY' && pass || fail "replay: empty slabs before growing ($m)"
+import json, sys
+c = json.load(open(sys.argv[1]))["classes"][0]
+M = 1 << 20
+assert (c["slab_peak_bytes"], c["slab_releases"]) == (int(sys.argv[2]) * M, int(sys.argv[3])), c
+PY
+done
 
 # Where the runtime put things decides what the pool reuses: a new slab placed whole on the
-# GPU lends its rest to the next request, whatever its size (1 slab); a block that left the
-# GPU before it was freed is free space off the GPU, which a smaller large request does not
-# take (2 slabs).
+# GPU lends its rest to the next request, whatever its size (1 slab, none given back); a
+# block that left the GPU before it was freed is free space off the GPU, which a smaller
+# large request does not take: its slab, empty, is given back for a new one (1 given back).
 head='# umpol allocation trace 2\nslab 67108864\nclass 0 managed acts\n'
 printf "${head}a 0 1 0 0 1 0 4194304 1 2\na 1 2 0 0 1 0 41943040 1 0\n" >"$tmp/placed.trace"
 printf "${head}a 0 1 0 0 1 0 41943040 1 2\nf 1 1 0 0 1 0 0\na 2 2 0 0 1 0 35651584 1 0\n" >"$tmp/left.trace"
-for t in placed:1 left:2; do
+for t in placed:0 left:1; do
     expect_status 0 "replay: ${t%:*}" "$replay" --json "$tmp/${t%:*}.trace"
-    python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["classes"][0]["slabs"] != int(sys.argv[2]))' \
-        "$tmp/out" "${t#*:}" && pass || fail "replay: ${t%:*}: not ${t#*:} slab(s)"
+    python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))["classes"][0]; sys.exit((c["slabs"], c["slab_releases"]) != (1, int(sys.argv[2])))' \
+        "$tmp/out" "${t#*:}" && pass || fail "replay: ${t%:*}: not 1 slab with ${t#*:} given back"
 done
 
 printf '# umpol allocation trace 2\nslab 67108864\nclass 0 managed acts\nz 1 2\n' >"$tmp/bad.trace"
@@ -69,8 +91,9 @@ for name, r in report.items():
     if r["evictions"] or r["reclaims"] or not r["slabs"]:
         continue
     p = replay[name]
-    got = (p["allocations"], p["peak_bytes"], p["slabs"], p["slab_bytes"])
-    want = (r["allocations"], r["peak_bytes"], r["slabs"], r["slab_bytes"])
+    keys = ("allocations", "peak_bytes", "slabs", "slab_bytes", "slab_peak_bytes", "slab_releases")
+    got = tuple(p[k] for k in keys)
+    want = tuple(r[k] for k in keys)
     print(f"{name}: replay {got}, report {want}")
     assert got == want, name
     checked += 1

@@ -159,9 +159,49 @@ static void test_runtime_host_class_is_pinned(void **state)
     assert_int_equal(f->rt.class_stats[0].live_bytes, 3u << 20);
     release(f, a, S1, MODE_ANY);
     uint64_t syncs = fake_counters()->device_sync;
-    assert_true(place_trim(&f->rt, -1) >= (3u << 20));
+    assert_true(place_trim(&f->rt, -1, -1) >= (3u << 20));
     assert_int_equal(DELTA(f, host_unregister), 1);
     assert_true(fake_counters()->device_sync > syncs); /* waited before unpinning */
+    teardown(f);
+}
+
+/* A pool on the card that must grow first gives back its empty slabs (they
+ * could not serve the request): the card never holds them beside the new
+ * one. Not while the stream is captured into a graph (a cudaFree would
+ * invalidate the capture), nor for pinned host memory. */
+static void test_runtime_grow_gives_back_empty_slabs(void **state)
+{
+    (void)state;
+    for (int capturing = 0; capturing <= 1; capturing++) {
+        struct fixture *f = setup("umpol 1;\nslab 4MiB;\n"
+                                  "class acts { match any; memory managed; }\n");
+        /* Stream-ordered allocations pass through while captured: cudaMalloc's are pooled. */
+        unsigned api = capturing ? API_CUDA_MALLOC : API_CUDA_MALLOC_ASYNC;
+        enum alloc_mode mode = capturing ? MODE_ANY : MODE_STREAM;
+        void *a = alloc(f, 3u << 20, api, S1); /* a slab of its own */
+        release(f, a, S1, mode);
+        fake_set_capturing(capturing);
+        void *b = alloc(f, 9u << 20, api, S1); /* too large for it */
+        fake_set_capturing(0);
+        const struct class_stats *st = &f->rt.class_stats[0];
+        assert_int_equal(DELTA(f, malloc_managed), 2);
+        assert_int_equal(DELTA(f, free), capturing ? 0 : 1);
+        assert_int_equal(st->slab_releases, capturing ? 0 : 1);
+        assert_int_equal(st->slabs, capturing ? 2 : 1);
+        assert_int_equal(st->slab_bytes, (capturing ? 4u << 20 : 0) + (10u << 20));
+        assert_int_equal(st->slab_peak_bytes, (4u << 20) + (10u << 20) - (capturing ? 0 : 4u << 20));
+        assert_int_equal(f->rt.devices[0].managed_bytes, st->slab_bytes);
+        release(f, b, S1, mode);
+        teardown(f);
+    }
+    struct fixture *f = setup("umpol 1;\nslab 4MiB;\n"
+                              "class opt { match any; memory host; }\n");
+    void *a = alloc(f, 3u << 20, API_CUDA_MALLOC, S1);
+    release(f, a, S1, MODE_ANY);
+    void *b = alloc(f, 9u << 20, API_CUDA_MALLOC, S1);
+    assert_int_equal(f->rt.class_stats[0].slab_releases, 0);
+    assert_int_equal(DELTA(f, host_unregister), 0);
+    release(f, b, S1, MODE_ANY);
     teardown(f);
 }
 
@@ -1229,6 +1269,7 @@ int main(void)
         cmocka_unit_test(test_runtime_slab_advised_once),
         cmocka_unit_test(test_runtime_device_class_uses_cuda_malloc),
         cmocka_unit_test(test_runtime_host_class_is_pinned),
+        cmocka_unit_test(test_runtime_grow_gives_back_empty_slabs),
         cmocka_unit_test(test_runtime_host_class_falls_back),
         cmocka_unit_test(test_runtime_host_class_after_fork),
         cmocka_unit_test(test_runtime_same_stream_reuse),

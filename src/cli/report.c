@@ -233,14 +233,22 @@ static bool gives_back_much(const struct row *r)
     return r->v[RC_RECLAIM_BYTES] >= (double)(1u << 30) && r->v[RC_RECLAIM_BYTES] > r->v[RC_PEAK_BYTES];
 }
 
+/* The most slab bytes the class held at once (reports before
+ * slab_peak_bytes: those it held at the end). */
+static double slab_peak(const struct row *r)
+{
+    return r->v[RC_SLAB_PEAK_BYTES] > r->v[RC_SLAB_BYTES] ? r->v[RC_SLAB_PEAK_BYTES]
+                                                          : r->v[RC_SLAB_BYTES];
+}
+
 /* Slabs beyond the class's live peak are free space its pools kept and could
  * not reuse for the sizes that came: the card holds them all the same. Worth
  * a word from 512 MiB and 15% of its slabs, on the GPU's side only. */
 static bool holds_much_free(const struct row *r)
 {
-    double spare = r->v[RC_SLAB_BYTES] - r->v[RC_PEAK_BYTES];
+    double spare = slab_peak(r) - r->v[RC_PEAK_BYTES];
     return r->memory != REPORT_MEMORY_HOST && spare >= (double)(512u << 20) &&
-           spare >= 0.15 * r->v[RC_SLAB_BYTES];
+           spare >= 0.15 * slab_peak(r);
 }
 
 static void print_hints(const struct summary *s)
@@ -320,13 +328,13 @@ static void print_hints(const struct summary *s)
         const struct row *r = &classes->items[i];
         char b[3][32];
         if (holds_much_free(r)) {
-            double spare = r->v[RC_SLAB_BYTES] - r->v[RC_PEAK_BYTES];
-            printf("  - class '%s' held %s of slabs for %s live at its peak: %s (%.0f%%) was "
-                   "free space its blocks' sizes could not reuse, %s. The report's sites list "
-                   "its blocks by phase and size; UMPOL_TRACE records their order.\n",
-                   r->shown, human(r->v[RC_SLAB_BYTES], b[0], sizeof b[0]),
+            double held = slab_peak(r), spare = held - r->v[RC_PEAK_BYTES];
+            printf("  - class '%s' held up to %s of slabs for %s live at its peak: %s (%.0f%%) "
+                   "was free space its blocks' sizes could not reuse, %s. The report's sites "
+                   "list its blocks by phase and size; UMPOL_TRACE records their order.\n",
+                   r->shown, human(held, b[0], sizeof b[0]),
                    human(r->v[RC_PEAK_BYTES], b[1], sizeof b[1]), human(spare, b[2], sizeof b[2]),
-                   100 * spare / r->v[RC_SLAB_BYTES],
+                   100 * spare / held,
                    r->memory == REPORT_MEMORY_DEVICE
                        ? "on the card all the same"
                        : "on the card wherever it was placed, until the budget takes it back");

@@ -19,7 +19,8 @@ const char *const report_class_counters[RC_COUNT] = {
     "allocations", "frees",         "bytes_requested", "live_bytes",     "peak_bytes",
     "slabs",       "slab_bytes",    "prefetches",      "prefetch_bytes", "evictions",
     "evict_bytes", "cap_refusals",  "budget_skips",    "advice_errors",  "cross_stream_reuses",
-    "discards",    "discard_bytes", "reclaims",        "reclaim_bytes",  "reclassified"};
+    "discards",    "discard_bytes", "reclaims",        "reclaim_bytes",  "reclassified",
+    "slab_peak_bytes", "slab_releases"};
 const char *const report_um_counters[UM_COUNT] = {"htod_bytes", "dtoh_bytes", "gpu_faults",
                                                   "cpu_faults", "thrashing",  "throttling",
                                                   "gpu_fault_ns"};

@@ -67,6 +67,8 @@ enum report_class_counter {
     RC_RECLAIMS,
     RC_RECLAIM_BYTES,
     RC_RECLASSIFIED, /* blocks that came from another class when reported saved */
+    RC_SLAB_PEAK_BYTES, /* the most slab bytes held at once */
+    RC_SLAB_RELEASES,   /* empty slabs given back */
     RC_COUNT
 };
 extern const char *const report_class_counters[RC_COUNT];

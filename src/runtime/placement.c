@@ -301,6 +301,8 @@ void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s)
     struct class_stats *st = &rt->class_stats[pool->class_idx];
     st->slabs++;
     st->slab_bytes += s->size;
+    if (st->slab_bytes > st->slab_peak_bytes)
+        st->slab_peak_bytes = st->slab_bytes;
     enum memory_kind kind = rt->program->classes[pool->class_idx].memory;
     if (kind == MEMORY_DEVICE)
         dev->resident_bytes += s->size; /* device memory: all of it on the GPU at once */
@@ -332,9 +334,10 @@ void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s)
     }
 }
 
-/* Give back every slab of DEVICE (all when < 0) with no live block. Safe:
- * cudaFree waits for the work that may still use it. */
-size_t place_trim(struct runtime *rt, int device)
+/* Give back every slab of DEVICE (all when < 0) and of class CLASS_IDX (all
+ * when < 0) with no live block. Safe: cudaFree waits for the work that may
+ * still use it. */
+size_t place_trim(struct runtime *rt, int device, int class_idx)
 {
     size_t released = 0;
     for (int d = 0; d < RT_MAX_DEVICES; d++) {
@@ -342,7 +345,7 @@ size_t place_trim(struct runtime *rt, int device)
         if (!dev->known || (device >= 0 && d != device))
             continue;
         for (size_t c = 0; c < rt->program->class_count; c++) {
-            struct pool *p = dev->pools[c];
+            struct pool *p = class_idx < 0 || (size_t)class_idx == c ? dev->pools[c] : NULL;
             const struct program_class *cls = &rt->program->classes[c];
             for (struct slab *s = p ? pool_detach_empty_slabs(p) : NULL, *next; s; s = next) {
                 next = s->next;
@@ -368,6 +371,7 @@ size_t place_trim(struct runtime *rt, int device)
                 }
                 rt->class_stats[c].slabs--;
                 rt->class_stats[c].slab_bytes -= size;
+                rt->class_stats[c].slab_releases++;
                 released += size;
             }
         }
@@ -380,7 +384,7 @@ bool cap_admits(struct runtime *rt, int class_idx, int device, size_t size)
     struct device_state *dev = &rt->devices[device];
     if (dev->managed_bytes + size <= dev->cap_bytes)
         return true;
-    place_trim(rt, device); /* give back empty slabs of this device before refusing */
+    place_trim(rt, device, -1); /* give back empty slabs of this device before refusing */
     if (dev->managed_bytes + size <= dev->cap_bytes)
         return true;
     rt->class_stats[class_idx].cap_refusals++;

@@ -30,8 +30,9 @@ int place_host_node(const struct runtime *rt, int class_idx, int device);
 /* Room under DEVICE's managed cap for SIZE more bytes, after giving back empty
  * slabs if needed; a refusal is counted against CLASS_IDX. */
 bool cap_admits(struct runtime *rt, int class_idx, int device, size_t size);
-/* Release every slab with no live block (all devices, or only DEVICE's when >= 0). */
-size_t place_trim(struct runtime *rt, int device);
+/* Release every slab with no live block: of every device, or only DEVICE's
+ * when >= 0; of every class, or only CLASS_IDX's when >= 0. */
+size_t place_trim(struct runtime *rt, int device, int class_idx);
 
 /* A new slab of POOL: counted, advised, and prefetched whole when its class
  * asks for a prefetch on alloc and no budget holds the GPU. */

@@ -109,6 +109,14 @@ static bool slab_empty(const struct slab *s)
     return true;
 }
 
+bool pool_has_empty_slab(const struct pool *p)
+{
+    for (const struct slab *s = p->slabs; s; s = s->next)
+        if (slab_empty(s))
+            return true;
+    return false;
+}
+
 struct slab *pool_detach_empty_slabs(struct pool *p)
 {
     struct slab *empty = NULL;

@@ -97,12 +97,14 @@ static void write_class(FILE *f, const struct runtime *rt, size_t c)
             ", \"advice_errors\": %" PRIu64 ", \"cross_stream_reuses\": %" PRIu64
             ", \"discards\": %" PRIu64 ", \"discard_bytes\": %" PRIu64
             ", \"reclaims\": %" PRIu64 ", \"reclaim_bytes\": %" PRIu64
-            ", \"reclassified\": %" PRIu64,
+            ", \"reclassified\": %" PRIu64 ", \"slab_peak_bytes\": %" PRIu64
+            ", \"slab_releases\": %" PRIu64,
             memory_kind_name(cls->memory), s->allocations, s->frees,
             s->bytes_requested, s->live_bytes, s->peak_bytes, s->slabs, s->slab_bytes,
             s->prefetches, s->prefetch_bytes, s->evictions, s->evict_bytes, s->cap_refusals,
             s->budget_skips, s->advice_errors, s->cross_stream_reuses, s->discards, s->discard_bytes,
-            s->reclaims, s->reclaim_bytes, s->reclassified);
+            s->reclaims, s->reclaim_bytes, s->reclassified, s->slab_peak_bytes,
+            s->slab_releases);
     if (rt->learn) /* predicted uses against the actual ones, and how bytes reached the GPU */
         fprintf(f,
                 ", \"next_use\": {\"predictions\": %" PRIu64 ", \"hits\": %" PRIu64

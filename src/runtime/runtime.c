@@ -139,18 +139,26 @@ static cudaError_t adopt_managed(struct runtime *rt, void **ptr, size_t size, in
 }
 
 /* Grow POOL by a slab of SIZE bytes: within the cap, memory from CUDA (after
- * giving back empty slabs if CUDA has none), then counted and advised. */
+ * giving back empty slabs if CUDA has none), then counted and advised. A
+ * pool on the card first gives back its own empty slabs, which could not
+ * serve the request: the card would hold them beside the new one, and the
+ * sizes of a step's first pass (which sets the slabs for the steps after)
+ * would stay fragments for the whole run. Not while STREAM is captured into
+ * a graph, which a cudaFree would invalidate. */
 static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool dedicated,
-                        struct slab **out)
+                        cudaStream_t stream, struct slab **out)
 {
     enum memory_kind kind = rt->program->classes[p->class_idx].memory;
+    uint64_t t0 = now_ns();
+    if (kind != MEMORY_HOST && pool_has_empty_slab(p) &&
+        !mover_stream_capturing(&rt->mover, stream))
+        place_trim(rt, p->device, p->class_idx);
     if (kind == MEMORY_MANAGED && !cap_admits(rt, p->class_idx, p->device, size))
         return cudaErrorMemoryAllocation;
-    uint64_t t0 = now_ns();
     uintptr_t base;
     int node = kind == MEMORY_HOST ? place_host_node(rt, p->class_idx, p->device) : -1;
     cudaError_t err = mover_alloc(&rt->mover, kind, size, node, &base);
-    if (err == cudaErrorMemoryAllocation && place_trim(rt, p->device) > 0)
+    if (err == cudaErrorMemoryAllocation && place_trim(rt, p->device, -1) > 0)
         err = mover_alloc(&rt->mover, kind, size, node, &base);
     if (err != cudaSuccess)
         return err;
@@ -194,7 +202,7 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
     }
     if (!b) {
         struct slab *s;
-        cudaError_t err = grow(rt, p, req.grow, req.dedicated, &s);
+        cudaError_t err = grow(rt, p, req.grow, req.dedicated, stream, &s);
         if (err != cudaSuccess)
             return err;
         b = s->first;

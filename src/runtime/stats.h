@@ -26,6 +26,9 @@ struct class_stats {
      * reported saved for backward (their allocation, bytes and live bytes
      * moved with them). */
     uint64_t reclassified;
+    /* The most slab bytes held at once (what the card saw of the class), and
+     * the empty slabs given back to CUDA, for a new slab or the cap. */
+    uint64_t slab_peak_bytes, slab_releases;
     /* Moved to the GPU ahead of a predicted use (`learn step`) / when used:
      * on allocation or when a trigger fired. */
     uint64_t ahead_bytes, demand_bytes;
