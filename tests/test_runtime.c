@@ -18,6 +18,7 @@
 #include "runtime/placement.h"
 #include "runtime/profile.h"
 #include "runtime/runtime.h"
+#include "runtime/trace.h"
 
 
 struct fixture {
@@ -178,6 +179,8 @@ static void test_runtime_grow_gives_back_empty_slabs(void **state)
         /* Stream-ordered allocations pass through while captured: cudaMalloc's are pooled. */
         unsigned api = capturing ? API_CUDA_MALLOC : API_CUDA_MALLOC_ASYNC;
         enum alloc_mode mode = capturing ? MODE_ANY : MODE_STREAM;
+        f->rt.trace = calloc(1, sizeof *f->rt.trace); /* freed by runtime_destroy */
+        assert_non_null(f->rt.trace);
         void *a = alloc(f, 3u << 20, api, S1); /* a slab of its own */
         release(f, a, S1, mode);
         fake_set_capturing(capturing);
@@ -191,6 +194,10 @@ static void test_runtime_grow_gives_back_empty_slabs(void **state)
         assert_int_equal(st->slab_bytes, (capturing ? 4u << 20 : 0) + (10u << 20));
         assert_int_equal(st->slab_peak_bytes, (4u << 20) + (10u << 20) - (capturing ? 0 : 4u << 20));
         assert_int_equal(f->rt.devices[0].managed_bytes, st->slab_bytes);
+        /* The trace says the second allocation made a slab, though one went first. */
+        assert_int_equal(f->rt.trace->len, 3);
+        assert_int_equal(f->rt.trace->events[2].op, 'a');
+        assert_int_not_equal(f->rt.trace->events[2].growth, TRACE_NO_SLAB);
         release(f, b, S1, mode);
         teardown(f);
     }

@@ -359,7 +359,8 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
         }
     } else {
         struct block *b = NULL;
-        uint64_t slabs = rt->class_stats[cls].slabs;
+        /* Slabs made so far: held plus given back (a growth may give some back first). */
+        uint64_t made = rt->class_stats[cls].slabs + rt->class_stats[cls].slab_releases;
         err = pool_alloc(rt, cls, device, size, stream,
                          api == API_CUDA_MALLOC ? MODE_ANY : MODE_STREAM, &b);
         if (err != cudaSuccess && rt->program->classes[cls].memory == MEMORY_HOST) {
@@ -376,9 +377,8 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
             if (rt->learn)
                 learn_alloc(rt, b);
             /* A new slab placed whole on the GPU left the block there already. */
-            uint8_t growth = rt->class_stats[cls].slabs == slabs ? TRACE_NO_SLAB
-                             : b->on_gpu                          ? TRACE_SLAB_ON_GPU
-                                                                  : TRACE_SLAB_OFF_GPU;
+            bool grew = rt->class_stats[cls].slabs + rt->class_stats[cls].slab_releases != made;
+            uint8_t growth = !grew ? TRACE_NO_SLAB : b->on_gpu ? TRACE_SLAB_ON_GPU : TRACE_SLAB_OFF_GPU;
             count_alloc(rt, cls, b->size);
             sites_note_alloc(rt->sites, atomic_load(&rt->phase_current), tag_site_current(), b,
                              size);
