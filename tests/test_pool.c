@@ -132,6 +132,35 @@ static void test_pool_prefers_a_block_without_wait(void **state)
     pool_destroy(p);
 }
 
+/* In a bin, the lowest address first, whatever order the blocks were freed
+ * in: live blocks pack into the older slabs and the newer ones can empty. */
+static void test_pool_lowest_address_first(void **state)
+{
+    (void)state;
+    struct pool *p = new_pool();
+    struct slab *high = pool_add_slab(p, 0x4000000, 1 * MiB, false);
+    struct slab *low = pool_add_slab(p, 0x100000, 1 * MiB, false);
+    struct slab *mid = pool_add_slab(p, 0x2000000, 1 * MiB, false);
+    (void)high;
+    (void)mid;
+    bool wait;
+    assert_ptr_equal(find(p, 4096, S1, &wait), low->first); /* mid is first in the bin */
+    assert_false(wait);
+    /* Among blocks that need a wait, too: */
+    struct block *blocks[3];
+    for (int i = 0; i < 3; i++) {
+        blocks[i] = find(p, MiB, S1, &wait);
+        pool_take(p, blocks[i], MiB);
+        blocks[i]->free = false;
+    }
+    for (int i = 0; i < 3; i++)
+        pool_put(p, blocks[i], S2, MODE_STREAM);
+    assert_ptr_equal(find(p, 4096, S1, &wait), low->first);
+    assert_true(wait);
+    assert_pool_consistent(p);
+    pool_destroy(p);
+}
+
 static void test_pool_gpu_space_first(void **state)
 {
     (void)state;
@@ -261,6 +290,7 @@ int main(void)
         cmocka_unit_test(test_pool_split_and_merge),
         cmocka_unit_test(test_pool_reuse_waits_for_other_streams),
         cmocka_unit_test(test_pool_prefers_a_block_without_wait),
+        cmocka_unit_test(test_pool_lowest_address_first),
         cmocka_unit_test(test_pool_gpu_space_first),
         cmocka_unit_test(test_pool_merge_keeps_sides_and_streams_apart),
         cmocka_unit_test(test_pool_detaches_only_empty_slabs),

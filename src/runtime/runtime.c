@@ -73,7 +73,8 @@ void runtime_after_fork_child(struct runtime *rt)
         rt->class_stats[c] = (struct class_stats){.live_bytes = s->live_bytes,
                                                   .peak_bytes = s->live_bytes,
                                                   .slabs = s->slabs,
-                                                  .slab_bytes = s->slab_bytes};
+                                                  .slab_bytes = s->slab_bytes,
+                                                  .slab_peak_bytes = s->slab_bytes};
     }
     rt->timeline_count = rt->timeline_dropped = 0;
     for (size_t c = 0; c < rt->program->class_count; c++) /* MADV_DONTFORK: not mapped here */
