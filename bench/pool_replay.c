@@ -127,7 +127,7 @@ static cudaStream_t stream_handle(unsigned n)
 
 static const char *replay_alloc(struct replay *r, uint64_t seq, unsigned device, unsigned cls,
                                 unsigned stream, unsigned mode, uint64_t size, unsigned on_gpu,
-                                unsigned growth)
+                                unsigned growth, uint64_t slab_base)
 {
     if (cls >= r->nclasses)
         return "allocation in a class the header does not name";
@@ -164,8 +164,13 @@ static const char *replay_alloc(struct replay *r, uint64_t seq, unsigned device,
                 c->dedicated_bytes -= s->dedicated ? s->size : 0;
                 slab_destroy(*pp, s);
             }
-        uint64_t base = r->next_base;
-        r->next_base += (req.grow + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+        /* Where the runtime's slab was (version 3): the pools take the lowest
+         * address first, so the replay follows it; else addresses in order. */
+        uint64_t base = slab_base;
+        if (!base) {
+            base = r->next_base;
+            r->next_base += (req.grow + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+        }
         struct slab *s = pool_add_slab(*pp, (uintptr_t)base, req.grow, req.dedicated);
         if (!s)
             return "out of memory";
@@ -221,6 +226,8 @@ static int read_trace(struct replay *r, const char *path)
     long n = 0;
     int rc = 0;
     bool header = false;
+    int version = 0;
+    char tail;
     while (!rc && fgets(line, sizeof line, f)) {
         n++;
         if (!strchr(line, '\n') && !feof(f)) {
@@ -228,19 +235,30 @@ static int read_trace(struct replay *r, const char *path)
             break;
         }
         if (n == 1) {
-            header = strcmp(line, "# umpol allocation trace 2\n") == 0;
+            header = sscanf(line, "# umpol allocation trace %d %c", &version, &tail) == 1 &&
+                     (version == 2 || version == 3);
             if (!header)
-                rc = bad(path, n, "not an umpol allocation trace (version 2)");
+                rc = bad(path, n, "not an umpol allocation trace (version 2 or 3)");
             continue;
         }
         uint64_t t, seq, size, v;
+        uint64_t base = 0;
         unsigned device, cls, stream, mode, on_gpu, growth, idx;
-        char mem[16], name[256], tail;
+        char mem[16], name[256];
         if (line[0] == '#' || line[0] == '\n')
             continue;
-        if (sscanf(line, "a %" SCNu64 " %" SCNu64 " %u %u %u %u %" SCNu64 " %u %u %c", &t, &seq,
-                   &device, &cls, &stream, &mode, &size, &on_gpu, &growth, &tail) == 9) {
-            const char *why = replay_alloc(r, seq, device, cls, stream, mode, size, on_gpu, growth);
+        /* Version 3 adds the address of the slab an allocation added. */
+        bool alloc = version == 3
+                         ? sscanf(line, "a %" SCNu64 " %" SCNu64 " %u %u %u %u %" SCNu64
+                                        " %u %u %" SCNu64 " %c",
+                                  &t, &seq, &device, &cls, &stream, &mode, &size, &on_gpu, &growth,
+                                  &base, &tail) == 10
+                         : sscanf(line, "a %" SCNu64 " %" SCNu64 " %u %u %u %u %" SCNu64 " %u %u %c",
+                                  &t, &seq, &device, &cls, &stream, &mode, &size, &on_gpu, &growth,
+                                  &tail) == 9;
+        if (alloc) {
+            const char *why =
+                replay_alloc(r, seq, device, cls, stream, mode, size, on_gpu, growth, base);
             if (why)
                 rc = bad(path, n, why);
         } else if (sscanf(line, "f %" SCNu64 " %" SCNu64 " %u %u %u %u %u %c", &t, &seq, &device,

@@ -52,6 +52,28 @@ assert (c["slab_peak_bytes"], c["slab_releases"]) == (int(sys.argv[2]) * M, int(
 PY
 done
 
+# Version 3 gives each new slab's address, and the replay takes the lowest address first as
+# the pools do: the 1 MiB block goes into the 48 MiB slab, recorded below the 40 MiB one, and
+# the 40 MiB slab, empty, is given back for the 100 MiB one (148 MiB held). Version 2 has no
+# addresses: slabs are laid out in order, the 40 MiB slab comes first (140 MiB held).
+for v in 3:148 2:140; do
+    printf '# umpol allocation trace %s\nslab 67108864\nclass 0 managed acts\ndropped 0\n' "${v%:*}" >"$tmp/addr.trace"
+    while read -r line; do
+        case "${v%:*} $line" in 2\ a\ *) line=${line% *} ;; esac # version 2: no address
+        echo "$line" >>"$tmp/addr.trace"
+    done <<'T'
+a 0 1 0 0 1 0 41943040 0 1 2147483648
+a 1 2 0 0 1 0 50331648 0 1 268435456
+f 2 1 0 0 1 0 0
+f 3 2 0 0 1 0 0
+a 4 3 0 0 1 0 1048576 0 0 0
+a 5 4 0 0 1 0 104857600 0 1 4294967296
+T
+    expect_status 0 "replay: slab addresses (version ${v%:*})" "$replay" --json "$tmp/addr.trace"
+    python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))["classes"][0]; sys.exit((c["slab_bytes"], c["slab_releases"]) != (int(sys.argv[2]) << 20, 1))' \
+        "$tmp/out" "${v#*:}" && pass || fail "replay: version ${v%:*}: not ${v#*:} MiB held with one slab given back"
+done
+
 # Where the runtime put things decides what the pool reuses: a new slab placed whole on the
 # GPU lends its rest to the next request, whatever its size (1 slab, none given back); a
 # block that left the GPU before it was freed is free space off the GPU, which a smaller

@@ -391,7 +391,8 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
                                                 .device = (int16_t)device,
                                                 .mode = api == API_CUDA_MALLOC ? MODE_ANY
                                                                                : MODE_STREAM,
-                                                .on_gpu = b->on_gpu, .growth = growth},
+                                                .on_gpu = b->on_gpu, .growth = growth,
+                                                .slab_base = grew ? b->slab->base : 0},
                            stream);
         }
     }

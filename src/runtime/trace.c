@@ -40,7 +40,7 @@ void trace_note(struct trace *t, struct trace_event e, cudaStream_t stream)
 int trace_write(const struct trace *t, FILE *f, const char *const *names,
                 const char *const *memory, size_t nclasses, size_t slab_bytes)
 {
-    fprintf(f, "# umpol allocation trace 2\n");
+    fprintf(f, "# umpol allocation trace 3\n");
     fprintf(f, "slab %zu\n", slab_bytes);
     for (size_t c = 0; c < nclasses; c++)
         fprintf(f, "class %zu %s %s\n", c, memory[c], names[c]);
@@ -49,9 +49,9 @@ int trace_write(const struct trace *t, FILE *f, const char *const *names,
     for (size_t i = 0; i < t->len; i++) {
         const struct trace_event *e = &t->events[i];
         if (e->op == 'a')
-            fprintf(f, "a %" PRIu64 " %" PRIu64 " %d %d %u %u %" PRIu64 " %u %u\n", e->t_ns - t0,
-                    e->seq, e->device, e->class_idx, e->stream, e->mode, e->size, e->on_gpu,
-                    e->growth);
+            fprintf(f, "a %" PRIu64 " %" PRIu64 " %d %d %u %u %" PRIu64 " %u %u %" PRIu64 "\n",
+                    e->t_ns - t0, e->seq, e->device, e->class_idx, e->stream, e->mode, e->size,
+                    e->on_gpu, e->growth, e->slab_base);
         else
             fprintf(f, "f %" PRIu64 " %" PRIu64 " %d %d %u %u %u\n", e->t_ns - t0, e->seq,
                     e->device, e->class_idx, e->stream, e->mode, e->on_gpu);

@@ -21,6 +21,7 @@ enum trace_growth { TRACE_NO_SLAB, TRACE_SLAB_OFF_GPU, TRACE_SLAB_ON_GPU };
 
 struct trace_event {
     uint64_t t_ns, seq, size; /* seq: the allocation's sequence number, pairs a free with it */
+    uint64_t slab_base;       /* allocation that added a slab: the slab's address, else 0 */
     int32_t class_idx;
     int16_t device;
     uint8_t op;     /* 'a' allocation, 'f' free */
