@@ -4,9 +4,10 @@
  * Per class: the most bytes live at once, the most slab bytes held at once,
  * the slabs held at the end and those given back, and the share of the slab
  * peak that was free space it could not reuse, which the runtime's report
- * shows as peak_bytes, slab_peak_bytes, slabs, slab_bytes and slab_releases. The replay treats every stream as idle
- * and models no eviction or reclaim: for a run that had none (the report's
- * evictions and reclaims are 0) its figures are the report's.
+ * shows as peak_bytes, slab_peak_bytes, slabs, slab_bytes and slab_releases.
+ * The replay treats every stream as idle and models no eviction or reclaim:
+ * for a run that had none (the report's evictions and reclaims are 0) its
+ * figures are the report's.
  *
  *   pool_replay [--json] TRACE
  */
@@ -154,7 +155,7 @@ static const char *replay_alloc(struct replay *r, uint64_t seq, unsigned device,
                                      NULL, &wait);
     if (!b) {
         /* As the runtime grows a pool on the card: its empty slabs go first. */
-        if (strcmp(c->memory, "host") != 0 && pool_has_empty_slab(*pp))
+        if (strcmp(c->memory, "host") != 0)
             for (struct slab *s = pool_detach_empty_slabs(*pp), *next; s; s = next) {
                 next = s->next;
                 c->slabs--;

@@ -138,8 +138,9 @@ typedef bool (*stream_idle_fn)(void *ctx, cudaStream_t stream);
 /* The best free block of at least SIZE bytes for MODE on STREAM: free space
  * on the GPU first, whatever its size, then free space elsewhere of at most
  * MAX bytes; in each, the smallest bin that holds one, and in a bin a block
- * that needs no wait before one that does, the lowest address first (*wait: STREAM must first wait for
- * the streams in the block's free_streams). NULL: none. */
+ * that needs no wait before one that does, the lowest address first (*wait:
+ * STREAM must first wait for the streams in the block's free_streams). NULL:
+ * none. */
 struct block *pool_find_free(const struct pool *p, size_t size, size_t max, cudaStream_t stream,
                              enum alloc_mode mode, stream_idle_fn idle, void *idle_ctx,
                              bool *wait);

@@ -181,10 +181,12 @@ static bool stream_idle(void *rt, cudaStream_t stream)
 
 /* A block of class CLASS_IDX on DEVICE for SIZE bytes: free space of its
  * pool (STREAM first ordered after the streams that last used it), else a
- * new slab. */
+ * new slab (*GREW). */
 static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, size_t size,
-                              cudaStream_t stream, enum alloc_mode mode, struct block **out)
+                              cudaStream_t stream, enum alloc_mode mode, struct block **out,
+                              bool *grew)
 {
+    *grew = false;
     struct device_state *dev = device_get(rt, device);
     struct pool *p = dev ? device_pool(dev, device, class_idx) : NULL;
     if (!p)
@@ -207,6 +209,7 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
         if (err != cudaSuccess)
             return err;
         b = s->first;
+        *grew = true;
     }
     pool_take(p, b, req.want);
     if (map_insert(&rt->map, b) != 0) {
@@ -360,10 +363,9 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
         }
     } else {
         struct block *b = NULL;
-        /* Slabs made so far: held plus given back (a growth may give some back first). */
-        uint64_t made = rt->class_stats[cls].slabs + rt->class_stats[cls].slab_releases;
+        bool grew;
         err = pool_alloc(rt, cls, device, size, stream,
-                         api == API_CUDA_MALLOC ? MODE_ANY : MODE_STREAM, &b);
+                         api == API_CUDA_MALLOC ? MODE_ANY : MODE_STREAM, &b, &grew);
         if (err != cudaSuccess && rt->program->classes[cls].memory == MEMORY_HOST) {
             /* No pinned host memory: the job's allocation goes to CUDA as it asked. */
             pthread_mutex_unlock(&rt->lock);
@@ -378,8 +380,9 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
             if (rt->learn)
                 learn_alloc(rt, b);
             /* A new slab placed whole on the GPU left the block there already. */
-            bool grew = rt->class_stats[cls].slabs + rt->class_stats[cls].slab_releases != made;
-            uint8_t growth = !grew ? TRACE_NO_SLAB : b->on_gpu ? TRACE_SLAB_ON_GPU : TRACE_SLAB_OFF_GPU;
+            uint8_t growth = !grew       ? TRACE_NO_SLAB
+                             : b->on_gpu ? TRACE_SLAB_ON_GPU
+                                         : TRACE_SLAB_OFF_GPU;
             count_alloc(rt, cls, b->size);
             sites_note_alloc(rt->sites, atomic_load(&rt->phase_current), tag_site_current(), b,
                              size);
