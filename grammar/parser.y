@@ -61,7 +61,7 @@ static void skipped_item(struct parse_state *st);
 %token EXIT "exit" MARK "mark" GPU "gpu" HOST "host" NUMA "numa" NEAR "near" NONE "none"
 %token MANAGED "managed" DEVICE "device" READ_MOSTLY "read_mostly"
 %token SIZE_KW "size" PHASE "phase" TAG "tag" API "api" NTH "nth" ANY "any"
-%token AND "and" OR "or" NOT "not" SAVED "saved" LEARN "learn"
+%token AND "and" OR "or" NOT "not" SPARE "spare" SAVED "saved" LEARN "learn"
 %token DOTDOT ".." LE "<=" GE ">=" EQ "==" NE "!="
 %token <num> NUMBER "number" SIZE "size value" PERCENT "percentage"
 %token <str> STRING "string" IDENT "identifier"
@@ -342,6 +342,7 @@ predicate:
     | TAG STRING      { $$ = text_expr(EXPR_TAG, $2, @$, @2); if (!$$) YYNOMEM; }
     | API IDENT       { $$ = text_expr(EXPR_API, $2, @$, @2); if (!$$) YYNOMEM; }
     | SAVED           { $$ = expr_new(EXPR_SAVED, @$); if (!$$) YYNOMEM; }
+    | SPARE           { $$ = expr_new(EXPR_SPARE, @$); if (!$$) YYNOMEM; }
     | DEVICE NUMBER
         {
             $$ = expr_new(EXPR_DEVICE, @$);

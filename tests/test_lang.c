@@ -48,7 +48,7 @@ static int classify(const struct program *p, uint64_t size, unsigned api, int de
         if (t >= 0)
             tag_bits[t / 64] |= 1ull << (t % 64);
     }
-    struct alloc_ctx ctx = {size, seq, api, device, phase_bits, tag_bits, false};
+    struct alloc_ctx ctx = {size, seq, api, device, phase_bits, tag_bits, false, 0};
     int cls = program_classify(p, &ctx);
     free(phase_bits);
     free(tag_bits);
@@ -785,7 +785,8 @@ static void test_program_filters_agree_with_full_eval(void **state)
                              "class g { match tag \"t\" and phase \"y\" or phase \"x1\"; }\n"
                              "class h { match saved and size < 100 or saved and tag \"t\"; }\n"
                              "class i { match not saved and phase \"y\"; }\n"
-                             "class j { match saved or api pluggable; }\n");
+                             "class j { match saved or api pluggable; }\n"
+                             "class k { match spare and size > 10 or not spare and tag \"t\"; }\n");
     const struct program *p = pol.program;
     assert_non_null(p);
     uint64_t seed = 7, phase_sets[4][1] = {{0}, {0}, {0}, {0}}, tag_sets[2][1] = {{0}, {1}};
@@ -797,13 +798,67 @@ static void test_program_filters_agree_with_full_eval(void **state)
         uint64_t sizes[] = {0, 1, 10, 15, 20, 21, 99, 100, 4096, 4097, 1 << 20, (1 << 20) - 1};
         struct alloc_ctx ctx = {sizes[(seed >> 10) % 12], (seed >> 20) % 10, 1u << ((seed >> 30) % 4),
                                 (int)((seed >> 40) % 3), phase_sets[(seed >> 50) % 4],
-                                tag_sets[(seed >> 60) % 2], (seed >> 62) & 1};
+                                tag_sets[(seed >> 60) % 2], (seed >> 62) & 1,
+                                (seed >> 5) % 3 * 2048};
         int want = -1;
         for (size_t k = 0; k < p->class_count && want < 0; k++)
             if (program_class_matches(p, k, &ctx))
                 want = (int)k;
         assert_int_equal(program_classify(p, &ctx), want);
     }
+    policy_free(&pol);
+}
+
+/* `spare`: true while the room the runtime measured holds the block; read
+ * only by a class that names it; W108 where the class never takes the GPU. */
+static void test_spare_predicate(void **state)
+{
+    (void)state;
+    struct policy pol = load("umpol 1;\n"
+                             "class opt_gpu { match phase \"optimizer*\" and spare; memory device; }\n"
+                             "class opt { match phase \"optimizer*\"; memory host; }\n"
+                             "class rest { match any; }\n");
+    const struct program *p = pol.program;
+    assert_non_null(p);
+    assert_int_equal(pol.diags.errors + pol.diags.warnings, 0);
+    assert_true(p->uses_spare);
+    assert_true(p->classes[0].uses_spare);
+    assert_false(p->classes[1].uses_spare);
+    uint64_t opt[1] = {0};
+    program_match_phase(p, "optimizer.step", opt);
+    struct alloc_ctx ctx = {.size = 4096, .api = API_CUDA_MALLOC, .phase_bits = opt};
+    assert_int_equal(program_classify(p, &ctx), 1); /* no room */
+    ctx.spare_bytes = 4095;
+    assert_int_equal(program_classify(p, &ctx), 1);
+    ctx.spare_bytes = 4096;
+    assert_int_equal(program_classify(p, &ctx), 0);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    program_explain(out, p);
+    fclose(out);
+    assert_non_null(strstr(text, "match:    phase \"optimizer*\" and spare\n"));
+    assert_non_null(strstr(text, "spare:    takes a block while the GPU's budget has room"));
+    free(text);
+    text = NULL;
+    out = open_memstream(&text, &len);
+    program_explain_json(out, p);
+    fclose(out);
+    assert_non_null(strstr(text, "\"takes_saved\":false,\"uses_spare\":true"));
+    free(text);
+    policy_free(&pol);
+    pol = load("umpol 1;\nclass rest { match any; }\n");
+    assert_false(pol.program->uses_spare);
+    policy_free(&pol);
+    /* Pinned host memory never takes the GPU's room: a warning on `spare`. */
+    pol = load("umpol 1;\nclass a { match size > 1 and spare; memory host; }\n"
+               "class rest { match any; }\n");
+    assert_non_null(pol.program);
+    assert_int_equal(pol.diags.errors, 0);
+    assert_int_equal(pol.diags.warnings, 1);
+    assert_int_equal(pol.diags.items[0].code, W_SPARE_HOST);
+    assert_int_equal(pol.diags.items[0].loc.first_line, 2);
+    assert_int_equal(pol.diags.items[0].loc.first_column, 30);
     policy_free(&pol);
 }
 
@@ -821,6 +876,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_glob_match_cases),
         cmocka_unit_test(test_glob_pathological_is_fast),
+        cmocka_unit_test(test_spare_predicate),
         cmocka_unit_test(test_strset_interns),
         cmocka_unit_test(test_source_lines_and_columns),
         cmocka_unit_test(test_source_rejects_nul_and_bad_utf8),

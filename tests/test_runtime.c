@@ -212,6 +212,69 @@ static void test_runtime_grow_gives_back_empty_slabs(void **state)
     teardown(f);
 }
 
+/* `spare`: nothing while the job climbs to its peak; after it, device memory
+ * up to the budget less that peak and the reserve, then the next class; a
+ * block the card refuses goes to the next class too. */
+static const char spare_policy[] =
+    "umpol 1;\nbudget gpu 256MiB;\nslab 1MiB;\n"
+    "class opt_gpu { match size == 3MiB and spare; memory device; }\n"
+    "class opt { match size == 3MiB; memory host; }\n"
+    "class acts { match any; memory device; }\n";
+
+static void test_runtime_spare(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20, budget = 256 * MiB, reserve = 8 * MiB; /* 1/32 */
+    struct fixture *f = setup(spare_policy);
+    const struct class_stats *st = f->rt.class_stats;
+    const struct device_state *dev = &f->rt.devices[0];
+    void *w = alloc(f, 100 * MiB, API_CUDA_MALLOC, S1);
+    void *o = alloc(f, 3 * MiB, API_CUDA_MALLOC, S1); /* climbing: no room */
+    assert_int_equal(st[0].allocations, 0);
+    assert_int_equal(st[1].allocations, 1);
+    void *a = alloc(f, 120 * MiB, API_CUDA_MALLOC, S1);
+    release(f, a, S1, MODE_ANY); /* past the peak; the pool keeps the slab */
+    assert_int_equal(dev->others_peak, 220 * MiB);
+    assert_int_equal(place_spare_room(&f->rt, 0), budget - 220 * MiB - reserve);
+    void *kept[64];
+    int n = 0;
+    for (; n < 64; n++) {
+        kept[n] = alloc(f, 3 * MiB, API_CUDA_MALLOC, S1);
+        if (st[0].allocations == (uint64_t)n) /* went to the host class */
+            break;
+    }
+    assert_true(n > 0 && n < 64);
+    assert_int_equal(st[1].allocations, 2);
+    assert_int_equal(dev->spare_held, st[0].slab_bytes);
+    assert_true(dev->others_peak + dev->spare_held + reserve <= budget);
+    assert_true(place_spare_room(&f->rt, 0) < 3 * MiB);
+    assert_int_equal(dev->others_peak, 220 * MiB); /* the spare is not the job's peak */
+    assert_residency_exact(f);
+    for (int i = 0; i <= n; i++)
+        release(f, kept[i], S1, MODE_ANY);
+    release(f, o, S1, MODE_ANY);
+    release(f, w, S1, MODE_ANY);
+    place_trim(&f->rt, -1, -1); /* the fake GPU's memory, for the tests after */
+    assert_int_equal(dev->spare_held, 0);
+    teardown(f);
+
+    /* The card has not the room the budget has: classified again without it. */
+    f = setup(spare_policy);
+    st = f->rt.class_stats;
+    a = alloc(f, 120 * MiB, API_CUDA_MALLOC, S1);
+    release(f, a, S1, MODE_ANY);
+    fake_set_malloc_fails(1);
+    o = alloc(f, 3 * MiB, API_CUDA_MALLOC, S1);
+    fake_set_malloc_fails(0);
+    assert_int_equal(st[0].allocations, 0);
+    assert_int_equal(st[1].allocations, 1);
+    assert_int_equal(f->rt.spare_misses, 1);
+    assert_residency_exact(f);
+    release(f, o, S1, MODE_ANY);
+    place_trim(&f->rt, -1, -1);
+    teardown(f);
+}
+
 /* No pinned memory to be had: the allocation passes through to CUDA. */
 static void test_runtime_host_class_falls_back(void **state)
 {
@@ -1277,6 +1340,7 @@ int main(void)
         cmocka_unit_test(test_runtime_device_class_uses_cuda_malloc),
         cmocka_unit_test(test_runtime_host_class_is_pinned),
         cmocka_unit_test(test_runtime_grow_gives_back_empty_slabs),
+        cmocka_unit_test(test_runtime_spare),
         cmocka_unit_test(test_runtime_host_class_falls_back),
         cmocka_unit_test(test_runtime_host_class_after_fork),
         cmocka_unit_test(test_runtime_same_stream_reuse),

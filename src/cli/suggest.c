@@ -765,12 +765,25 @@ static void print_group(FILE *f, const struct group *g, const struct group *all,
                     "# Made in a repeated phase and kept (%s): the budget holds it all, on the "
                     "GPU.\n",
                     kind);
-        else
+        else if (pl->memory_goal)
             fprintf(f,
                     "# Made in a repeated phase and kept (%s, read and written once a step): in "
                     "pinned host memory near the GPU, mapped by it, never moved.\n",
                     kind);
+        else
+            fprintf(f,
+                    "# Made in a repeated phase and kept (%s, read and written once a step): "
+                    "what the budget has room for beside the step's peak on the GPU (spare), the "
+                    "rest in pinned host memory near the GPU, mapped by it, never moved (the "
+                    "class after).\n",
+                    kind);
         break;
+    }
+    if (g->role == ROLE_STEP_STATE && !on_gpu && !pl->memory_goal) {
+        /* Made after the step's peak was seen: the runtime knows its room. */
+        fprintf(f, "class %s_gpu {\n    match ", g->name);
+        print_predicate(f, g, all, n);
+        fputs(" and spare;\n    memory device;\n}\n", f);
     }
     fprintf(f, "class %s {\n", g->name);
     print_match(f, g, all, n);

@@ -16,6 +16,7 @@ enum expr_kind {
     EXPR_API,    /* allocation API */
     EXPR_DEVICE, /* device ordinal */
     EXPR_SAVED,  /* the block was reported saved for backward */
+    EXPR_SPARE,  /* the GPU's budget has room for the block beside the job's peak */
     EXPR_AND,
     EXPR_OR,
     EXPR_NOT,

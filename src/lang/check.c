@@ -123,7 +123,7 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
     const char *name = class_label(c);
     const struct directive *first[DIR_PRIORITY + 1] = {0};
     const struct directive *memory_other = NULL, *prefetch_gpu = NULL; /* not managed memory */
-    const struct expr *takes_saved = NULL;
+    const struct expr *takes_saved = NULL, *spare = NULL;
     bool access_gpu = false;
     for (const struct directive *d = c->directives; d; d = d->next) {
         if (d->kind != DIR_PREFETCH && first[d->kind]) {
@@ -138,8 +138,10 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
         switch (d->kind) {
         case DIR_MATCH:
             check_expr(d->match, diags);
-            if (d->match)
+            if (d->match) {
                 takes_saved = expr_uses_saved(d->match);
+                spare = expr_find(d->match, EXPR_SPARE);
+            }
             break;
         case DIR_MEMORY:
             if (d->memory != MEMORY_MANAGED)
@@ -205,6 +207,15 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
             "saved exists already, and moves only between classes of managed memory",
             name, word);
         diag_note(dg, memory_other->loc, "'memory %s' given here", word);
+    }
+    /* The room `spare` measures is the GPU's: pinned host memory never takes it. */
+    if (memory_other && memory_other->memory == MEMORY_HOST && spare) {
+        struct diag *dg = diag_add(
+            diags, DIAG_WARNING, W_SPARE_HOST, spare->loc,
+            "class '%s' takes blocks by the GPU's spare room but uses 'memory host', which "
+            "never occupies the GPU: 'memory device' puts them in that room",
+            name);
+        diag_note(dg, memory_other->loc, "'memory host' given here");
     }
     const struct directive *place = first[DIR_PLACE];
     if (place && place_is_host(place->place.kind) && prefetch_gpu && !access_gpu && !memory_other &&

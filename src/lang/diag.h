@@ -52,6 +52,7 @@ enum diag_code {
     W_READ_MOSTLY_BUDGET = 105, /* read_mostly under a budget: not applied */
     W_SAVED_SHADOWED = 106,     /* a class before a saved class takes its blocks first */
     W_HOST_MANAGED = 107,       /* managed memory on the host, never moved: may stay on the card */
+    W_SPARE_HOST = 108,         /* `spare` in a class of `memory host`, which never takes the GPU */
 };
 
 struct diag {

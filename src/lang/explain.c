@@ -75,6 +75,7 @@ static void print_node(FILE *out, const struct program *p, uint32_t i, int paren
     case OP_API: fprintf(out, "api %s", api_name((unsigned)n->lo)); break;
     case OP_DEVICE: fprintf(out, "device %" PRIu64, n->lo); break;
     case OP_SAVED: fputs("saved", out); break;
+    case OP_SPARE: fputs("spare", out); break;
     case OP_NOT:
         fputs("not ", out);
         print_node(out, p, n->left, 3);
@@ -181,6 +182,10 @@ void program_explain(FILE *out, const struct program *p)
         if (c->takes_saved)
             fprintf(out, "     saved:    a block reported saved for backward moves here if it "
                          "matches then\n");
+        if (c->uses_spare)
+            fprintf(out, "     spare:    takes a block while the GPU's budget has room for it beside "
+                         "the\n               job's peak there, less a reserve (1/32 of the "
+                         "budget, at least 2 slabs)\n");
         for (uint32_t k = 0; k < c->prefetch_count; k++) {
             const struct program_prefetch *pf = &p->prefetches[c->prefetch_first + k];
             const char *pat = pattern_of(p, pf);
@@ -256,9 +261,10 @@ void program_explain_json(FILE *out, const struct program *p)
         json_print_string(out, text ? text : "");
         free(text);
         fprintf(out,
-                ",\"always\":%s,\"takes_saved\":%s,\"memory\":\"%s\",\"read_mostly\":%s,"
-                "\"place\":",
+                ",\"always\":%s,\"takes_saved\":%s,\"uses_spare\":%s,\"memory\":\"%s\","
+                "\"read_mostly\":%s,\"place\":",
                 c->always ? "true" : "false", c->takes_saved ? "true" : "false",
+                c->uses_spare ? "true" : "false",
                 memory_kind_name(c->memory),
                 c->read_mostly ? "true" : "false");
         json_place(out, c->place);

@@ -52,6 +52,14 @@ const struct expr *expr_uses_saved(const struct expr *e)
     return uses_saved(e, false);
 }
 
+const struct expr *expr_find(const struct expr *e, enum expr_kind kind)
+{
+    if (!e || e->kind == kind)
+        return e;
+    const struct expr *l = expr_find(e->left, kind);
+    return l ? l : expr_find(e->right, kind);
+}
+
 bool expr_never(const struct expr *e)
 {
     switch (e->kind) {

@@ -20,4 +20,7 @@ bool expr_mentions_saved(const struct expr *e);
  * reported saved for backward may come to match E then (and move in). */
 const struct expr *expr_uses_saved(const struct expr *e);
 
+/* The first node of KIND in E, or NULL. */
+const struct expr *expr_find(const struct expr *e, enum expr_kind kind);
+
 #endif

@@ -72,6 +72,7 @@ static uint32_t compile_expr(struct compiler *cc, const struct expr *e)
     case EXPR_API: node.op = OP_API; node.lo = api_from_name(e->text); break;
     case EXPR_DEVICE: node.op = OP_DEVICE; node.lo = e->lo; break;
     case EXPR_SAVED: node.op = OP_SAVED; break;
+    case EXPR_SPARE: node.op = OP_SPARE; break;
     case EXPR_AND:
     case EXPR_OR:
     case EXPR_NOT:
@@ -162,6 +163,8 @@ static void compile_class(struct compiler *cc, const struct class_decl *c, struc
             pc->root = compile_expr(cc, d->match);
             pc->always = expr_always(d->match);
             pc->takes_saved = expr_uses_saved(d->match) != NULL;
+            pc->uses_spare = expr_find(d->match, EXPR_SPARE) != NULL;
+            p->uses_spare |= pc->uses_spare;
             if (!cc->failed)
                 *filter = filter_of(p, pc->root);
             filter->root = pc->root;
@@ -300,6 +303,7 @@ static bool eval(const struct program_node *nodes, uint32_t i, const struct allo
         case OP_API: return (ctx->api & n->lo) != 0;
         case OP_DEVICE: return ctx->device >= 0 && (uint64_t)ctx->device == n->lo;
         case OP_SAVED: return ctx->saved;
+        case OP_SPARE: return ctx->size <= ctx->spare_bytes;
         case OP_NOT: return !eval(nodes, n->left, ctx);
         case OP_AND:
             if (!eval(nodes, n->left, ctx))

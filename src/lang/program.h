@@ -23,6 +23,7 @@ enum node_op {
     OP_OR,
     OP_NOT,
     OP_SAVED,
+    OP_SPARE,
 };
 
 /* One predicate node; children are indexes into the same array. */
@@ -52,6 +53,7 @@ struct program_class {
     /* `saved` in its predicate (outside a `not`): blocks reported saved for
      * backward may move into it. */
     bool takes_saved;
+    bool uses_spare; /* `spare` in its predicate: its GPU bytes are the spare's */
     enum memory_kind memory;
     bool read_mostly;
     struct program_place place;
@@ -107,6 +109,9 @@ struct program {
     int32_t step_glob;
     /* `learn step;`: the step is found in the repetition of the job's events. */
     bool step_by_repetition;
+    /* Some class's predicate reads `spare`: the runtime works out the room
+     * (alloc_ctx.spare_bytes) before classifying. */
+    bool uses_spare;
 };
 
 /* Everything known about one allocation when it is classified. */
@@ -120,11 +125,22 @@ struct alloc_ctx {
     /* The block was reported saved for backward: false when allocated; true
      * when umpol_note_saved classifies it again. */
     bool saved;
+    /* `spare`: bytes the GPU's budget has room for beside the most the job
+     * has held there (0 where the program does not use `spare`). */
+    uint64_t spare_bytes;
 };
 
 /* Compile a checked AST. Returns NULL only when out of memory. */
 struct program *program_compile(const struct policy_ast *ast);
 void program_free(struct program *p);
+
+/* What `spare` keeps back of LIMIT (the GPU's budget) for a step that holds
+ * a little more than the ones before: 1/32 of it, at least two slabs. */
+static inline uint64_t program_spare_reserve(const struct program *p, uint64_t limit)
+{
+    uint64_t r = limit / 32;
+    return r > 2 * p->slab_bytes ? r : 2 * p->slab_bytes;
+}
 
 /* Index of the first class matching CTX, or -1 when none does. */
 int program_classify(const struct program *p, const struct alloc_ctx *ctx);

@@ -23,6 +23,9 @@ struct device_state {
     /* GPU memory the runtime holds on this device: its managed blocks on the
      * GPU, live or free, and its device-memory slabs. The budget bounds it. */
     uint64_t resident_bytes;
+    /* `spare`: what the classes that read it hold of resident_bytes, and the
+     * most the rest of it has ever been (the job's peak without them). */
+    uint64_t spare_held, others_peak;
     /* Under a budget, managed memory prefers the host and is mapped by the GPU:
      * pages move to the GPU only when the runtime places them there. */
     bool steer;

@@ -244,13 +244,46 @@ static struct pool *live_pool(struct runtime *rt, const struct block *b)
     return b->moved_in ? rt->devices[p->device].pools[b->class_idx] : p;
 }
 
+/* DEV holds BYTES more (fewer) of class CLS on the GPU. `spare` measures its
+ * room against the peak of what the classes that do not read it hold. */
+static void resident_add(struct runtime *rt, struct device_state *dev, int cls, uint64_t bytes)
+{
+    dev->resident_bytes += bytes;
+    if (rt->program->classes[cls].uses_spare)
+        dev->spare_held += bytes;
+    else if (dev->resident_bytes - dev->spare_held > dev->others_peak)
+        dev->others_peak = dev->resident_bytes - dev->spare_held;
+}
+
+static void resident_sub(struct runtime *rt, struct device_state *dev, int cls, uint64_t bytes)
+{
+    dev->resident_bytes -= bytes;
+    if (rt->program->classes[cls].uses_spare)
+        dev->spare_held -= bytes;
+}
+
+uint64_t place_spare_room(const struct runtime *rt, int device)
+{
+    if (device < 0 || device >= RT_MAX_DEVICES || !rt->devices[device].known)
+        return 0;
+    const struct device_state *dev = &rt->devices[device];
+    uint64_t limit = dev->budget_bytes != UINT64_MAX ? dev->budget_bytes : dev->total_bytes;
+    uint64_t reserve = program_spare_reserve(rt->program, limit);
+    /* Still climbing to its peak (its live blocks within a reserve of the
+     * most they have been): the peak so far says nothing yet of the step's. */
+    if (rt->gpu_live + reserve > rt->gpu_live_peak)
+        return 0;
+    uint64_t taken = dev->others_peak + dev->spare_held + reserve;
+    return limit > taken ? limit - taken : 0;
+}
+
 /* Count B's pages as on its pool's GPU; a live block joins the pool's LRU. */
 static void gpu_take(struct runtime *rt, struct block *b)
 {
     struct pool *p = live_pool(rt, b);
     b->on_gpu = true;
     b->tick = ++rt->tick;
-    rt->devices[p->device].resident_bytes += b->size;
+    resident_add(rt, &rt->devices[p->device], b->class_idx, b->size);
     if (!b->free)
         gpu_list_append(&p->lru_head, &p->lru_tail, b);
 }
@@ -261,7 +294,7 @@ static void gpu_leave(struct runtime *rt, struct block *b)
     struct pool *p = live_pool(rt, b);
     gpu_list_remove(&p->lru_head, &p->lru_tail, b);
     b->on_gpu = false;
-    rt->devices[p->device].resident_bytes -= b->size;
+    resident_sub(rt, &rt->devices[p->device], b->class_idx, b->size);
 }
 
 /* Free space still on the GPU, allocated again: live, most recent. */
@@ -305,7 +338,7 @@ void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s)
         st->slab_peak_bytes = st->slab_bytes;
     enum memory_kind kind = rt->program->classes[pool->class_idx].memory;
     if (kind == MEMORY_DEVICE)
-        dev->resident_bytes += s->size; /* device memory: all of it on the GPU at once */
+        resident_add(rt, dev, pool->class_idx, s->size); /* device memory: all on the GPU */
     if (kind != MEMORY_MANAGED)
         return; /* pinned host memory: never on the GPU, never advised */
     dev->managed_bytes += s->size;
@@ -324,7 +357,7 @@ void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s)
         if (pf->trigger == TRIGGER_ALLOC && is_gpu(loc) && loc.id == pool->device) {
             if (mover_prefetch(&rt->mover, s->base, s->size, loc, dev->stream)) { /* the free block joins the GPU bins and idle list */
                 s->first->tick = ++rt->tick;
-                dev->resident_bytes += s->size;
+                resident_add(rt, dev, pool->class_idx, s->size);
                 pool_idle_arrived_gpu(pool, s->first);
             }
             st->prefetches++;
@@ -351,7 +384,7 @@ size_t place_trim(struct runtime *rt, int device, int class_idx)
                 next = s->next;
                 uintptr_t base = s->base;
                 size_t size = s->size;
-                dev->resident_bytes -= slab_gpu_bytes(s);
+                resident_sub(rt, dev, (int)c, slab_gpu_bytes(s));
                 slab_destroy(p, s);
                 cudaError_t err = mover_release(&rt->mover, cls->memory, base, size);
                 if (err != cudaSuccess)
@@ -367,7 +400,7 @@ size_t place_trim(struct runtime *rt, int device, int class_idx)
                     dev->managed_bytes -= size;
                     ranges_locked_remove(rt, base);
                 } else if (cls->memory == MEMORY_DEVICE) {
-                    dev->resident_bytes -= size;
+                    resident_sub(rt, dev, (int)c, size);
                 }
                 rt->class_stats[c].slabs--;
                 rt->class_stats[c].slab_bytes -= size;
@@ -478,7 +511,7 @@ static bool reclaim_idle(struct runtime *rt, int device)
     }
     rt->class_stats[b->class_idx].reclaims++;
     rt->class_stats[b->class_idx].reclaim_bytes += b->size;
-    rt->devices[device].resident_bytes -= b->size;
+    resident_sub(rt, &rt->devices[device], b->class_idx, b->size);
     pool_idle_left_gpu(oldest, b);
     rt->reclaim_ns += now_ns() - t0;
     return true;
@@ -697,8 +730,11 @@ bool place_reclassify(struct runtime *rt, struct block *b, int to)
     if (!dest)
         return false;
     struct pool *src = live_pool(rt, b);
-    if (b->on_gpu)
+    if (b->on_gpu) {
         gpu_list_remove(&src->lru_head, &src->lru_tail, b);
+        resident_sub(rt, &rt->devices[device], from, b->size);
+        resident_add(rt, &rt->devices[device], to, b->size);
+    }
     if (b->moved_in)
         pool_guest_remove(src, b);
     b->class_idx = to;
@@ -729,6 +765,10 @@ void place_on_free(struct runtime *rt, struct block *b)
         struct pool *home = b->slab->pool;
         pool_guest_remove(p, b);
         readvise(rt, b, b->class_idx, home->class_idx, home->device, &home->advice_warned);
+        if (b->on_gpu) {
+            resident_sub(rt, &rt->devices[home->device], b->class_idx, b->size);
+            resident_add(rt, &rt->devices[home->device], home->class_idx, b->size);
+        }
         b->class_idx = home->class_idx;
         b->moved_in = false;
     }

@@ -34,6 +34,13 @@ bool cap_admits(struct runtime *rt, int class_idx, int device, size_t size);
  * when >= 0; of every class, or only CLASS_IDX's when >= 0. */
 size_t place_trim(struct runtime *rt, int device, int class_idx);
 
+/* `spare`: the bytes DEVICE's budget (without one, its memory) has room for
+ * beside the most the classes that do not read `spare` have held there, what
+ * those that do hold now, and program_spare_reserve. 0 for a device not yet
+ * seen, and while those classes hold within the reserve of their peak: the
+ * job may still be climbing to it. */
+uint64_t place_spare_room(const struct runtime *rt, int device);
+
 /* A new slab of POOL: counted, advised, and prefetched whole when its class
  * asks for a prefetch on alloc and no budget holds the GPU. */
 void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s);

@@ -11,6 +11,7 @@
 
 #include "lang/json.h"
 #include "report/report.h"
+#include "runtime/placement.h"
 #include "runtime/profile.h"
 #include "runtime/report.h"
 #include "runtime/state.h"
@@ -313,9 +314,15 @@ int report_write(const struct runtime *rt, const char *path)
         fprintf(f,
                 "%s\n    {\"device\": %d, \"total_bytes\": %" PRIu64 ", \"budget_bytes\": %s"
                 ", \"cap_bytes\": %" PRIu64 ", \"managed_bytes\": %" PRIu64
-                ", \"resident_bytes\": %" PRIu64 ", \"host_numa_id\": %d}",
+                ", \"resident_bytes\": %" PRIu64 ", \"host_numa_id\": %d",
                 first ? "" : ",", d, dev->total_bytes, budget, dev->cap_bytes, dev->managed_bytes,
                 dev->resident_bytes, dev->host_numa_id);
+        if (rt->program->uses_spare)
+            fprintf(f,
+                    ", \"spare\": {\"held_bytes\": %" PRIu64 ", \"others_peak_bytes\": %" PRIu64
+                    ", \"room_bytes\": %" PRIu64 ", \"misses\": %" PRIu64 "}",
+                    dev->spare_held, dev->others_peak, place_spare_room(rt, d), rt->spare_misses);
+        fputc('}', f);
         first = false;
     }
     fputs("\n  ],\n  \"classes\": [\n", f);

@@ -292,9 +292,21 @@ static void learn_phase(struct runtime *rt, enum step_kind kind, const uint64_t 
     step_record(&rt->step, key);
 }
 
+/* `spare`'s view of the job's live blocks: on the GPU side, not its own. */
+static void count_gpu_live(struct runtime *rt, int cls, int64_t bytes)
+{
+    const struct program_class *c = &rt->program->classes[cls];
+    if (c->uses_spare || c->memory == MEMORY_HOST)
+        return;
+    rt->gpu_live += (uint64_t)bytes;
+    if (rt->gpu_live > rt->gpu_live_peak)
+        rt->gpu_live_peak = rt->gpu_live;
+}
+
 static void count_alloc(struct runtime *rt, int cls, size_t bytes)
 {
     struct class_stats *st = &rt->class_stats[cls];
+    count_gpu_live(rt, cls, (int64_t)bytes);
     rt->allocations++;
     st->allocations++;
     st->bytes_requested += bytes;
@@ -310,6 +322,16 @@ static void pinning_failed(struct runtime *rt, int cls, size_t size, cudaError_t
         LOG(LOG_WARN, "class '%s': pinning %zu bytes of host memory failed (%s); from now on its "
             "allocations go to CUDA unchanged (on the GPU, outside the budget)",
             rt->program->classes[cls].name, size, rt->cuda->get_error_string(err));
+}
+
+/* Class CLS took a block by the budget's spare room that the GPU had not. */
+static void spare_failed(struct runtime *rt, int cls, size_t size)
+{
+    if (!atomic_exchange(&rt->spare_said, true))
+        LOG(LOG_WARN, "class '%s': the budget had room for %zu bytes that the GPU had not; the "
+            "block goes to the class it matches without 'spare' (said once)",
+            rt->program->classes[cls].name, size);
+    __atomic_fetch_add(&rt->spare_misses, 1, __ATOMIC_RELAXED);
 }
 
 /* What a block was classified by, kept for classifying it again. */
@@ -343,7 +365,14 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
         .phase_bits = rt->phase_words <= WORDS ? phase_snapshot : (const uint64_t *)rt->phase_bits,
         .tag_bits = tag_bits_current(),
     };
-    int cls = program_classify(rt->program, &ctx);
+    if (rt->program->uses_spare) {
+        pthread_mutex_lock(&rt->lock);
+        ctx.spare_bytes = place_spare_room(rt, device);
+        pthread_mutex_unlock(&rt->lock);
+    }
+    int cls;
+classify:
+    cls = program_classify(rt->program, &ctx);
     if (cls < 0 || (api != API_CUDA_MALLOC && mover_stream_capturing(&rt->mover, stream)) ||
         (api != API_CUDA_MALLOC_MANAGED && atomic_load(&rt->pinning_off[cls]))) {
         __atomic_fetch_add(&rt->passthrough, 1, __ATOMIC_RELAXED);
@@ -366,6 +395,15 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
         bool grew;
         err = pool_alloc(rt, cls, device, size, stream,
                          api == API_CUDA_MALLOC ? MODE_ANY : MODE_STREAM, &b, &grew);
+        if (err == cudaErrorMemoryAllocation && rt->program->classes[cls].uses_spare &&
+            ctx.spare_bytes) {
+            /* The budget had room the card has not (other processes, the
+             * job's own memory): classified again as if it had none. */
+            pthread_mutex_unlock(&rt->lock);
+            spare_failed(rt, cls, size);
+            ctx.spare_bytes = 0;
+            goto classify;
+        }
         if (err != cudaSuccess && rt->program->classes[cls].memory == MEMORY_HOST) {
             /* No pinned host memory: the job's allocation goes to CUDA as it asked. */
             pthread_mutex_unlock(&rt->lock);
@@ -484,6 +522,8 @@ void rt_saved(struct runtime *rt, struct block *b)
     a->allocations -= a->allocations > 0;
     a->bytes_requested -= a->bytes_requested < b->size ? a->bytes_requested : b->size;
     a->live_bytes -= b->size;
+    count_gpu_live(rt, from, -(int64_t)b->size);
+    count_gpu_live(rt, to, (int64_t)b->size);
     s->allocations++;
     s->reclassified++;
     s->bytes_requested += b->size;
@@ -508,6 +548,7 @@ bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode
     st->frees++;
     rt->frees++;
     st->live_bytes -= b->size;
+    count_gpu_live(rt, b->class_idx, -(int64_t)b->size);
     sites_note_free(rt->sites, b);
     if (!b->slab) { /* the job's own managed memory */
         *err = mover_release(&rt->mover, MEMORY_MANAGED, b->addr, b->size);

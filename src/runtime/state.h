@@ -82,6 +82,13 @@ struct runtime {
     /* Per class of `memory host`: pinning failed, or this is a forked child,
      * which does not inherit pinned pages: its allocations go to CUDA. */
     _Atomic bool *pinning_off;
+    /* `spare`: the live bytes of the classes on the GPU side (not `memory
+     * host`) that do not read it, and their peak; blocks the budget had room
+     * for and the GPU had not, classified again without it; whether that was
+     * said. */
+    uint64_t gpu_live, gpu_live_peak;
+    uint64_t spare_misses;
+    _Atomic bool spare_said;
     long ahead_scanned;
     long ahead_use; /* -1: not placing ahead */
     /* Blocks placed or used after this tick serve the phase open now: placing

@@ -105,9 +105,18 @@ static cudaError_t host_free(void *ptr)
     return cudaSuccess;
 }
 
+static int malloc_fails;
+
+void fake_set_malloc_fails(int on)
+{
+    malloc_fails = on;
+}
+
 EXPORT cudaError_t cudaMalloc(void **ptr, size_t size)
 {
     COUNT(malloc);
+    if (malloc_fails)
+        return cudaErrorMemoryAllocation;
     cudaError_t err = host_alloc(ptr, size);
     if (err == cudaSuccess)
         residency(*ptr, size, 1);

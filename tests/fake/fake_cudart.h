@@ -23,6 +23,8 @@ void fake_set_streams_busy(int busy);
 void fake_set_capturing(int on);
 /* Make cudaHostRegister fail as when pinned memory runs out. */
 void fake_set_host_register_fails(int on);
+/* Make cudaMalloc fail as on a full card. */
+void fake_set_malloc_fails(int on);
 
 /* The per-thread-default-stream variants, which cuda_runtime_api.h declares
  * only for code built with them. */
