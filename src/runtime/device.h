@@ -26,6 +26,7 @@ struct device_state {
     /* `spare`: what the classes that read it hold of resident_bytes, and the
      * most the rest of it has ever been (the job's peak without them). */
     uint64_t spare_held, others_peak;
+    uint64_t spare_judged_by; /* others_peak when spare_held last grew */
     /* Under a budget, managed memory prefers the host and is mapped by the GPU:
      * pages move to the GPU only when the runtime places them there. */
     bool steer;

@@ -249,9 +249,10 @@ static struct pool *live_pool(struct runtime *rt, const struct block *b)
 static void resident_add(struct runtime *rt, struct device_state *dev, int cls, uint64_t bytes)
 {
     dev->resident_bytes += bytes;
-    if (rt->program->classes[cls].uses_spare)
+    if (rt->program->classes[cls].uses_spare) {
         dev->spare_held += bytes;
-    else if (dev->resident_bytes - dev->spare_held > dev->others_peak)
+        dev->spare_judged_by = dev->others_peak;
+    } else if (dev->resident_bytes - dev->spare_held > dev->others_peak)
         dev->others_peak = dev->resident_bytes - dev->spare_held;
 }
 
@@ -268,7 +269,7 @@ uint64_t place_spare_room(const struct runtime *rt, int device)
         return 0;
     const struct device_state *dev = &rt->devices[device];
     uint64_t limit = dev->budget_bytes != UINT64_MAX ? dev->budget_bytes : dev->total_bytes;
-    uint64_t reserve = program_spare_reserve(rt->program, limit);
+    uint64_t reserve = program_spare_reserve(rt->program, limit, dev->others_peak);
     /* Still climbing to its peak (its live blocks within a reserve of the
      * most they have been): the peak so far says nothing yet of the step's. */
     if (rt->gpu_live + reserve > rt->gpu_live_peak)

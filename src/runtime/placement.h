@@ -36,7 +36,7 @@ size_t place_trim(struct runtime *rt, int device, int class_idx);
 
 /* `spare`: the bytes DEVICE's budget (without one, its memory) has room for
  * beside the most the classes that do not read `spare` have held there, what
- * those that do hold now, and program_spare_reserve. 0 for a device not yet
+ * those that do hold now, and program_spare_reserve's reserve. 0 for a device not yet
  * seen, and while those classes hold within the reserve of their peak: the
  * job may still be climbing to it. */
 uint64_t place_spare_room(const struct runtime *rt, int device);

@@ -320,8 +320,10 @@ int report_write(const struct runtime *rt, const char *path)
         if (rt->program->uses_spare)
             fprintf(f,
                     ", \"spare\": {\"held_bytes\": %" PRIu64 ", \"others_peak_bytes\": %" PRIu64
-                    ", \"room_bytes\": %" PRIu64 ", \"misses\": %" PRIu64 "}",
-                    dev->spare_held, dev->others_peak, place_spare_room(rt, d), rt->spare_misses);
+                    ", \"judged_by_peak_bytes\": %" PRIu64 ", \"room_bytes\": %" PRIu64
+                    ", \"misses\": %" PRIu64 "}",
+                    dev->spare_held, dev->others_peak, dev->spare_judged_by,
+                    place_spare_room(rt, d), rt->spare_misses);
         fputc('}', f);
         first = false;
     }
