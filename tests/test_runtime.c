@@ -234,6 +234,9 @@ static void test_runtime_spare(void **state)
     assert_int_equal(st[1].allocations, 1);
     void *a = alloc(f, 120 * MiB, API_CUDA_MALLOC, S1);
     release(f, a, S1, MODE_ANY); /* past the peak; the pool keeps the slab */
+    /* Live again within the reserve of the peak, but past it by more than 1/32
+     * of the budget: that is enough. */
+    void *c = alloc(f, 100 * MiB, API_CUDA_MALLOC, S1);
     assert_int_equal(dev->others_peak, 220 * MiB);
     assert_int_equal(place_spare_room(&f->rt, 0), budget - 220 * MiB - reserve); /* a fifth */
     void *kept[64];
@@ -254,6 +257,7 @@ static void test_runtime_spare(void **state)
     for (int i = 0; i <= n; i++)
         release(f, kept[i], S1, MODE_ANY);
     release(f, o, S1, MODE_ANY);
+    release(f, c, S1, MODE_ANY);
     release(f, w, S1, MODE_ANY);
     place_trim(&f->rt, -1, -1); /* the fake GPU's memory, for the tests after */
     assert_int_equal(dev->spare_held, 0);
