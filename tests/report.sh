@@ -108,6 +108,29 @@ assert opt["um"]["dtoh_bytes"] == (2 << 30) + (4 << 30), opt
 fwd = next(p for p in m["phases"] if p["name"] == "forward")
 assert fwd["entries"] == 20 and fwd["um"]["gpu_faults"] == 600, fwd
 PY
+    # The pools' slab peak and releases are summed too.
+    for r in 0 1; do
+        python3 - "$top_srcdir/tests/reports/rank$r.json" "$tmp/slabs$r.json" $r <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+k = int(sys.argv[3])
+for c in r["classes"]:
+    if c["name"] == "optimizer":
+        c["slab_peak_bytes"] = c["slab_bytes"] + (1 << 20) * (k + 1)
+        c["slab_releases"] = 3 + k
+json.dump(r, open(sys.argv[2], "w"))
+PY
+    done
+    "$UMPOL_BIN" report --json "$tmp/slabs0.json" "$tmp/slabs1.json" >"$tmp/slabs.json" ||
+        fail "report --json of slab counters: exit"
+    python3 - "$tmp/slabs.json" "$r0" "$r1" <<'PY' || fail "report --json: slab peak or releases not summed"
+import json, sys
+m = json.load(open(sys.argv[1]))
+opt = next(c for c in m["classes"] if c["name"] == "optimizer")
+slabs = sum(next(c for c in json.load(open(f))["classes"] if c["name"] == "optimizer")["slab_bytes"]
+            for f in sys.argv[2:])
+assert opt["slab_peak_bytes"] == slabs + (3 << 20) and opt["slab_releases"] == 7, opt
+PY
     expect_status 0 "report --trace" "$UMPOL_BIN" report --trace "$tmp/trace.json" "$r0" "$r1"
     python3 - "$tmp/trace.json" <<'PY' || fail "trace is not what Perfetto reads"
 import json, sys
