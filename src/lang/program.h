@@ -137,8 +137,8 @@ void program_free(struct program *p);
 /* What `spare` keeps back of LIMIT (the GPU's budget) for steps that hold
  * more than the first (a pool's free space falls differently once it has
  * been used): a fifth of PEAK, the most the job has held there, and at least
- * 1/32 of the limit and two slabs. Measured: a 0.94B Llama's later steps
- * held 0.9-1.0 GiB (10-17%) more than its first. */
+ * 1/32 of the limit and two slabs. Measured: 0.94B and 1.75B Llamas' later steps
+ * held 0.7-1.0 GiB (5-17%) more than their first. */
 static inline uint64_t program_spare_reserve(const struct program *p, uint64_t limit,
                                              uint64_t peak)
 {
