@@ -278,6 +278,23 @@ static void test_runtime_spare(void **state)
     release(f, o, S1, MODE_ANY);
     place_trim(&f->rt, -1, -1);
     teardown(f);
+
+    /* No class matches without the room: the allocation goes to CUDA as asked. */
+    f = setup("umpol 1;\nbudget gpu 400MiB;\nslab 1MiB;\n"
+              "class opt_gpu { match size == 24MiB and spare; memory device; }\n"
+              "class acts { match size > 24MiB; memory device; }\n");
+    a = alloc(f, 120 * MiB, API_CUDA_MALLOC, S1);
+    release(f, a, S1, MODE_ANY);
+    fake_set_malloc_fails(1);
+    bool handled = true;
+    void *p = NULL;
+    assert_int_equal(rt_alloc(&f->rt, &p, blk, API_CUDA_MALLOC, S1, &handled), cudaSuccess);
+    fake_set_malloc_fails(0);
+    assert_false(handled);
+    assert_int_equal(f->rt.passthrough, 1);
+    assert_int_equal(f->rt.class_stats[0].allocations, 0);
+    place_trim(&f->rt, -1, -1);
+    teardown(f);
 }
 
 /* No pinned memory to be had: the allocation passes through to CUDA. */

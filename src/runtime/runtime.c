@@ -375,6 +375,7 @@ classify:
     cls = program_classify(rt->program, &ctx);
     if (cls < 0 || (api != API_CUDA_MALLOC && mover_stream_capturing(&rt->mover, stream)) ||
         (api != API_CUDA_MALLOC_MANAGED && atomic_load(&rt->pinning_off[cls]))) {
+        *handled = false; /* also when classified again without `spare` */
         __atomic_fetch_add(&rt->passthrough, 1, __ATOMIC_RELAXED);
         return cudaSuccess;
     }
