@@ -59,7 +59,7 @@ static void skipped_item(struct parse_state *st);
 %token MATCH "match" MEMORY "memory" ADVISE "advise" PLACE "place" ACCESS "access"
 %token PREFETCH "prefetch" PRIORITY "priority" ON "on" ALLOC "alloc" ENTER "enter"
 %token EXIT "exit" MARK "mark" GPU "gpu" HOST "host" NUMA "numa" NEAR "near" NONE "none"
-%token MANAGED "managed" DEVICE "device" READ_MOSTLY "read_mostly"
+%token MANAGED "managed" DEVICE "device" MOVABLE "movable" READ_MOSTLY "read_mostly"
 %token SIZE_KW "size" PHASE "phase" TAG "tag" API "api" NTH "nth" ANY "any"
 %token AND "and" OR "or" NOT "not" SPARE "spare" SAVED "saved" LEARN "learn"
 %token DOTDOT ".." LE "<=" GE ">=" EQ "==" NE "!="
@@ -232,6 +232,14 @@ directive:
             struct directive *d = directive_new(DIR_MEMORY, @1);
             if (!d) YYNOMEM;
             d->memory = MEMORY_DEVICE;
+            d->value_loc = @2;
+            add_directive(st, d);
+        }
+    | MEMORY MOVABLE semi
+        {
+            struct directive *d = directive_new(DIR_MEMORY, @1);
+            if (!d) YYNOMEM;
+            d->memory = MEMORY_MOVABLE;
             d->value_loc = @2;
             add_directive(st, d);
         }

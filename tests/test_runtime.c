@@ -221,6 +221,112 @@ static const char spare_policy[] =
     "class opt { match size == 24MiB; memory host; }\n"
     "class acts { match any; memory device; }\n";
 
+static const char movable_policy[] =
+    "umpol 1;\nbudget gpu 200MiB;\nslab 64MiB;\n"
+    "class states { match size >= 1MiB; memory movable;\n"
+    "  prefetch host on enter \"optimizer*\"; prefetch gpu on exit \"optimizer*\"; }\n"
+    "class rest { match any; memory device; }\n";
+
+static void fill(void *p, size_t n, unsigned seed)
+{
+    uint32_t *w = p;
+    for (size_t i = 0; i < n / 4; i++)
+        w[i] = (uint32_t)i * 2654435761u ^ seed;
+}
+
+static bool filled(const void *p, size_t n, unsigned seed)
+{
+    const uint32_t *w = p;
+    for (size_t i = 0; i < n / 4; i++)
+        if (w[i] != ((uint32_t)i * 2654435761u ^ seed))
+            return false;
+    return true;
+}
+
+/* `memory movable`: whole slabs move between the GPU's memory and the host's
+ * behind the job's pointers, the data kept, the card's memory given back, the
+ * budget kept on the way in; a move that cannot be made leaves the data where
+ * they are. */
+static void test_runtime_movable(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20;
+    uint64_t vmm_before = fake_vmm_gpu_bytes();
+    struct fixture *f = setup(movable_policy);
+    const struct class_stats *st = f->rt.class_stats;
+    const struct device_state *dev = &f->rt.devices[0];
+    void *a = alloc(f, 100 * MiB, API_CUDA_MALLOC, S1); /* a dedicated slab: pieces of 64 + 36 */
+    void *b = alloc(f, 10 * MiB, API_CUDA_MALLOC_ASYNC, S1); /* a 64 MiB slab */
+    fill(a, 100 * MiB, 1);
+    fill(b, 10 * MiB, 2);
+    assert_int_equal(dev->resident_bytes, 164 * MiB);
+    assert_int_equal(fake_vmm_gpu_bytes() - vmm_before, 164 * MiB);
+    assert_int_equal(DELTA(f, malloc), 0); /* no plain device memory */
+
+    phase_enter(&f->rt, "optimizer.step"); /* all to the host */
+    assert_int_equal(dev->resident_bytes, 0);
+    assert_int_equal(fake_vmm_gpu_bytes() - vmm_before, 0); /* the card has it back */
+    assert_int_equal(st[0].movable_to_host_bytes, 164 * MiB);
+    assert_int_equal(DELTA(f, memcpy_bytes_to_host), 164 * MiB);
+    assert_true(filled(a, 100 * MiB, 1) && filled(b, 10 * MiB, 2));
+    fill(a, 100 * MiB, 3); /* written where it lies, as the GPU would over the link */
+    phase_exit(&f->rt); /* all back */
+    assert_int_equal(dev->resident_bytes, 164 * MiB);
+    assert_int_equal(fake_vmm_gpu_bytes() - vmm_before, 164 * MiB);
+    assert_int_equal(st[0].movable_to_gpu_bytes, 164 * MiB);
+    assert_true(filled(a, 100 * MiB, 3) && filled(b, 10 * MiB, 2));
+
+    /* The budget: a new slab without room starts on the host, and a move to
+     * the GPU takes whole pieces while they fit. */
+    void *c = alloc(f, 60 * MiB, API_CUDA_MALLOC, S1);
+    fill(c, 60 * MiB, 4);
+    assert_int_equal(dev->resident_bytes, 164 * MiB);
+    phase_enter(&f->rt, "optimizer.step");
+    phase_exit(&f->rt);
+    assert_true(dev->resident_bytes <= 200 * MiB);
+    assert_int_equal(dev->resident_bytes, 188 * MiB); /* 60 + 64 + 64; 36 left */
+    assert_int_equal(fake_vmm_gpu_bytes() - vmm_before, dev->resident_bytes);
+    assert_int_equal(st[0].movable_budget_left, 36 * MiB); /* of the pieces it would move */
+    assert_true(filled(a, 100 * MiB, 3) && filled(b, 10 * MiB, 2) && filled(c, 60 * MiB, 4));
+
+    /* The GPU has no memory for the way back: everything stays on the host. */
+    phase_enter(&f->rt, "optimizer.step");
+    fake_set_vmm_create_fails_after(0);
+    phase_exit(&f->rt);
+    fake_set_vmm_create_fails_after(-1);
+    assert_int_equal(dev->resident_bytes, 0);
+    assert_int_equal(fake_vmm_gpu_bytes() - vmm_before, 0);
+    assert_true(filled(a, 100 * MiB, 3) && filled(b, 10 * MiB, 2) && filled(c, 60 * MiB, 4));
+    phase_enter(&f->rt, "optimizer.step");
+    phase_exit(&f->rt);
+    assert_int_equal(dev->resident_bytes, 188 * MiB);
+
+    release(f, a, S1, MODE_ANY);
+    release(f, b, S1, MODE_STREAM);
+    release(f, c, S1, MODE_ANY);
+    place_trim(&f->rt, -1, -1);
+    assert_int_equal(dev->resident_bytes, 0);
+    assert_int_equal(fake_vmm_gpu_bytes(), vmm_before);
+    assert_int_equal(st[0].slabs, 0);
+    teardown(f);
+
+    /* Without the driver's virtual memory calls: plain device memory. */
+    fake_set_vmm_off(1);
+    f = setup(movable_policy);
+    a = alloc(f, 10 * MiB, API_CUDA_MALLOC, S1);
+    assert_int_equal(DELTA(f, malloc), 1);
+    uint64_t held = f->rt.class_stats[0].slab_bytes;
+    assert_int_equal(f->rt.devices[0].resident_bytes, held);
+    phase_enter(&f->rt, "optimizer.step"); /* nothing to move */
+    phase_exit(&f->rt);
+    assert_int_equal(f->rt.devices[0].resident_bytes, held);
+    release(f, a, S1, MODE_ANY);
+    place_trim(&f->rt, -1, -1);
+    assert_int_equal(f->rt.devices[0].resident_bytes, 0);
+    teardown(f);
+    fake_set_vmm_off(0);
+}
+
 static void test_runtime_spare(void **state)
 {
     (void)state;
@@ -1367,6 +1473,7 @@ int main(void)
         cmocka_unit_test(test_runtime_host_class_is_pinned),
         cmocka_unit_test(test_runtime_grow_gives_back_empty_slabs),
         cmocka_unit_test(test_runtime_spare),
+        cmocka_unit_test(test_runtime_movable),
         cmocka_unit_test(test_runtime_host_class_falls_back),
         cmocka_unit_test(test_runtime_host_class_after_fork),
         cmocka_unit_test(test_runtime_same_stream_reuse),

@@ -66,6 +66,7 @@ const char *memory_kind_name(enum memory_kind kind)
     switch (kind) {
     case MEMORY_DEVICE: return "device";
     case MEMORY_HOST: return "host";
+    case MEMORY_MOVABLE: return "movable";
     case MEMORY_MANAGED: break;
     }
     return "managed";

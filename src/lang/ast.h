@@ -51,8 +51,10 @@ struct prefetch {
 };
 
 /* Where a class's blocks come from: managed memory (advised, placed,
- * moved), plain device memory, or pinned host memory the GPU maps. */
-enum memory_kind { MEMORY_MANAGED, MEMORY_DEVICE, MEMORY_HOST };
+ * moved), plain device memory, pinned host memory the GPU maps, or movable
+ * memory (GPU or host memory behind a fixed address, moved whole by the
+ * runtime's copy engines on the class's prefetch rules). */
+enum memory_kind { MEMORY_MANAGED, MEMORY_DEVICE, MEMORY_HOST, MEMORY_MOVABLE };
 
 /* "managed", "device" or "host": the directive's own word. */
 const char *memory_kind_name(enum memory_kind kind);

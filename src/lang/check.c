@@ -116,6 +116,45 @@ static void check_unmanaged(const struct class_decl *c, const struct directive *
     }
 }
 
+/* A class of movable memory is moved whole between its GPU and the host by
+ * its prefetch rules and placed by 'place'; it takes no advice or access,
+ * and no rule that fires on allocation (a new slab goes where 'place' says). */
+static void check_movable(const struct class_decl *c, const struct directive *const *first,
+                          const struct directive *memory, struct diag_list *diags)
+{
+    static const enum directive_kind managed_only[] = {DIR_ADVISE, DIR_ACCESS};
+    for (size_t i = 0; i < sizeof managed_only / sizeof managed_only[0]; i++) {
+        const struct directive *d = first[managed_only[i]];
+        if (!d)
+            continue;
+        struct diag *dg = diag_add(diags, DIAG_ERROR, E_CONFLICT, d->loc,
+                                   "'%s' needs managed memory, but class '%s' uses 'memory "
+                                   "movable', which the runtime moves itself",
+                                   directive_name(d->kind), class_label(c));
+        diag_note(dg, memory->loc, "'memory movable' given here");
+    }
+    for (const struct directive *d = c->directives; d; d = d->next) {
+        const struct place *where = d->kind == DIR_PLACE      ? &d->place
+                                    : d->kind == DIR_PREFETCH ? &d->prefetch.dest
+                                                              : NULL;
+        if (!where)
+            continue;
+        struct diag *dg = NULL;
+        if (d->kind == DIR_PREFETCH && d->prefetch.trigger == TRIGGER_ALLOC)
+            dg = diag_add(diags, DIAG_ERROR, E_CONFLICT, d->loc,
+                          "class '%s' uses 'memory movable': a new slab goes where 'place' says, "
+                          "so nothing is prefetched on alloc",
+                          class_label(c));
+        else if (where->kind == LOC_GPU && where->index >= 0)
+            dg = diag_add(diags, DIAG_ERROR, E_CONFLICT, where->loc,
+                          "class '%s' uses 'memory movable', which lives on its own GPU or on "
+                          "the host: say 'gpu' (no number) or a host place",
+                          class_label(c));
+        if (dg)
+            diag_note(dg, memory->loc, "'memory movable' given here");
+    }
+}
+
 /* BUDGET: the policy's 'budget gpu', or NULL. */
 static void check_class(const struct class_decl *c, const struct global_decl *budget,
                         struct diag_list *diags)
@@ -195,7 +234,9 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
     if (!first[DIR_MATCH] && complete(c))
         diag_add(diags, DIAG_ERROR, E_NO_MATCH, c->name_loc,
                  "class '%s' has no 'match' directive: say which allocations it takes", name);
-    if (memory_other)
+    if (memory_other && memory_other->memory == MEMORY_MOVABLE)
+        check_movable(c, first, memory_other, diags);
+    else if (memory_other)
         check_unmanaged(c, first, memory_other, diags);
     /* Saved blocks exist already, as managed memory: they cannot become
      * device or pinned host memory. */

@@ -237,6 +237,7 @@ static bool read_classes(struct ctx *c, const struct jv *doc, struct report *r)
         cls->memory = !memory ? REPORT_MEMORY_MANAGED
                       : strcmp(memory->string, "device") == 0 ? REPORT_MEMORY_DEVICE
                       : strcmp(memory->string, "host") == 0   ? REPORT_MEMORY_HOST
+                      : strcmp(memory->string, "movable") == 0 ? REPORT_MEMORY_MOVABLE
                                                               : REPORT_MEMORY_MANAGED;
         for (int k = 0; k < RC_COUNT; k++)
             if (!get_uint(c, cj, where, report_class_counters[k], &cls->v[k])) return false;

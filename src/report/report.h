@@ -138,7 +138,12 @@ struct report_policy {
 };
 
 /* Where a class's blocks came from (its "memory"). */
-enum report_memory { REPORT_MEMORY_MANAGED, REPORT_MEMORY_DEVICE, REPORT_MEMORY_HOST };
+enum report_memory {
+    REPORT_MEMORY_MANAGED,
+    REPORT_MEMORY_DEVICE,
+    REPORT_MEMORY_HOST,
+    REPORT_MEMORY_MOVABLE
+};
 
 struct report_class {
     char *name;

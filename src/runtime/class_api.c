@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/mover.h"
 #include "runtime/runtime.h"
 #include "umpol.h"
 
@@ -26,9 +27,43 @@ EXPORT const char *umpol_class_name(int index)
     return rt->program->classes[index].name;
 }
 
+/* Bytes of movable slab S's live blocks that lie in pieces on the GPU. */
+static uint64_t movable_live_on_gpu(const struct slab *s)
+{
+    const struct movable *mv = s->backing;
+    uint64_t bytes = 0;
+    for (const struct block *b = s->first; b; b = b->next) {
+        for (uintptr_t a = b->addr; !b->free && a < b->addr + b->size;) {
+            size_t i = (a - mv->base) / MOVABLE_PIECE;
+            uintptr_t end = mv->base + (i + 1) * MOVABLE_PIECE;
+            if (end > b->addr + b->size)
+                end = b->addr + b->size;
+            bytes += mv->gpu[i] ? end - a : 0;
+            a = end;
+        }
+    }
+    return bytes;
+}
+
 /* Bytes of CLS's live blocks on the GPU: the pools' on-GPU lists (rt->lock held). */
 static uint64_t resident_bytes(const struct runtime *rt, int cls)
 {
+    if (rt->program->classes[cls].memory == MEMORY_MOVABLE) {
+        uint64_t bytes = 0;
+        for (int d = 0; d < RT_MAX_DEVICES; d++) {
+            const struct device_state *dev = &rt->devices[d];
+            const struct pool *p = dev->known && dev->pools ? dev->pools[cls] : NULL;
+            for (const struct slab *s = p ? p->slabs : NULL; s; s = s->next) {
+                if (s->backing) {
+                    bytes += movable_live_on_gpu(s);
+                    continue;
+                }
+                for (const struct block *b = s->first; b; b = b->next) /* plain device memory */
+                    bytes += b->free ? 0 : b->size;
+            }
+        }
+        return bytes;
+    }
     if (rt->program->classes[cls].memory != MEMORY_MANAGED) /* all or nothing on the GPU */
         return rt->program->classes[cls].memory == MEMORY_DEVICE ? rt->class_stats[cls].live_bytes
                                                                  : 0;

@@ -46,6 +46,14 @@ struct cuda_api {
     cudaError_t (*event_create_with_flags)(cudaEvent_t *event, unsigned flags);
     cudaError_t (*event_record)(cudaEvent_t event, cudaStream_t stream);
     cudaError_t (*event_destroy)(cudaEvent_t event);
+    cudaError_t (*event_synchronize)(cudaEvent_t event);
+    cudaError_t (*memcpy_async)(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                                cudaStream_t stream);
+    /* May be NULL: the driver's functions (the mover takes its virtual
+     * memory calls from here, so the job need not link libcuda). */
+    cudaError_t (*driver_entry)(const char *symbol, void **fn, unsigned version,
+                                unsigned long long flags,
+                                enum cudaDriverEntryPointQueryResult *status);
     cudaError_t (*get_last_error)(void);
     const char *(*get_error_string)(cudaError_t error);
 };

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #ifdef HAVE_NUMA
@@ -229,4 +230,271 @@ bool mover_move_dead(struct mover *m, struct device_state *dev, uintptr_t addr, 
     if (evict)
         mover_follow(m, dev, evict, on);
     return true;
+}
+
+bool mover_movable_usable(struct mover *m)
+{
+    if (m->vmm_state)
+        return m->vmm_state > 0;
+    struct {
+        void **slot;
+        const char *name;
+    } const fns[] = {
+        {(void **)&m->vmm.reserve, "cuMemAddressReserve"},
+        {(void **)&m->vmm.free, "cuMemAddressFree"},
+        {(void **)&m->vmm.create, "cuMemCreate"},
+        {(void **)&m->vmm.release, "cuMemRelease"},
+        {(void **)&m->vmm.map, "cuMemMap"},
+        {(void **)&m->vmm.unmap, "cuMemUnmap"},
+        {(void **)&m->vmm.set_access, "cuMemSetAccess"},
+    };
+    const char *missing = m->cuda->driver_entry ? NULL : "cudaGetDriverEntryPointByVersion";
+    for (size_t i = 0; !missing && i < sizeof fns / sizeof fns[0]; i++) {
+        enum cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
+        if (m->cuda->driver_entry(fns[i].name, fns[i].slot, 12000, cudaEnableDefault, &status) !=
+                cudaSuccess ||
+            status != cudaDriverEntryPointSuccess || !*fns[i].slot)
+            missing = fns[i].name;
+    }
+    if (missing) {
+        m->cuda->get_last_error();
+        LOG(LOG_WARN, "'memory movable' needs the driver's %s, which this CUDA lacks; its classes "
+            "get plain device memory", missing);
+    }
+    m->vmm_state = missing ? -1 : 1;
+    return !missing;
+}
+
+static CUmemAllocationProp vmm_prop(bool on_gpu, int device, int node)
+{
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED};
+    prop.location.type = on_gpu ? CU_MEM_LOCATION_TYPE_DEVICE : CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    prop.location.id = on_gpu ? device : node;
+    return prop;
+}
+
+static size_t piece_size(const struct movable *mv, size_t i)
+{
+    size_t off = i * MOVABLE_PIECE;
+    return mv->size - off < MOVABLE_PIECE ? mv->size - off : MOVABLE_PIECE;
+}
+
+/* Map physical memory H at [VA, VA+SIZE) for MV's GPU to read and write. */
+static bool vmm_map(struct mover *m, const struct movable *mv, uintptr_t va, size_t size,
+                    CUmemGenericAllocationHandle h)
+{
+    CUmemAccessDesc access = {.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = mv->device;
+    if (m->vmm.map(va, size, 0, h, 0) != CUDA_SUCCESS)
+        return false;
+    if (m->vmm.set_access(va, size, &access, 1) == CUDA_SUCCESS)
+        return true;
+    m->vmm.unmap(va, size);
+    return false;
+}
+
+static void movable_free(struct mover *m, struct movable *mv)
+{
+    for (size_t i = 0; i < mv->pieces; i++) {
+        uintptr_t off = i * MOVABLE_PIECE;
+        size_t len = piece_size(mv, i);
+        if (mv->host[i] || mv->gpu[i])
+            m->vmm.unmap(mv->base + off, len); /* unmapped already where the set-up failed */
+        if (mv->host[i]) {
+            m->vmm.unmap(mv->shadow + off, len);
+            m->vmm.release(mv->host[i]);
+        }
+        if (mv->gpu[i])
+            m->vmm.release(mv->gpu[i]);
+    }
+    if (mv->base)
+        m->vmm.free(mv->base, mv->size);
+    if (mv->shadow)
+        m->vmm.free(mv->shadow, mv->size);
+    if (mv->stage)
+        m->vmm.free(mv->stage, mv->size);
+    free(mv->host);
+    free(mv->gpu);
+    free(mv);
+}
+
+cudaError_t mover_movable_alloc(struct mover *m, size_t size, int device, int node, bool on_gpu,
+                                struct movable **out)
+{
+    *out = NULL;
+    if (!mover_movable_usable(m))
+        return cudaErrorNotSupported;
+    if (!size || size % MOVABLE_GRANULE)
+        return cudaErrorInvalidValue;
+    if (node < 0) {
+        int nearest = -1;
+        if (m->cuda->device_get_attribute(&nearest, cudaDevAttrHostNumaId, device) != cudaSuccess)
+            m->cuda->get_last_error();
+        node = nearest < 0 ? 0 : nearest;
+    }
+    struct movable *mv = calloc(1, sizeof *mv);
+    size_t pieces = (size + MOVABLE_PIECE - 1) / MOVABLE_PIECE;
+    if (!mv)
+        return cudaErrorMemoryAllocation;
+    *mv = (struct movable){.size = size, .pieces = pieces, .device = device, .node = node,
+                           .host = calloc(pieces, sizeof *mv->host),
+                           .gpu = calloc(pieces, sizeof *mv->gpu)};
+    CUdeviceptr va[3] = {0};
+    bool ok = mv->host && mv->gpu;
+    for (int r = 0; ok && r < 3; r++)
+        ok = m->vmm.reserve(&va[r], size, MOVABLE_GRANULE, 0, 0) == CUDA_SUCCESS;
+    mv->base = va[0], mv->shadow = va[1], mv->stage = va[2];
+    const CUmemAllocationProp host_prop = vmm_prop(false, device, node),
+                              gpu_prop = vmm_prop(true, device, node);
+    for (size_t i = 0; ok && i < pieces; i++) {
+        uintptr_t off = i * MOVABLE_PIECE;
+        size_t len = piece_size(mv, i);
+        ok = m->vmm.create(&mv->host[i], len, &host_prop, 0) == CUDA_SUCCESS;
+        if (!ok) {
+            mv->host[i] = 0;
+            break;
+        }
+        ok = vmm_map(m, mv, mv->shadow + off, len, mv->host[i]);
+        if (!ok) { /* nothing of this piece mapped: release it here */
+            m->vmm.release(mv->host[i]);
+            mv->host[i] = 0;
+            break;
+        }
+        /* A piece the GPU has no memory for starts on the host. */
+        if (on_gpu && m->vmm.create(&mv->gpu[i], len, &gpu_prop, 0) != CUDA_SUCCESS)
+            mv->gpu[i] = 0;
+        ok = vmm_map(m, mv, mv->base + off, len, mv->gpu[i] ? mv->gpu[i] : mv->host[i]);
+        if (!ok) {
+            m->vmm.unmap(mv->shadow + off, len);
+            m->vmm.release(mv->host[i]);
+            mv->host[i] = 0;
+            if (mv->gpu[i])
+                m->vmm.release(mv->gpu[i]);
+            mv->gpu[i] = 0;
+            break;
+        }
+        mv->gpu_bytes += mv->gpu[i] ? len : 0;
+    }
+    if (!ok) {
+        m->cuda->get_last_error();
+        movable_free(m, mv);
+        return cudaErrorMemoryAllocation;
+    }
+    *out = mv;
+    return cudaSuccess;
+}
+
+cudaError_t mover_movable_release(struct mover *m, struct movable *mv)
+{
+    cudaError_t err = m->cuda->device_synchronize(); /* an unmap does not wait for the GPU */
+    if (err != cudaSuccess)
+        return err; /* keep it rather than pull it from under the GPU */
+    movable_free(m, mv);
+    return cudaSuccess;
+}
+
+size_t mover_movable_move(struct mover *m, struct device_state *dev, struct movable *mv,
+                          bool to_gpu, size_t limit)
+{
+    enum { MAX_EVENTS = 64 }; /* pieces in flight at once: 4 GiB */
+    cudaEvent_t ev[MAX_EVENTS];
+    size_t moved = 0;
+    if (!dev->stream || m->cuda->device_synchronize() != cudaSuccess) {
+        m->cuda->get_last_error();
+        return 0;
+    }
+    const CUmemAllocationProp gpu_prop = vmm_prop(true, mv->device, mv->node);
+    for (size_t first = 0; first < mv->pieces;) {
+        /* Queue a round of copies, the GPU memory of each made first on the way in. */
+        size_t idx[MAX_EVENTS], n = 0, i = first;
+        for (; i < mv->pieces && n < MAX_EVENTS; i++) {
+            uintptr_t off = i * MOVABLE_PIECE;
+            size_t len = piece_size(mv, i);
+            if ((mv->gpu[i] != 0) == to_gpu || moved + len > limit)
+                continue;
+            if (to_gpu) {
+                if (m->vmm.create(&mv->gpu[i], len, &gpu_prop, 0) != CUDA_SUCCESS) {
+                    mv->gpu[i] = 0;
+                    break; /* the GPU is full: the rest stays on the host */
+                }
+                if (!vmm_map(m, mv, mv->stage + off, len, mv->gpu[i])) {
+                    m->vmm.release(mv->gpu[i]);
+                    mv->gpu[i] = 0;
+                    break;
+                }
+            }
+            if (m->cuda->event_create_with_flags(&ev[n], cudaEventDisableTiming) != cudaSuccess ||
+                m->cuda->memcpy_async(
+                    (void *)(to_gpu ? mv->stage + off : mv->shadow + off),
+                    (void *)(to_gpu ? mv->shadow + off : mv->base + off), len,
+                    to_gpu ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                    dev->stream) != cudaSuccess ||
+                m->cuda->event_record(ev[n], dev->stream) != cudaSuccess) {
+                if (to_gpu) {
+                    m->vmm.unmap(mv->stage + off, len);
+                    m->vmm.release(mv->gpu[i]);
+                    mv->gpu[i] = 0;
+                }
+                break;
+            }
+            idx[n++] = i;
+            moved += len;
+        }
+        bool stop = i < mv->pieces && n < MAX_EVENTS && moved < limit;
+        /* Each piece is remapped as soon as its copy is done, while the next copies run. */
+        for (size_t k = 0; k < n; k++) {
+            size_t j = idx[k], len = piece_size(mv, j);
+            uintptr_t off = j * MOVABLE_PIECE;
+            bool copied = m->cuda->event_synchronize(ev[k]) == cudaSuccess;
+            m->cuda->event_destroy(ev[k]);
+            if (to_gpu)
+                m->vmm.unmap(mv->stage + off, len);
+            if (!copied) { /* the piece stays where it is */
+                if (to_gpu) {
+                    m->vmm.release(mv->gpu[j]);
+                    mv->gpu[j] = 0;
+                }
+                moved -= len;
+                stop = true;
+                continue;
+            }
+            CUmemGenericAllocationHandle from = to_gpu ? mv->host[j] : mv->gpu[j],
+                                         to = to_gpu ? mv->gpu[j] : mv->host[j];
+            if (m->vmm.unmap(mv->base + off, len) != CUDA_SUCCESS) {
+                moved -= len;
+                stop = true;
+                if (to_gpu) {
+                    m->vmm.release(mv->gpu[j]);
+                    mv->gpu[j] = 0;
+                }
+                continue;
+            }
+            if (!vmm_map(m, mv, mv->base + off, len, to)) {
+                /* Back to the memory it had, which still holds the data. */
+                if (!vmm_map(m, mv, mv->base + off, len, from))
+                    LOG(LOG_ERROR, "a movable piece at %#lx could not be mapped again",
+                        (unsigned long)(mv->base + off));
+                moved -= len;
+                stop = true;
+                if (to_gpu) {
+                    m->vmm.release(mv->gpu[j]);
+                    mv->gpu[j] = 0;
+                }
+                continue;
+            }
+            if (!to_gpu) {
+                m->vmm.release(mv->gpu[j]); /* the card gets it back now */
+                mv->gpu[j] = 0;
+                mv->gpu_bytes -= len;
+            } else {
+                mv->gpu_bytes += len;
+            }
+        }
+        if (stop)
+            break;
+        first = i;
+    }
+    m->cuda->get_last_error();
+    return moved;
 }

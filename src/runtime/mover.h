@@ -10,15 +10,69 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cuda.h> /* the driver's virtual memory types */
+
 #include "lang/ast.h"
 #include "runtime/cuda_api.h"
 #include "runtime/device.h"
+
+/* The driver's virtual memory calls `memory movable` needs. */
+struct vmm_api {
+    CUresult (*reserve)(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                        unsigned long long flags);
+    CUresult (*free)(CUdeviceptr ptr, size_t size);
+    CUresult (*create)(CUmemGenericAllocationHandle *handle, size_t size,
+                       const CUmemAllocationProp *prop, unsigned long long flags);
+    CUresult (*release)(CUmemGenericAllocationHandle handle);
+    CUresult (*map)(CUdeviceptr ptr, size_t size, size_t offset,
+                    CUmemGenericAllocationHandle handle, unsigned long long flags);
+    CUresult (*unmap)(CUdeviceptr ptr, size_t size);
+    CUresult (*set_access)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
+                           size_t count);
+};
 
 struct mover {
     const struct cuda_api *cuda;
     bool batch_unsupported;            /* cudaMemPrefetchBatchAsync refused once */
     bool discard_prefetch_unsupported; /* discard-and-prefetch refused once */
+    int vmm_state;                     /* 0: not looked up yet, 1: vmm usable, -1: not */
+    struct vmm_api vmm;
 };
+
+/* `memory movable`: a slab whose address stays while its memory moves. The
+ * job's range maps, piece by piece, either GPU memory or host memory. The
+ * host memory is made with the slab and kept for its life, also mapped at a
+ * second range (the shadow), so a move is a copy by the copy engines between
+ * the two mappings and a remap of the job's range; the GPU memory exists only
+ * while a piece is on the GPU, so the card gets it back when the piece leaves.
+ * (cuMemMap maps no part of a physical allocation: each piece is one.) */
+#define MOVABLE_PIECE (64u << 20)
+#define MOVABLE_GRANULE (2u << 20)
+
+struct movable {
+    uintptr_t base, shadow, stage; /* the job's range, the host memory's, the way in's */
+    size_t size, pieces;
+    int device, node;
+    size_t gpu_bytes; /* of the pieces on the GPU */
+    CUmemGenericAllocationHandle *host, *gpu; /* per piece; gpu[i] == 0: on the host */
+};
+
+/* Can this process make movable slabs? Looked up once; false says why in the log. */
+bool mover_movable_usable(struct mover *m);
+/* A movable slab of SIZE bytes (a multiple of MOVABLE_GRANULE) for DEVICE,
+ * its host memory on NUMA node NODE (< 0: the GPU's nearest, else 0), its
+ * pieces on the GPU when ON_GPU and the GPU has the memory, else on the host. */
+cudaError_t mover_movable_alloc(struct mover *m, size_t size, int device, int node, bool on_gpu,
+                                struct movable **out);
+/* Give it all back, after every stream's work so far. */
+cudaError_t mover_movable_release(struct mover *m, struct movable *mv);
+/* Move MV's pieces to the GPU (TO_GPU) or to the host, on DEV's stream, at
+ * most LIMIT bytes of them: first every stream's work so far is waited for (a
+ * remap does not wait for the GPU), then the copies are queued and each piece
+ * is remapped as its copy completes. Returns the bytes moved; a piece that
+ * cannot move stays where it is, mapped and intact. */
+size_t mover_movable_move(struct mover *m, struct device_state *dev, struct movable *mv,
+                          bool to_gpu, size_t limit);
 
 void mover_init(struct mover *m, const struct cuda_api *cuda);
 

@@ -339,8 +339,10 @@ void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s)
     if (st->slab_bytes > st->slab_peak_bytes)
         st->slab_peak_bytes = st->slab_bytes;
     enum memory_kind kind = rt->program->classes[pool->class_idx].memory;
-    if (kind == MEMORY_DEVICE)
-        resident_add(rt, dev, pool->class_idx, s->size); /* device memory: all on the GPU */
+    if (s->backing) /* movable memory: the pieces made on the GPU */
+        resident_add(rt, dev, pool->class_idx, ((struct movable *)s->backing)->gpu_bytes);
+    else if (kind == MEMORY_DEVICE || kind == MEMORY_MOVABLE) /* device memory: all on the GPU */
+        resident_add(rt, dev, pool->class_idx, s->size);
     if (kind != MEMORY_MANAGED)
         return; /* pinned host memory: never on the GPU, never advised */
     dev->managed_bytes += s->size;
@@ -369,6 +371,18 @@ void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s)
     }
 }
 
+bool place_movable_on_gpu(const struct runtime *rt, int class_idx, int device, size_t size,
+                          int *node)
+{
+    const struct device_state *dev = &rt->devices[device];
+    struct program_place place = rt->program->classes[class_idx].place;
+    bool on_host = place.kind == LOC_HOST || place.kind == LOC_HOST_NUMA ||
+                   place.kind == LOC_HOST_NEAR;
+    *node = place_host_node(rt, class_idx, device);
+    return !on_host && (dev->budget_bytes == UINT64_MAX ||
+                        dev->resident_bytes + size <= dev->budget_bytes);
+}
+
 /* Give back every slab of DEVICE (all when < 0) and of class CLASS_IDX (all
  * when < 0) with no live block. Safe: cudaFree waits for the work that may
  * still use it. */
@@ -386,9 +400,14 @@ size_t place_trim(struct runtime *rt, int device, int class_idx)
                 next = s->next;
                 uintptr_t base = s->base;
                 size_t size = s->size;
-                resident_sub(rt, dev, (int)c, slab_gpu_bytes(s));
+                struct movable *mv = s->backing;
+                enum memory_kind kind = mv ? MEMORY_MOVABLE
+                                        : cls->memory == MEMORY_MOVABLE ? MEMORY_DEVICE
+                                                                        : cls->memory;
+                resident_sub(rt, dev, (int)c, slab_gpu_bytes(s) + (mv ? mv->gpu_bytes : 0));
                 slab_destroy(p, s);
-                cudaError_t err = mover_release(&rt->mover, cls->memory, base, size);
+                cudaError_t err = mv ? mover_movable_release(&rt->mover, mv)
+                                     : mover_release(&rt->mover, kind, base, size);
                 if (err != cudaSuccess)
                     LOG(LOG_WARN, "releasing a %zu-byte slab of class '%s' failed: %s%s", size,
                         cls->name, mover_error(&rt->mover, err),
@@ -401,7 +420,7 @@ size_t place_trim(struct runtime *rt, int device, int class_idx)
                 if (cls->memory == MEMORY_MANAGED) {
                     dev->managed_bytes -= size;
                     ranges_locked_remove(rt, base);
-                } else if (cls->memory == MEMORY_DEVICE) {
+                } else if (kind == MEMORY_DEVICE) {
                     resident_sub(rt, dev, (int)c, size);
                 }
                 rt->class_stats[c].slabs--;
@@ -847,6 +866,49 @@ static void move_class(struct runtime *rt, size_t c, int device, struct program_
         mover_follow(&rt->mover, dev, cudaStreamLegacy, dev->stream);
 }
 
+/* Movable class C's slabs on DEVICE move whole to DEST, the GPU within its
+ * budget (what does not fit stays on the host, where the GPU reads it over
+ * the link). The mover waits for the GPU's work first: the job's thread
+ * waits for the moves. */
+static void move_movable(struct runtime *rt, size_t c, int device, struct program_place dest)
+{
+    struct device_state *dev = &rt->devices[device];
+    struct pool *p = dev->pools[c];
+    if (!p)
+        return;
+    bool to_gpu = dest.kind == LOC_GPU;
+    struct class_stats *st = &rt->class_stats[c];
+    uint64_t t0 = now_ns();
+    for (struct slab *s = p->slabs; s; s = s->next) {
+        struct movable *mv = s->backing;
+        if (!mv) /* plain device memory: movable memory was not to be had */
+            continue;
+        size_t before = mv->gpu_bytes;
+        size_t limit = to_gpu ? mv->size - before : before;
+        bool short_of_room = false;
+        if (to_gpu && limit && dev->budget_bytes != UINT64_MAX) {
+            uint64_t room = dev->budget_bytes > dev->resident_bytes
+                                ? dev->budget_bytes - dev->resident_bytes
+                                : 0;
+            short_of_room = room < limit;
+            limit = short_of_room ? (size_t)room : limit;
+        }
+        size_t moved = limit ? mover_movable_move(&rt->mover, dev, mv, to_gpu, limit) : 0;
+        if (short_of_room)
+            st->movable_budget_left += mv->size - mv->gpu_bytes;
+        if (to_gpu) {
+            resident_add(rt, dev, (int)c, mv->gpu_bytes - before);
+            st->movable_to_gpu_bytes += moved;
+        } else {
+            resident_sub(rt, dev, (int)c, before - mv->gpu_bytes);
+            st->movable_to_host_bytes += moved;
+        }
+        if (moved)
+            timeline_add(rt, to_gpu ? TL_PREFETCH_GPU : TL_PREFETCH_HOST, (int)c, device, moved);
+    }
+    st->movable_move_ns += now_ns() - t0;
+}
+
 /* Class C's rule K fired: a use of the class, recorded in the step, and the
  * prediction made for it, if any, scored. */
 static void step_used(struct runtime *rt, size_t c, uint32_t k)
@@ -917,17 +979,22 @@ void place_trigger(struct runtime *rt, enum trigger_kind trigger, const uint64_t
     rt->round_floor = rt->tick;
     for (size_t c = 0; c < p->class_count; c++) {
         const struct program_class *cls = &p->classes[c];
-        if (cls->memory != MEMORY_MANAGED)
+        if (cls->memory != MEMORY_MANAGED && cls->memory != MEMORY_MOVABLE)
             continue;
         for (uint32_t k = 0; k < cls->prefetch_count; k++) {
             const struct program_prefetch *pf = &p->prefetches[cls->prefetch_first + k];
             if (!trigger_fires(pf, trigger, glob_bits, mark))
                 continue;
-            if (rt->learn)
+            if (rt->learn && cls->memory == MEMORY_MANAGED)
                 step_used(rt, c, k);
-            for (int d = 0; d < RT_MAX_DEVICES; d++)
-                if (rt->devices[d].known)
+            for (int d = 0; d < RT_MAX_DEVICES; d++) {
+                if (!rt->devices[d].known)
+                    continue;
+                if (cls->memory == MEMORY_MOVABLE)
+                    move_movable(rt, c, d, pf->dest);
+                else
                     move_class(rt, c, d, pf->dest);
+            }
         }
     }
     rt->runtime_ns += now_ns() - t0;

@@ -41,6 +41,11 @@ size_t place_trim(struct runtime *rt, int device, int class_idx);
  * job may still be climbing to it. */
 uint64_t place_spare_room(const struct runtime *rt, int device);
 
+/* Does a new movable slab of CLASS_IDX of SIZE bytes start on DEVICE's GPU
+ * (its 'place' is not the host, and the budget has room)? *NODE: the host
+ * NUMA node its host memory belongs on (-1: the GPU's nearest). */
+bool place_movable_on_gpu(const struct runtime *rt, int class_idx, int device, size_t size,
+                          int *node);
 /* A new slab of POOL: counted, advised, and prefetched whole when its class
  * asks for a prefetch on alloc and no budget holds the GPU. */
 void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s);

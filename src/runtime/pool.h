@@ -26,6 +26,7 @@ struct slab {
     struct block *first; /* blocks in address order */
     struct slab *next;
     bool dedicated; /* made for one large request */
+    void *backing;  /* `memory movable`: the mover's record of its memory */
 };
 
 struct block {

@@ -156,18 +156,34 @@ static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool de
         place_trim(rt, p->device, p->class_idx);
     if (kind == MEMORY_MANAGED && !cap_admits(rt, p->class_idx, p->device, size))
         return cudaErrorMemoryAllocation;
+    if (kind == MEMORY_MOVABLE && !mover_movable_usable(&rt->mover))
+        kind = MEMORY_DEVICE; /* said once, by the mover */
     uintptr_t base;
-    int node = kind == MEMORY_HOST ? place_host_node(rt, p->class_idx, p->device) : -1;
-    cudaError_t err = mover_alloc(&rt->mover, kind, size, node, &base);
-    if (err == cudaErrorMemoryAllocation && place_trim(rt, p->device, -1) > 0)
+    struct movable *mv = NULL;
+    cudaError_t err;
+    if (kind == MEMORY_MOVABLE) {
+        int node;
+        size = (size + MOVABLE_GRANULE - 1) / MOVABLE_GRANULE * MOVABLE_GRANULE;
+        bool on_gpu = place_movable_on_gpu(rt, p->class_idx, p->device, size, &node);
+        err = mover_movable_alloc(&rt->mover, size, p->device, node, on_gpu, &mv);
+        base = mv ? mv->base : 0;
+    } else {
+        int node = kind == MEMORY_HOST ? place_host_node(rt, p->class_idx, p->device) : -1;
         err = mover_alloc(&rt->mover, kind, size, node, &base);
+        if (err == cudaErrorMemoryAllocation && place_trim(rt, p->device, -1) > 0)
+            err = mover_alloc(&rt->mover, kind, size, node, &base);
+    }
     if (err != cudaSuccess)
         return err;
     struct slab *s = pool_add_slab(p, base, size, dedicated);
     if (!s) {
-        mover_release(&rt->mover, kind, base, size);
+        if (mv)
+            mover_movable_release(&rt->mover, mv);
+        else
+            mover_release(&rt->mover, kind, base, size);
         return cudaErrorMemoryAllocation;
     }
+    s->backing = mv;
     place_new_slab(rt, p, s);
     rt->runtime_ns += now_ns() - t0;
     *out = s;

@@ -35,6 +35,11 @@ struct class_stats {
     /* Uses predicted ahead, those that came at the predicted event, and the
      * sum of |actual - predicted| in events. */
     uint64_t next_use_predictions, next_use_hits, next_use_error;
+    /* `memory movable`: slabs' pieces moved whole by the copy engines, the
+     * time the job's thread spent in those moves (the GPU's work waited for
+     * included), and the bytes a move to the GPU left on the host for the
+     * budget. */
+    uint64_t movable_to_gpu_bytes, movable_to_host_bytes, movable_move_ns, movable_budget_left;
     struct um_counters um;
 };
 

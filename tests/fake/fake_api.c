@@ -25,6 +25,9 @@ const struct cuda_api fake_api = {
     .event_create_with_flags = cudaEventCreateWithFlags,
     .event_record = cudaEventRecord,
     .event_destroy = cudaEventDestroy,
+    .event_synchronize = cudaEventSynchronize,
+    .memcpy_async = cudaMemcpyAsync,
+    .driver_entry = cudaGetDriverEntryPointByVersion,
     .get_last_error = cudaGetLastError,
     .get_error_string = cudaGetErrorString,
 };

@@ -2,11 +2,17 @@
  * stands in for device and managed memory, streams and events are handles
  * whose work is always complete, and every call the umpol runtime cares about
  * is counted so tests can check what it did. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memfd_create */
+#endif
 #include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include "fake_cudart.h"
@@ -292,7 +298,7 @@ EXPORT cudaError_t cudaMemDiscardAndPrefetchBatchAsync(void **ptrs, size_t *size
 EXPORT cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 {
     *total_bytes = fake_gpu_bytes();
-    *free_bytes = *total_bytes;
+    *free_bytes = *total_bytes - fake_vmm_gpu_bytes(); /* movable memory's GPU side */
     return cudaSuccess;
 }
 
@@ -378,6 +384,183 @@ EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event)
 {
     free(event);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+    (void)event;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,
+                                   enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+    (void)stream;
+    COUNT(memcpy);
+    if (kind == cudaMemcpyDeviceToHost)
+        __atomic_fetch_add(&counters.memcpy_bytes_to_host, count, __ATOMIC_RELAXED);
+    if (kind == cudaMemcpyHostToDevice)
+        __atomic_fetch_add(&counters.memcpy_bytes_to_gpu, count, __ATOMIC_RELAXED);
+    memmove(dst, src, count);
+    return cudaSuccess;
+}
+
+/* The driver's virtual memory management, with real memory behind it: a
+ * reserved range is an inaccessible mapping, a physical allocation a memfd,
+ * and a map maps the memfd at the range, so data follow the physical memory
+ * from one range to another as on the GPU. Device allocations count on the
+ * fake GPU (cudaMemGetInfo). */
+#define FAKE_VMM_HANDLES 4096
+static struct {
+    int fd; /* -1: free slot */
+    size_t size;
+    int on_gpu;
+} vmm_handles[FAKE_VMM_HANDLES];
+static uint64_t vmm_gpu_bytes;
+static int vmm_create_fails_after = -1;
+
+EXPORT void fake_set_vmm_create_fails_after(int n)
+{
+    vmm_create_fails_after = n;
+}
+
+EXPORT uint64_t fake_vmm_gpu_bytes(void)
+{
+    return __atomic_load_n(&vmm_gpu_bytes, __ATOMIC_RELAXED);
+}
+
+static CUresult fake_mem_address_reserve(CUdeviceptr *ptr, size_t size, size_t alignment,
+                                         CUdeviceptr addr, unsigned long long flags)
+{
+    (void)addr, (void)flags;
+    size_t align = alignment ? alignment : 2u << 20;
+    void *p = mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uintptr_t start = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
+    if (start > (uintptr_t)p)
+        munmap(p, start - (uintptr_t)p);
+    munmap((void *)(start + size), (uintptr_t)p + size + align - (start + size));
+    *ptr = start;
+    COUNT(vmm_reserve);
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_mem_address_free(CUdeviceptr ptr, size_t size)
+{
+    return munmap((void *)ptr, size) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult fake_mem_create(CUmemGenericAllocationHandle *handle, size_t size,
+                                const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    (void)flags;
+    int on_gpu = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+    pthread_mutex_lock(&lock);
+    if (vmm_create_fails_after == 0 ||
+        (on_gpu && vmm_gpu_bytes + fake_gpu_resident() + size > fake_gpu_bytes())) {
+        pthread_mutex_unlock(&lock);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (vmm_create_fails_after > 0)
+        vmm_create_fails_after--;
+    size_t i = 0;
+    while (i < FAKE_VMM_HANDLES && vmm_handles[i].size)
+        i++;
+    int fd = i < FAKE_VMM_HANDLES ? memfd_create("fake-vmm", 0) : -1;
+    if (fd < 0 || ftruncate(fd, (off_t)size) != 0) {
+        if (fd >= 0)
+            close(fd);
+        pthread_mutex_unlock(&lock);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    vmm_handles[i].fd = fd;
+    vmm_handles[i].size = size;
+    vmm_handles[i].on_gpu = on_gpu;
+    if (on_gpu)
+        vmm_gpu_bytes += size;
+    pthread_mutex_unlock(&lock);
+    *handle = i + 1;
+    COUNT(vmm_create);
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_mem_release(CUmemGenericAllocationHandle handle)
+{
+    pthread_mutex_lock(&lock);
+    size_t i = handle - 1;
+    if (!handle || i >= FAKE_VMM_HANDLES || !vmm_handles[i].size) {
+        pthread_mutex_unlock(&lock);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    close(vmm_handles[i].fd); /* its pages live on while mapped, as on the GPU */
+    if (vmm_handles[i].on_gpu)
+        vmm_gpu_bytes -= vmm_handles[i].size;
+    vmm_handles[i].size = 0;
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_mem_map(CUdeviceptr ptr, size_t size, size_t offset,
+                             CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+    (void)flags;
+    size_t i = handle - 1;
+    if (offset || !handle || i >= FAKE_VMM_HANDLES || vmm_handles[i].size != size)
+        return CUDA_ERROR_INVALID_VALUE; /* CUDA 13 maps whole allocations only */
+    void *p = mmap((void *)ptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                   vmm_handles[i].fd, 0);
+    COUNT(vmm_map);
+    return p == MAP_FAILED ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+static CUresult fake_mem_unmap(CUdeviceptr ptr, size_t size)
+{
+    void *p = mmap((void *)ptr, size, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+static CUresult fake_mem_set_access(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
+                                    size_t count)
+{
+    (void)ptr, (void)size, (void)desc;
+    return count ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static int vmm_off;
+
+EXPORT void fake_set_vmm_off(int off)
+{
+    vmm_off = off;
+}
+
+EXPORT cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **fn,
+                                                    unsigned version, unsigned long long flags,
+                                                    enum cudaDriverEntryPointQueryResult *status)
+{
+    (void)version, (void)flags;
+    static const struct {
+        const char *name;
+        void *fn;
+    } table[] = {
+        {"cuMemAddressReserve", (void *)fake_mem_address_reserve},
+        {"cuMemAddressFree", (void *)fake_mem_address_free},
+        {"cuMemCreate", (void *)fake_mem_create},
+        {"cuMemRelease", (void *)fake_mem_release},
+        {"cuMemMap", (void *)fake_mem_map},
+        {"cuMemUnmap", (void *)fake_mem_unmap},
+        {"cuMemSetAccess", (void *)fake_mem_set_access},
+    };
+    *fn = NULL;
+    *status = cudaDriverEntryPointSymbolNotFound;
+    for (size_t i = 0; !vmm_off && i < sizeof table / sizeof table[0]; i++)
+        if (strcmp(symbol, table[i].name) == 0) {
+            *fn = table[i].fn;
+            *status = cudaDriverEntryPointSuccess;
+        }
     return cudaSuccess;
 }
 

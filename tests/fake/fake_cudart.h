@@ -15,6 +15,8 @@ struct fake_counters {
     uint64_t bytes_held;
     uint64_t host_register, host_unregister, bytes_pinned; /* cudaHostRegister'd memory */
     uint64_t advise_unset; /* cudaMemAdviseUnset*: advice taken back */
+    uint64_t memcpy, memcpy_bytes_to_gpu, memcpy_bytes_to_host; /* cudaMemcpyAsync */
+    uint64_t vmm_reserve, vmm_create, vmm_map;                  /* the driver's VMM calls */
 };
 
 const struct fake_counters *fake_counters(void);
@@ -25,6 +27,12 @@ void fake_set_capturing(int on);
 void fake_set_host_register_fails(int on);
 /* Make cudaMalloc fail as on a full card. */
 void fake_set_malloc_fails(int on);
+/* The driver's VMM (cudaGetDriverEntryPointByVersion): OFF hides it; after
+ * N more successful cuMemCreate calls the next fail (-1: never); the bytes
+ * of device memory it holds (also taken off cudaMemGetInfo's free). */
+void fake_set_vmm_off(int off);
+void fake_set_vmm_create_fails_after(int n);
+uint64_t fake_vmm_gpu_bytes(void);
 
 /* The per-thread-default-stream variants, which cuda_runtime_api.h declares
  * only for code built with them. */
