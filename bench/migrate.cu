@@ -6,6 +6,12 @@
 // The policy decides what happens on those phases: nothing (pages move on
 // faults) or a prefetch. Prints one JSON line with the effective bandwidth and,
 // measured in the same process, pinned cudaMemcpy in the same direction.
+//
+// With a fourth argument "movable" (policy migrate-movable.umpol) the buffer
+// is movable memory, which the CPU does not map: a kernel fills it where it
+// lies, the move is the phase's opening (the runtime moves the buffer before
+// phase_enter returns), timed alone, and a kernel then checks every word
+// where the buffer landed.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -62,10 +68,11 @@ static double memcpy_gbps(size_t bytes, bool h2d)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: migrate h2d|d2h GIB LABEL\n");
+    if (argc != 4 && !(argc == 5 && strcmp(argv[4], "movable") == 0)) {
+        fprintf(stderr, "usage: migrate h2d|d2h GIB LABEL [movable]\n");
         return 2;
     }
+    bool movable = argc == 5;
     bool h2d = strcmp(argv[1], "h2d") == 0;
     size_t bytes = (size_t)atof(argv[2]) * (1ull << 30);
     size_t n = bytes / sizeof(uint4);
@@ -79,7 +86,39 @@ int main(int argc, char **argv)
     CHECK(cudaStreamSynchronize(0));
     double seconds;
     unsigned long long check = 0;
-    if (h2d) {
+    size_t used_moved = 0, used_before = 0, free_b, total_b;
+    if (movable) {
+        // GPU memory the card shows for the buffer before and after the move.
+        CHECK(cudaMemGetInfo(&free_b, &total_b));
+        used_before = total_b - free_b;
+        if (!h2d) { // produced on the GPU
+            umpol_phase_enter("produce");
+            umpol_phase_exit();
+        }
+        write_all<<<1056, 512>>>(buf, n);
+        CHECK(cudaGetLastError());
+        CHECK(cudaDeviceSynchronize());
+        read_all<<<1056, 512>>>(buf, n, sum);
+        CHECK(cudaDeviceSynchronize());
+        unsigned long long want;
+        CHECK(cudaMemcpy(&want, sum, sizeof want, cudaMemcpyDeviceToHost));
+        CHECK(cudaMemset(sum, 0, sizeof *sum));
+        CHECK(cudaMemGetInfo(&free_b, &total_b));
+        used_before = total_b - free_b;
+        double t0 = now();
+        umpol_phase_enter(h2d ? "compute" : "host_read");
+        seconds = now() - t0;
+        CHECK(cudaMemGetInfo(&free_b, &total_b));
+        used_moved = total_b - free_b;
+        read_all<<<1056, 512>>>(buf, n, sum); // where it landed
+        CHECK(cudaDeviceSynchronize());
+        umpol_phase_exit();
+        CHECK(cudaMemcpy(&check, sum, sizeof check, cudaMemcpyDeviceToHost));
+        if (check != want) {
+            fprintf(stderr, "migrate: the buffer's checksum changed in the move\n");
+            return 1;
+        }
+    } else if (h2d) {
         memset(buf, 3, bytes); // first touch on the CPU: the pages live on the host
         double t0 = now();
         umpol_phase_enter("compute");
@@ -109,8 +148,12 @@ int main(int argc, char **argv)
     umpol_stats(&st);
     printf("{\"label\": \"%s\", \"direction\": \"%s\", \"bytes\": %zu, \"seconds\": %.4f, "
            "\"gbps\": %.2f, \"memcpy_gbps\": %.2f, \"ratio_to_memcpy\": %.3f, \"prefetches\": %llu, "
-           "\"checksum\": %llu}\n",
+           "\"checksum\": %llu",
            argv[3], argv[1], bytes, seconds, gbps, ceiling, gbps / ceiling, st.prefetches, check);
+    if (movable) // the card's own count of its used memory, before and after the move
+        printf(", \"card_used_mib_before\": %zu, \"card_used_mib_after\": %zu", used_before >> 20,
+               used_moved >> 20);
+    printf("}\n");
     CHECK(cudaFreeAsync(buf, 0));
     CHECK(cudaFree(sum));
     CHECK(cudaDeviceSynchronize());

@@ -61,6 +61,7 @@ for round in 1 2; do
     for dir in h2d d2h; do
         LD_PRELOAD=$lib UMPOL_POLICY=bench/migrate-naive.umpol "$out/migrate" $dir 4 fault >>"$out/migrate.jsonl"
         LD_PRELOAD=$lib UMPOL_POLICY=bench/migrate-prefetch.umpol "$out/migrate" $dir 4 umpol >>"$out/migrate.jsonl"
+        LD_PRELOAD=$lib UMPOL_POLICY=bench/migrate-movable.umpol "$out/migrate" $dir 4 movable movable >>"$out/migrate.jsonl"
     done
 done
 cat "$out/migrate.jsonl"

@@ -33,7 +33,7 @@ done
 expect_status 0 "gpu integrity, per-thread default streams (_ptsz)" env LD_PRELOAD="$lib" \
     UMPOL_POLICY="$top_srcdir/tests/gpu/integrity.umpol" "$tmp/gpu_checks_ptsz" integrity
 cat "$tmp/out"
-for check in integrity advice cap residency pinned faults; do
+for check in integrity advice cap residency pinned faults movable; do
     expect_status 0 "gpu $check" env LD_PRELOAD="$lib" UMPOL_PROFILE=1 \
         UMPOL_REPORT="$tmp/$check-report.json" \
         UMPOL_POLICY="$top_srcdir/tests/gpu/$check.umpol" "$tmp/gpu_checks" "$check"

@@ -6,6 +6,9 @@
 //   residency  kernels touching evicted blocks read them where they are:
 //              nothing reaches the GPU but what the runtime placed there
 //              (tests/gpu.sh checks the CUPTI counters of its report)
+//   movable    blocks of `memory movable` keep their data and address through
+//              moves to the host and back, kernels use them where they lie,
+//              and the card gets their memory back while they are away
 // Built with `nvcc -cudart shared` so the runtime API calls can be intercepted.
 #include <cstdint>
 #include <cstdio>
@@ -323,6 +326,61 @@ static int check_pinned()
     return failures;
 }
 
+// movable.umpol: three blocks (a dedicated slab of 300 MiB, two small ones
+// sharing a slab) filled by kernels, moved to the host on entering "away",
+// read and rewritten there by kernels over the link, and moved back on
+// leaving it, under a 1 GiB budget. The card must show the memory leave and
+// come back, and every word must survive.
+static int check_movable()
+{
+    const size_t sizes[3] = {300u << 20, 6u << 20, 10u << 20};
+    uint32_t *blocks[3];
+    unsigned long long *bad, gpu_bad = 0;
+    CHECK(cudaMalloc((void **)&bad, sizeof *bad)); // class rest
+    CHECK(cudaMemset(bad, 0, sizeof *bad));
+    CHECK(cudaDeviceSynchronize());
+    size_t used_before = gpu_used();
+    umpol_tag_push("moved");
+    for (int i = 0; i < 3; i++) {
+        if (i == 1)
+            CHECK(cudaMallocAsync((void **)&blocks[i], sizes[i], 0));
+        else
+            CHECK(cudaMalloc((void **)&blocks[i], sizes[i]));
+        fill<<<256, 256>>>(blocks[i], sizes[i] / 4, (uint32_t)i, 1);
+    }
+    umpol_tag_pop();
+    CHECK(cudaDeviceSynchronize());
+    long long on_mib = ((long long)gpu_used() - (long long)used_before) >> 20;
+    umpol_phase_enter("away");
+    long long away_mib = ((long long)gpu_used() - (long long)used_before) >> 20;
+    for (int i = 0; i < 3; i++) {
+        verify<<<256, 256>>>(blocks[i], sizes[i] / 4, (uint32_t)i, 1, bad);
+        fill<<<256, 256>>>(blocks[i], sizes[i] / 4, (uint32_t)i, 2); // over the link
+    }
+    CHECK(cudaDeviceSynchronize());
+    umpol_phase_exit();
+    long long back_mib = ((long long)gpu_used() - (long long)used_before) >> 20;
+    for (int i = 0; i < 3; i++)
+        verify<<<256, 256>>>(blocks[i], sizes[i] / 4, (uint32_t)i, 2, bad);
+    CHECK(cudaMemcpy(&gpu_bad, bad, sizeof gpu_bad, cudaMemcpyDeviceToHost));
+    EXPECT(gpu_bad == 0, "%llu words wrong", gpu_bad);
+    EXPECT(on_mib >= 300 + 64, "the card took only %lld MiB for the blocks", on_mib);
+    EXPECT(away_mib <= 16, "the card kept %lld MiB while the blocks were away", away_mib);
+    EXPECT(back_mib >= on_mib - 4, "the card holds %lld MiB after the way back (%lld before)",
+           back_mib, on_mib);
+    struct umpol_stats st;
+    EXPECT(umpol_stats(&st) == 0, "runtime not active");
+    CHECK(cudaFree(blocks[0]));
+    CHECK(cudaFreeAsync(blocks[1], 0));
+    CHECK(cudaFree(blocks[2]));
+    CHECK(cudaFree(bad));
+    CHECK(cudaDeviceSynchronize());
+    printf("movable: 316 MiB moved away and back, data intact; the card held %lld MiB, %lld "
+           "away, %lld back\n",
+           on_mib, away_mib, back_mib);
+    return failures;
+}
+
 // faults.umpol: a managed class left on the host with no prefetch and no
 // mapping. The CPU writes it first, so its pages are on the host; a kernel
 // reading it then takes GPU page faults, which the report counts under
@@ -352,7 +410,7 @@ static int check_faults()
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: gpu_checks integrity|advice|cap|residency|pinned|faults\n");
+        fprintf(stderr, "usage: gpu_checks integrity|advice|cap|residency|pinned|faults|movable\n");
         return 2;
     }
     struct umpol_stats st;
@@ -366,6 +424,7 @@ int main(int argc, char **argv)
              : strcmp(argv[1], "residency") == 0 ? check_residency()
              : strcmp(argv[1], "pinned") == 0    ? check_pinned()
              : strcmp(argv[1], "faults") == 0    ? check_faults()
+             : strcmp(argv[1], "movable") == 0   ? check_movable()
                                                : -1;
     if (rc < 0) {
         fprintf(stderr, "gpu_checks: unknown check %s\n", argv[1]);
