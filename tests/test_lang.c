@@ -188,6 +188,14 @@ static const struct bad_case bad_cases[] = {
     {"umpol 1;\nclass a { match any; memory host; place gpu; }\n", E_CONFLICT},
     {"umpol 1;\nclass a { match any; memory host; prefetch gpu on alloc; }\n", E_CONFLICT},
     {"umpol 1;\nclass a { match any; memory host; advise read_mostly; }\n", E_CONFLICT},
+    {"umpol 1;\nclass a { match any; memory movable; advise read_mostly; }\n", E_CONFLICT},
+    {"umpol 1;\nclass a { match any; memory movable; access gpu; }\n", E_CONFLICT},
+    {"umpol 1;\nclass a { match any; memory movable; prefetch gpu 1 on enter \"x\"; }\n",
+     E_CONFLICT},
+    {"umpol 1;\nclass a { match any; memory movable; place gpu 0; }\n", E_CONFLICT},
+    {"umpol 1;\nclass a { match any; memory movable; prefetch gpu on alloc; }\n", E_CONFLICT},
+    {"umpol 1;\nclass a { match saved; memory movable; }\nclass b { match any; }\n",
+     E_SAVED_DEVICE},
     {"umpol 1;\nslab 18446744073709551616;\nclass a { match any; }\n", E_OVERFLOW},
     {"umpol 1;\nslab 17179869184TiB;\nclass a { match any; }\n", E_OVERFLOW},
     {"umpol 1;\nbudget gpu 101%;\nclass a { match any; }\n", E_PERCENT},
@@ -811,6 +819,33 @@ static void test_program_filters_agree_with_full_eval(void **state)
 
 /* `spare`: true while the room the runtime measured holds the block; read
  * only by a class that names it; W108 where the class never takes the GPU. */
+/* `memory movable`: placed by 'place', moved by its prefetch rules, and said
+ * so by explain. */
+static void test_movable_memory(void **state)
+{
+    (void)state;
+    struct policy pol = load("umpol 1;\n"
+                             "class states { match phase \"optimizer*\"; memory movable;\n"
+                             "  place host numa 0; prefetch gpu on enter \"optimizer*\";\n"
+                             "  prefetch host on exit \"optimizer*\"; }\n"
+                             "class rest { match any; memory device; }\n");
+    const struct program *p = pol.program;
+    assert_non_null(p);
+    assert_int_equal(pol.diags.errors + pol.diags.warnings, 0);
+    assert_int_equal(p->classes[0].memory, MEMORY_MOVABLE);
+    assert_int_equal(p->classes[0].prefetch_count, 2);
+    assert_string_equal(memory_kind_name(p->classes[0].memory), "movable");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    program_explain(out, p);
+    fclose(out);
+    assert_non_null(strstr(text, "states  movable  host numa 0"));
+    assert_non_null(strstr(text, "movable:  its slabs move whole"));
+    free(text);
+    policy_free(&pol);
+}
+
 static void test_spare_predicate(void **state)
 {
     (void)state;
@@ -877,6 +912,7 @@ int main(void)
         cmocka_unit_test(test_glob_match_cases),
         cmocka_unit_test(test_glob_pathological_is_fast),
         cmocka_unit_test(test_spare_predicate),
+        cmocka_unit_test(test_movable_memory),
         cmocka_unit_test(test_strset_interns),
         cmocka_unit_test(test_source_lines_and_columns),
         cmocka_unit_test(test_source_rejects_nul_and_bad_utf8),

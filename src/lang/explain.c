@@ -182,6 +182,10 @@ void program_explain(FILE *out, const struct program *p)
         if (c->takes_saved)
             fprintf(out, "     saved:    a block reported saved for backward moves here if it "
                          "matches then\n");
+        if (c->memory == MEMORY_MOVABLE)
+            fprintf(out, "     movable:  its slabs move whole (64 MiB pieces, copy engines) when a "
+                         "prefetch fires;\n               the card gets the memory back; the "
+                         "job's thread waits for the GPU\n");
         if (c->uses_spare)
             fprintf(out, "     spare:    takes a block while the GPU's budget has room for it beside "
                          "the\n               job's peak there and a fifth more (at least 1/32 of "
