@@ -229,4 +229,22 @@ grep -q 'learned step (found by repetition, 41 events a step): 7 steps, 6 repeat
 printf 'umpol 1;\nclass a { match any; place host numa 999; }\n' >"$tmp/numa.umpol"
 expect_status 0 "check --topology" "$UMPOL_BIN" check --topology "$tmp/numa.umpol"
 grep -q "warning\[W104\]: class 'a': this machine has no NUMA node 999" "$tmp/out" || fail "check --topology: no W104"
+# `spare`: a job whose peak rose past what `spare` judged by, beyond the budget, and blocks
+# the card refused: each gets a word; a peak that rose within the budget gets none.
+if command -v python3 >/dev/null 2>&1; then
+    variant "$tmp/spare-over.json" \
+        'r["devices"][0]["spare"] = dict(held_bytes=5 << 30, others_peak_bytes=21 << 30, judged_by_peak_bytes=20 << 30, room_bytes=0, misses=2)'
+    expect_status 0 "report with spare over the budget" "$UMPOL_BIN" report "$tmp/spare-over.json"
+    grep -q "GPU 0: 'spare' classes hold 5.0 GiB, judged beside a peak of 20.0 GiB; the job later held 21.0 GiB without them, 2.0 GiB more than the budget allows" "$tmp/out" ||
+        fail "report: no hint about spare's misjudged peak"
+    grep -q "GPU 0: the card refused 2 blocks that 'spare' had room for" "$tmp/out" ||
+        fail "report: no hint about spare's misses"
+    variant "$tmp/spare-within.json" \
+        'r["devices"][0]["spare"] = dict(held_bytes=3 << 30, others_peak_bytes=21 << 30, judged_by_peak_bytes=20 << 30, room_bytes=0, misses=0)'
+    expect_status 0 "report with spare within the budget" "$UMPOL_BIN" report "$tmp/spare-within.json"
+    ! grep -q "'spare'" "$tmp/out" || fail "report: spare hint within the budget"
+    variant "$tmp/spare-bad.json" 'r["devices"][0]["spare"] = 3'
+    expect_status 1 "report with a bad spare" "$UMPOL_BIN" report "$tmp/spare-bad.json"
+    grep -q "devices\[0\].spare: expected an object" "$tmp/out" || fail "report: bad spare not named"
+fi
 finish

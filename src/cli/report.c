@@ -252,6 +252,48 @@ static bool holds_much_free(const struct row *r)
            spare >= 0.15 * slab_peak(r);
 }
 
+/* `spare` judged the room beside the job's peak by the peak it had seen;
+ * where the job later held more, the budget ran short by the overlap (and
+ * took back freed space to make room); where the card refused a block the
+ * budget had room for, something outside the budget holds the card. */
+static int spare_hints(const struct summary *s)
+{
+    int hints = 0;
+    for (size_t k = 0; k < s->n; k++) {
+        for (size_t i = 0; i < s->reports[k].device_count; i++) {
+            const struct report_device *d = &s->reports[k].devices[i];
+            char b[4][32];
+            if (!d->has_spare)
+                continue;
+            const char *rank = s->n > 1 ? s->paths_shown[k] : "";
+            uint64_t limit = d->has_budget ? d->budget_bytes : d->total_bytes;
+            uint64_t need = d->spare_others_peak + d->spare_held;
+            if (d->spare_held && d->spare_others_peak > d->spare_judged_by && need > limit) {
+                printf("  - %s%sGPU %d: 'spare' classes hold %s, judged beside a peak of %s; "
+                       "the job later held %s without them, %s more than %s. The "
+                       "budget makes room by taking back freed space (reclaims); a smaller "
+                       "budget leaves 'spare' less to take.\n",
+                       rank, *rank ? ": " : "", d->device, human(d->spare_held, b[0], sizeof b[0]),
+                       human(d->spare_judged_by, b[1], sizeof b[1]),
+                       human(d->spare_others_peak, b[2], sizeof b[2]),
+                       human(need - limit, b[3], sizeof b[3]),
+                       d->has_budget ? "the budget allows" : "the GPU has");
+                hints++;
+            }
+            if (d->spare_misses) {
+                printf("  - %s%sGPU %d: the card refused %" PRIu64 " block%s that 'spare' had "
+                       "room for under the budget: other processes or memory outside the "
+                       "policy hold part of it. A budget below what the card has free keeps "
+                       "'spare' within it.\n",
+                       rank, *rank ? ": " : "", d->device, d->spare_misses,
+                       d->spare_misses == 1 ? "" : "s");
+                hints++;
+            }
+        }
+    }
+    return hints;
+}
+
 static void print_hints(const struct summary *s)
 {
     puts("Look here first:");
@@ -336,9 +378,10 @@ static void print_hints(const struct summary *s)
                    r->shown, human(held, b[0], sizeof b[0]),
                    human(r->v[RC_PEAK_BYTES], b[1], sizeof b[1]), human(spare, b[2], sizeof b[2]),
                    100 * spare / held,
-                   r->memory == REPORT_MEMORY_DEVICE
-                       ? "on the card all the same"
-                       : "on the card wherever it was placed, until the budget takes it back");
+                   r->memory == REPORT_MEMORY_DEVICE    ? "on the card all the same"
+                   : r->memory == REPORT_MEMORY_MOVABLE ? "on the card while its slabs were there"
+                                                        : "on the card wherever it was placed, "
+                                                          "until the budget takes it back");
             hints++;
         }
     }
@@ -360,6 +403,7 @@ static void print_hints(const struct summary *s)
             hints++;
         }
     }
+    hints += spare_hints(s);
     if (!s->profiled)
         puts("  - no fault or migration counters in this report: run with UMPOL_PROFILE=1.");
     else if (!hints)

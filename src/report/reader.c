@@ -296,6 +296,18 @@ static bool read_devices(struct ctx *c, const struct jv *doc, struct report *r)
         d->device = (int)device;
         d->host_numa_id = (int)numa;
         d->has_budget = budget && budget->type == JV_NUMBER;
+        const struct jv *spare = jv_get(dj, "spare");
+        if (spare && spare->type != JV_NULL) {
+            snprintf(where, sizeof where, "devices[%zu].spare", i);
+            if (!expect_object(c, spare, where) ||
+                !get_uint(c, spare, where, "held_bytes", &d->spare_held) ||
+                !get_uint(c, spare, where, "others_peak_bytes", &d->spare_others_peak) ||
+                !get_uint(c, spare, where, "judged_by_peak_bytes", &d->spare_judged_by) ||
+                !get_uint(c, spare, where, "room_bytes", &d->spare_room) ||
+                !get_uint(c, spare, where, "misses", &d->spare_misses))
+                return false;
+            d->has_spare = true;
+        }
     }
     return true;
 }

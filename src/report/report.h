@@ -169,6 +169,11 @@ struct report_device {
     bool has_budget; /* "budget_bytes" is null when no budget applies */
     uint64_t budget_bytes;
     int host_numa_id;
+    /* `spare` (policies that use it): bytes its classes held, the job's
+     * peak without them and the peak when they last grew, their room now,
+     * and the blocks the card refused them. */
+    bool has_spare;
+    uint64_t spare_held, spare_others_peak, spare_judged_by, spare_room, spare_misses;
 };
 
 /* An opening of a phase; times in ns since the timeline's origin. */
