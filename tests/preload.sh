@@ -291,4 +291,21 @@ assert names[2] == "bad\ufffd\ufffdutf8", names[2]
 assert names[3] == "n" * 4096, len(names[3])
 PY
 fi
+# Movable memory does not move while a stream capture is in progress (a move waits for
+# the whole GPU, which would invalidate the capture): the interposed capture calls count
+# captures, the rule that fires meanwhile is skipped and counted, the next one moves.
+printf 'umpol 1;\nclass moved { match any; memory movable;\n  prefetch host on enter "away"; prefetch gpu on exit "away"; }\n' >"$tmp/movable.umpol"
+expect_status 0 "movable memory and a capture" run UMPOL_POLICY="$tmp/movable.umpol" \
+    UMPOL_REPORT="$tmp/movable.json" "$phases" +capture away -capture away
+grep -q "class 'moved': not moved while a stream capture is in progress" "$tmp/out" ||
+    fail "movable during a capture: no warning"
+if command -v python3 >/dev/null 2>&1; then
+    python3 - "$tmp/movable.json" <<'PY' || fail "movable during a capture: moved, or not after it"
+import json, sys
+r = json.load(open(sys.argv[1]))
+m = next(c for c in r["classes"] if c["name"] == "moved")["movable"]
+assert m["skipped_in_capture"] == 2, m  # both rules of the phase inside the capture
+assert m["to_host_bytes"] == m["to_gpu_bytes"] > 0, m  # the phase after it moved
+PY
+fi
 finish

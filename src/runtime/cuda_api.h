@@ -43,6 +43,20 @@ struct cuda_api {
     cudaError_t (*stream_query)(cudaStream_t stream);
     cudaError_t (*stream_wait_event)(cudaStream_t stream, cudaEvent_t event, unsigned flags);
     cudaError_t (*stream_is_capturing)(cudaStream_t stream, enum cudaStreamCaptureStatus *status);
+    /* Forwarded by the interposed capture calls, which count the captures in
+     * progress; the _ptsz and ToGraph ones may be NULL. */
+    cudaError_t (*stream_begin_capture)(cudaStream_t stream, enum cudaStreamCaptureMode mode);
+    cudaError_t (*stream_begin_capture_ptsz)(cudaStream_t stream, enum cudaStreamCaptureMode mode);
+    cudaError_t (*stream_begin_capture_to_graph)(cudaStream_t stream, cudaGraph_t graph,
+                                                 const cudaGraphNode_t *deps,
+                                                 const cudaGraphEdgeData *edges, size_t n,
+                                                 enum cudaStreamCaptureMode mode);
+    cudaError_t (*stream_begin_capture_to_graph_ptsz)(cudaStream_t stream, cudaGraph_t graph,
+                                                      const cudaGraphNode_t *deps,
+                                                      const cudaGraphEdgeData *edges, size_t n,
+                                                      enum cudaStreamCaptureMode mode);
+    cudaError_t (*stream_end_capture)(cudaStream_t stream, cudaGraph_t *graph);
+    cudaError_t (*stream_end_capture_ptsz)(cudaStream_t stream, cudaGraph_t *graph);
     cudaError_t (*event_create_with_flags)(cudaEvent_t *event, unsigned flags);
     cudaError_t (*event_record)(cudaEvent_t event, cudaStream_t stream);
     cudaError_t (*event_destroy)(cudaEvent_t event);

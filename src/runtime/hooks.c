@@ -7,6 +7,7 @@
  * makes back into CUDA straight to the real function. */
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -400,6 +401,97 @@ EXPORT cudaError_t cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream)
         return cudaErrorInitializationError;
     return g_cuda.free_async_ptsz ? g_cuda.free_async_ptsz(ptr, stream)
                                   : g_cuda.free_async(ptr, per_thread(stream));
+}
+
+/* ---- stream capture: counted, so that nothing waits for the whole GPU
+ * while a capture is in progress (that would invalidate it) ---- */
+
+static cudaError_t capture_begun(cudaError_t err)
+{
+    if (err == cudaSuccess)
+        atomic_fetch_add(&g_rt.captures, 1);
+    return err;
+}
+
+/* End STREAM's capture with END: counted as ended when the stream (AS
+ * CUDA names it: the per-thread stream for _ptsz's 0) was capturing; its
+ * capture ends whatever END returns. */
+static cudaError_t capture_end(cudaStream_t stream, cudaStream_t as, cudaGraph_t *graph,
+                               cudaError_t (*end)(cudaStream_t, cudaGraph_t *))
+{
+    enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (g_cuda.stream_is_capturing(as, &status) != cudaSuccess)
+        status = cudaStreamCaptureStatusNone;
+    cudaError_t err = end(stream, graph);
+    if (status != cudaStreamCaptureStatusNone) {
+        int n = atomic_load(&g_rt.captures);
+        while (n > 0 && !atomic_compare_exchange_weak(&g_rt.captures, &n, n - 1)) {
+        }
+    }
+    return err;
+}
+
+EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+    return real() ? capture_begun(g_cuda.stream_begin_capture(stream, mode))
+                  : cudaErrorInitializationError;
+}
+
+EXPORT cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
+                                                 const cudaGraphNode_t *deps,
+                                                 const cudaGraphEdgeData *edges, size_t n,
+                                                 enum cudaStreamCaptureMode mode)
+{
+    if (!real() || !g_cuda.stream_begin_capture_to_graph)
+        return cudaErrorInitializationError;
+    return capture_begun(g_cuda.stream_begin_capture_to_graph(stream, graph, deps, edges, n, mode));
+}
+
+EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
+{
+    return real() ? capture_end(stream, stream, graph, g_cuda.stream_end_capture)
+                  : cudaErrorInitializationError;
+}
+
+EXPORT cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode);
+EXPORT cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph,
+                                                      const cudaGraphNode_t *deps,
+                                                      const cudaGraphEdgeData *edges, size_t n,
+                                                      enum cudaStreamCaptureMode mode);
+EXPORT cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *graph);
+
+EXPORT cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+    if (!real())
+        return cudaErrorInitializationError;
+    return capture_begun(g_cuda.stream_begin_capture_ptsz
+                             ? g_cuda.stream_begin_capture_ptsz(stream, mode)
+                             : g_cuda.stream_begin_capture(per_thread(stream), mode));
+}
+
+EXPORT cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph,
+                                                      const cudaGraphNode_t *deps,
+                                                      const cudaGraphEdgeData *edges, size_t n,
+                                                      enum cudaStreamCaptureMode mode)
+{
+    if (!real())
+        return cudaErrorInitializationError;
+    if (g_cuda.stream_begin_capture_to_graph_ptsz)
+        return capture_begun(
+            g_cuda.stream_begin_capture_to_graph_ptsz(stream, graph, deps, edges, n, mode));
+    return g_cuda.stream_begin_capture_to_graph
+               ? capture_begun(g_cuda.stream_begin_capture_to_graph(per_thread(stream), graph,
+                                                                    deps, edges, n, mode))
+               : cudaErrorInitializationError;
+}
+
+EXPORT cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *graph)
+{
+    if (!real())
+        return cudaErrorInitializationError;
+    if (g_cuda.stream_end_capture_ptsz)
+        return capture_end(stream, per_thread(stream), graph, g_cuda.stream_end_capture_ptsz);
+    return capture_end(per_thread(stream), per_thread(stream), graph, g_cuda.stream_end_capture);
 }
 
 /* ---- PyTorch's pluggable allocator ---- */

@@ -878,6 +878,14 @@ static void move_movable(struct runtime *rt, size_t c, int device, struct progra
         return;
     bool to_gpu = dest.kind == LOC_GPU;
     struct class_stats *st = &rt->class_stats[c];
+    if (atomic_load(&rt->captures) > 0) { /* waiting for the GPU would invalidate the capture */
+        st->movable_capture_skips++;
+        if (!atomic_exchange(&rt->movable_skip_said, true))
+            LOG(LOG_WARN, "class '%s': not moved while a stream capture is in progress (a move "
+                "waits for the whole GPU, which would invalidate the capture; said once)",
+                rt->program->classes[c].name);
+        return;
+    }
     uint64_t t0 = now_ns();
     for (struct slab *s = p->slabs; s; s = s->next) {
         struct movable *mv = s->backing;

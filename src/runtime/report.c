@@ -109,9 +109,10 @@ static void write_class(FILE *f, const struct runtime *rt, size_t c)
     if (cls->memory == MEMORY_MOVABLE) /* moved whole by the copy engines */
         fprintf(f,
                 ", \"movable\": {\"to_gpu_bytes\": %" PRIu64 ", \"to_host_bytes\": %" PRIu64
-                ", \"move_ns\": %" PRIu64 ", \"budget_left_on_host_bytes\": %" PRIu64 "}",
+                ", \"move_ns\": %" PRIu64 ", \"budget_left_on_host_bytes\": %" PRIu64
+                ", \"skipped_in_capture\": %" PRIu64 "}",
                 s->movable_to_gpu_bytes, s->movable_to_host_bytes, s->movable_move_ns,
-                s->movable_budget_left);
+                s->movable_budget_left, s->movable_capture_skips);
     if (rt->learn) /* predicted uses against the actual ones, and how bytes reached the GPU */
         fprintf(f,
                 ", \"next_use\": {\"predictions\": %" PRIu64 ", \"hits\": %" PRIu64

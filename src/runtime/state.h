@@ -89,6 +89,11 @@ struct runtime {
     uint64_t gpu_live, gpu_live_peak;
     uint64_t spare_misses;
     _Atomic bool spare_said;
+    /* Stream captures in progress (begun through the interposed calls and
+     * not yet ended): a wait for the whole GPU would invalidate them, so
+     * movable memory does not move meanwhile (counted per class, said once). */
+    _Atomic int captures;
+    _Atomic bool movable_skip_said;
     long ahead_scanned;
     long ahead_use; /* -1: not placing ahead */
     /* Blocks placed or used after this tick serve the phase open now: placing

@@ -40,6 +40,7 @@ struct class_stats {
      * included), and the bytes a move to the GPU left on the host for the
      * budget. */
     uint64_t movable_to_gpu_bytes, movable_to_host_bytes, movable_move_ns, movable_budget_left;
+    uint64_t movable_capture_skips; /* rules that fired during a stream capture: not moved */
     struct um_counters um;
 };
 

@@ -387,6 +387,23 @@ EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event)
     return cudaSuccess;
 }
 
+EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+    (void)stream, (void)mode;
+    capturing = 1;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
+{
+    (void)stream;
+    *graph = NULL;
+    if (!capturing)
+        return last_error = cudaErrorIllegalState;
+    capturing = 0;
+    return cudaSuccess;
+}
+
 EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
     (void)event;
