@@ -301,6 +301,34 @@ static void test_runtime_movable(void **state)
     phase_exit(&f->rt);
     assert_int_equal(dev->resident_bytes, 188 * MiB);
 
+    /* A remap refused on the way out: the piece goes back to its GPU memory and
+     * the move stops there, every piece mapped and counted where it is. */
+    fake_set_vmm_map_fails(0, 1);
+    phase_enter(&f->rt, "optimizer.step");
+    assert_int_equal(dev->resident_bytes, fake_vmm_gpu_bytes() - vmm_before);
+    assert_true(dev->resident_bytes > 0);
+    assert_true(filled(a, 100 * MiB, 3) && filled(b, 10 * MiB, 2) && filled(c, 60 * MiB, 4));
+    phase_exit(&f->rt);
+    phase_enter(&f->rt, "optimizer.step"); /* the next move is whole again */
+    assert_int_equal(dev->resident_bytes, 0);
+    assert_int_equal(fake_vmm_gpu_bytes() - vmm_before, 0);
+    /* Refused both ways: that piece stays unmapped and its slab never moves again
+     * (the error is logged); the others still move, their data intact. */
+    fake_set_vmm_map_fails(1, 2); /* the first slab's stage map, then its remap and back */
+    phase_exit(&f->rt);
+    assert_int_equal(dev->resident_bytes, fake_vmm_gpu_bytes() - vmm_before);
+    int broken = 0;
+    for (int s = 0; s < 3; s++) {
+        const struct slab *sl = f->rt.devices[0].pools[0]->slabs;
+        for (int k = 0; k < s; k++)
+            sl = sl->next;
+        broken += ((const struct movable *)sl->backing)->broken;
+    }
+    assert_int_equal(broken, 1);
+    assert_true(filled(a, 100 * MiB, 3) && filled(b, 10 * MiB, 2)); /* c's piece is unmapped */
+    assert_int_equal(dev->resident_bytes, 164 * MiB);
+    fake_set_vmm_map_fails(-1, 0);
+
     release(f, a, S1, MODE_ANY);
     release(f, b, S1, MODE_STREAM);
     release(f, c, S1, MODE_ANY);
@@ -325,6 +353,28 @@ static void test_runtime_movable(void **state)
     assert_int_equal(f->rt.devices[0].resident_bytes, 0);
     teardown(f);
     fake_set_vmm_off(0);
+
+    /* A GPU without host memory at reserved ranges, and movable memory that
+     * cannot be made (pinned memory short): plain device memory, the job
+     * served either way. */
+    for (int round = 0; round < 2; round++) {
+        fake_set_vmm_unsupported(round == 0);
+        fake_set_vmm_create_fails_after(round == 1 ? 0 : -1);
+        f = setup(movable_policy);
+        a = alloc(f, 10 * MiB, API_CUDA_MALLOC, S1);
+        assert_int_equal(DELTA(f, malloc), 1);
+        assert_null(f->rt.devices[0].pools[0]->slabs->backing);
+        fill(a, 10 * MiB, 5);
+        phase_enter(&f->rt, "optimizer.step");
+        assert_true(filled(a, 10 * MiB, 5));
+        phase_exit(&f->rt);
+        release(f, a, S1, MODE_ANY);
+        place_trim(&f->rt, -1, -1);
+        assert_int_equal(f->rt.devices[0].resident_bytes, 0);
+        teardown(f);
+    }
+    fake_set_vmm_unsupported(0);
+    fake_set_vmm_create_fails_after(-1);
 }
 
 static void test_runtime_spare(void **state)

@@ -36,6 +36,7 @@ struct cuda_api {
                                                         cudaStream_t stream);
     cudaError_t (*mem_get_info)(size_t *free_bytes, size_t *total_bytes);
     cudaError_t (*get_device)(int *device);
+    cudaError_t (*set_device)(int device);
     cudaError_t (*get_device_count)(int *count);
     cudaError_t (*device_get_attribute)(int *value, enum cudaDeviceAttr attr, int device);
     cudaError_t (*device_synchronize)(void);

@@ -44,6 +44,7 @@ int cuda_api_resolve_real(struct cuda_api *api, const char **missing)
         SLOT(mem_discard_and_prefetch_batch_async, "cudaMemDiscardAndPrefetchBatchAsync", 0),
         SLOT(mem_get_info, "cudaMemGetInfo", 1),
         SLOT(get_device, "cudaGetDevice", 1),
+        SLOT(set_device, "cudaSetDevice", 1),
         SLOT(get_device_count, "cudaGetDeviceCount", 1),
         SLOT(device_get_attribute, "cudaDeviceGetAttribute", 1),
         SLOT(device_synchronize, "cudaDeviceSynchronize", 1),

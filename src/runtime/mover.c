@@ -232,7 +232,8 @@ bool mover_move_dead(struct mover *m, struct device_state *dev, uintptr_t addr, 
     return true;
 }
 
-bool mover_movable_usable(struct mover *m)
+/* The driver's calls `memory movable` needs, looked up once. */
+static bool vmm_calls(struct mover *m)
 {
     if (m->vmm_state)
         return m->vmm_state > 0;
@@ -247,6 +248,9 @@ bool mover_movable_usable(struct mover *m)
         {(void **)&m->vmm.map, "cuMemMap"},
         {(void **)&m->vmm.unmap, "cuMemUnmap"},
         {(void **)&m->vmm.set_access, "cuMemSetAccess"},
+        {(void **)&m->vmm.granularity, "cuMemGetAllocationGranularity"},
+        {(void **)&m->vmm.device_get, "cuDeviceGet"},
+        {(void **)&m->vmm.device_attribute, "cuDeviceGetAttribute"},
     };
     const char *missing = m->cuda->driver_entry ? NULL : "cudaGetDriverEntryPointByVersion";
     for (size_t i = 0; !missing && i < sizeof fns / sizeof fns[0]; i++) {
@@ -273,6 +277,61 @@ static CUmemAllocationProp vmm_prop(bool on_gpu, int device, int node)
     return prop;
 }
 
+/* Does DEVICE map GPU and host NUMA memory at reserved ranges, in granules
+ * that divide MOVABLE_GRANULE? Asked once per device (the first 64). */
+bool mover_movable_usable(struct mover *m, int device)
+{
+    if (!vmm_calls(m) || device < 0 || device >= 64)
+        return false;
+    uint64_t bit = 1ull << device;
+    if (m->vmm_checked & bit)
+        return m->vmm_ok & bit;
+    m->vmm_checked |= bit;
+    CUdevice dev;
+    int vmm = 0, host_numa = 0;
+    const char *why = NULL;
+    if (m->vmm.device_get(&dev, device) != CUDA_SUCCESS ||
+        m->vmm.device_attribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                                dev) != CUDA_SUCCESS ||
+        m->vmm.device_attribute(&host_numa,
+                                CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                                dev) != CUDA_SUCCESS)
+        why = "its attributes could not be read";
+    else if (!vmm || !host_numa)
+        why = !vmm ? "no virtual memory management" : "no host NUMA memory at reserved ranges";
+    for (int on_gpu = 0; !why && on_gpu < 2; on_gpu++) {
+        size_t granule = 0;
+        CUmemAllocationProp prop = vmm_prop(on_gpu, device, 0);
+        if (m->vmm.granularity(&granule, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) !=
+                CUDA_SUCCESS ||
+            !granule || MOVABLE_GRANULE % granule)
+            why = "an allocation granularity that does not divide 2 MiB";
+    }
+    if (why) {
+        m->cuda->get_last_error();
+        LOG(LOG_WARN, "GPU %d: %s; classes of 'memory movable' get plain device memory there",
+            device, why);
+        return false;
+    }
+    m->vmm_ok |= bit;
+    return true;
+}
+
+/* Wait for all of DEVICE's work: cudaDeviceSynchronize waits only for the
+ * calling thread's current device, which is put back after. */
+static bool wait_device(struct mover *m, int device)
+{
+    int current = -1;
+    if (m->cuda->get_device(&current) != cudaSuccess)
+        return false;
+    if (current != device && m->cuda->set_device(device) != cudaSuccess)
+        return false;
+    bool ok = m->cuda->device_synchronize() == cudaSuccess;
+    if (current != device)
+        m->cuda->set_device(current);
+    return ok;
+}
+
 static size_t piece_size(const struct movable *mv, size_t i)
 {
     size_t off = i * MOVABLE_PIECE;
@@ -296,7 +355,7 @@ static bool vmm_map(struct mover *m, const struct movable *mv, uintptr_t va, siz
 
 static void movable_free(struct mover *m, struct movable *mv)
 {
-    for (size_t i = 0; i < mv->pieces; i++) {
+    for (size_t i = 0; mv->host && mv->gpu && i < mv->pieces; i++) {
         uintptr_t off = i * MOVABLE_PIECE;
         size_t len = piece_size(mv, i);
         if (mv->host[i] || mv->gpu[i])
@@ -314,6 +373,11 @@ static void movable_free(struct mover *m, struct movable *mv)
         m->vmm.free(mv->shadow, mv->size);
     if (mv->stage)
         m->vmm.free(mv->stage, mv->size);
+    mover_movable_forget(mv);
+}
+
+void mover_movable_forget(struct movable *mv)
+{
     free(mv->host);
     free(mv->gpu);
     free(mv);
@@ -323,7 +387,7 @@ cudaError_t mover_movable_alloc(struct mover *m, size_t size, int device, int no
                                 struct movable **out)
 {
     *out = NULL;
-    if (!mover_movable_usable(m))
+    if (!mover_movable_usable(m, device))
         return cudaErrorNotSupported;
     if (!size || size % MOVABLE_GRANULE)
         return cudaErrorInvalidValue;
@@ -377,7 +441,7 @@ cudaError_t mover_movable_alloc(struct mover *m, size_t size, int device, int no
         mv->gpu_bytes += mv->gpu[i] ? len : 0;
     }
     if (!ok) {
-        m->cuda->get_last_error();
+        m->cuda->get_last_error(); /* returned, not left for the job's next check */
         movable_free(m, mv);
         return cudaErrorMemoryAllocation;
     }
@@ -387,11 +451,23 @@ cudaError_t mover_movable_alloc(struct mover *m, size_t size, int device, int no
 
 cudaError_t mover_movable_release(struct mover *m, struct movable *mv)
 {
-    cudaError_t err = m->cuda->device_synchronize(); /* an unmap does not wait for the GPU */
-    if (err != cudaSuccess)
-        return err; /* keep it rather than pull it from under the GPU */
+    if (!wait_device(m, mv->device)) { /* an unmap does not wait for the GPU */
+        m->cuda->get_last_error();
+        return cudaErrorUnknown; /* keep it rather than pull it from under the GPU */
+    }
     movable_free(m, mv);
     return cudaSuccess;
+}
+
+/* Undo a piece's way in before its copy is known done: the copy may still
+ * run, so wait for the GPU first, then drop the new GPU memory. */
+static void abandon_way_in(struct mover *m, struct movable *mv, size_t i)
+{
+    size_t len = piece_size(mv, i);
+    wait_device(m, mv->device);
+    m->vmm.unmap(mv->stage + i * MOVABLE_PIECE, len);
+    m->vmm.release(mv->gpu[i]);
+    mv->gpu[i] = 0;
 }
 
 size_t mover_movable_move(struct mover *m, struct device_state *dev, struct movable *mv,
@@ -400,12 +476,13 @@ size_t mover_movable_move(struct mover *m, struct device_state *dev, struct mova
     enum { MAX_EVENTS = 64 }; /* pieces in flight at once: 4 GiB */
     cudaEvent_t ev[MAX_EVENTS];
     size_t moved = 0;
-    if (!dev->stream || m->cuda->device_synchronize() != cudaSuccess) {
+    bool failed = false;
+    if (mv->broken || !dev->stream || !wait_device(m, mv->device)) {
         m->cuda->get_last_error();
         return 0;
     }
     const CUmemAllocationProp gpu_prop = vmm_prop(true, mv->device, mv->node);
-    for (size_t first = 0; first < mv->pieces;) {
+    for (size_t first = 0; first < mv->pieces && !failed;) {
         /* Queue a round of copies, the GPU memory of each made first on the way in. */
         size_t idx[MAX_EVENTS], n = 0, i = first;
         for (; i < mv->pieces && n < MAX_EVENTS; i++) {
@@ -416,71 +493,70 @@ size_t mover_movable_move(struct mover *m, struct device_state *dev, struct mova
             if (to_gpu) {
                 if (m->vmm.create(&mv->gpu[i], len, &gpu_prop, 0) != CUDA_SUCCESS) {
                     mv->gpu[i] = 0;
-                    break; /* the GPU is full: the rest stays on the host */
+                    failed = true; /* the GPU is full: the rest stays on the host */
+                    break;
                 }
                 if (!vmm_map(m, mv, mv->stage + off, len, mv->gpu[i])) {
                     m->vmm.release(mv->gpu[i]);
                     mv->gpu[i] = 0;
+                    failed = true;
                     break;
                 }
             }
-            if (m->cuda->event_create_with_flags(&ev[n], cudaEventDisableTiming) != cudaSuccess ||
-                m->cuda->memcpy_async(
-                    (void *)(to_gpu ? mv->stage + off : mv->shadow + off),
-                    (void *)(to_gpu ? mv->shadow + off : mv->base + off), len,
-                    to_gpu ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
-                    dev->stream) != cudaSuccess ||
-                m->cuda->event_record(ev[n], dev->stream) != cudaSuccess) {
-                if (to_gpu) {
-                    m->vmm.unmap(mv->stage + off, len);
-                    m->vmm.release(mv->gpu[i]);
-                    mv->gpu[i] = 0;
-                }
+            if (m->cuda->event_create_with_flags(&ev[n], cudaEventDisableTiming) != cudaSuccess) {
+                if (to_gpu) /* no copy queued for this piece */
+                    abandon_way_in(m, mv, i);
+                failed = true;
+                break;
+            }
+            bool queued = m->cuda->memcpy_async(
+                              (void *)(to_gpu ? mv->stage + off : mv->shadow + off),
+                              (void *)(to_gpu ? mv->shadow + off : mv->base + off), len,
+                              to_gpu ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                              dev->stream) == cudaSuccess;
+            if (!queued || m->cuda->event_record(ev[n], dev->stream) != cudaSuccess) {
+                m->cuda->event_destroy(ev[n]);
+                if (to_gpu)
+                    abandon_way_in(m, mv, i); /* waits for a copy queued without its event */
+                failed = true;
                 break;
             }
             idx[n++] = i;
             moved += len;
         }
-        bool stop = i < mv->pieces && n < MAX_EVENTS && moved < limit;
         /* Each piece is remapped as soon as its copy is done, while the next copies run. */
         for (size_t k = 0; k < n; k++) {
             size_t j = idx[k], len = piece_size(mv, j);
             uintptr_t off = j * MOVABLE_PIECE;
             bool copied = m->cuda->event_synchronize(ev[k]) == cudaSuccess;
             m->cuda->event_destroy(ev[k]);
-            if (to_gpu)
-                m->vmm.unmap(mv->stage + off, len);
-            if (!copied) { /* the piece stays where it is */
-                if (to_gpu) {
-                    m->vmm.release(mv->gpu[j]);
-                    mv->gpu[j] = 0;
-                }
-                moved -= len;
-                stop = true;
-                continue;
-            }
             CUmemGenericAllocationHandle from = to_gpu ? mv->host[j] : mv->gpu[j],
                                          to = to_gpu ? mv->gpu[j] : mv->host[j];
-            if (m->vmm.unmap(mv->base + off, len) != CUDA_SUCCESS) {
-                moved -= len;
-                stop = true;
-                if (to_gpu) {
-                    m->vmm.release(mv->gpu[j]);
-                    mv->gpu[j] = 0;
-                }
-                continue;
-            }
-            if (!vmm_map(m, mv, mv->base + off, len, to)) {
+            bool remapped = copied && m->vmm.unmap(mv->base + off, len) == CUDA_SUCCESS;
+            if (remapped && !vmm_map(m, mv, mv->base + off, len, to)) {
+                remapped = false;
                 /* Back to the memory it had, which still holds the data. */
-                if (!vmm_map(m, mv, mv->base + off, len, from))
-                    LOG(LOG_ERROR, "a movable piece at %#lx could not be mapped again",
+                if (!vmm_map(m, mv, mv->base + off, len, from)) {
+                    mv->broken = true; /* never moved again */
+                    LOG(LOG_ERROR, "a movable piece at %#lx could be mapped neither way: the "
+                        "job must not touch it; its slab no longer moves",
                         (unsigned long)(mv->base + off));
-                moved -= len;
-                stop = true;
-                if (to_gpu) {
+                }
+            }
+            if (to_gpu && !copied)
+                wait_device(m, mv->device); /* the copy may still be writing the stage */
+            if (to_gpu)
+                m->vmm.unmap(mv->stage + off, len);
+            if (!remapped) {
+                /* The GPU side goes: on the way in it was never used; a piece mapped
+                 * neither way has its data in the host memory, copied. */
+                if ((to_gpu || mv->broken) && mv->gpu[j]) {
                     m->vmm.release(mv->gpu[j]);
                     mv->gpu[j] = 0;
+                    mv->gpu_bytes -= to_gpu ? 0 : len;
                 }
+                moved -= len;
+                failed = true;
                 continue;
             }
             if (!to_gpu) {
@@ -491,10 +567,9 @@ size_t mover_movable_move(struct mover *m, struct device_state *dev, struct mova
                 mv->gpu_bytes += len;
             }
         }
-        if (stop)
-            break;
         first = i;
     }
-    m->cuda->get_last_error();
+    if (failed)
+        m->cuda->get_last_error(); /* returned here, not left for the job's next check */
     return moved;
 }

@@ -29,13 +29,18 @@ struct vmm_api {
     CUresult (*unmap)(CUdeviceptr ptr, size_t size);
     CUresult (*set_access)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
                            size_t count);
+    CUresult (*granularity)(size_t *granularity, const CUmemAllocationProp *prop,
+                            CUmemAllocationGranularity_flags option);
+    CUresult (*device_get)(CUdevice *device, int ordinal);
+    CUresult (*device_attribute)(int *value, CUdevice_attribute attribute, CUdevice device);
 };
 
 struct mover {
     const struct cuda_api *cuda;
     bool batch_unsupported;            /* cudaMemPrefetchBatchAsync refused once */
     bool discard_prefetch_unsupported; /* discard-and-prefetch refused once */
-    int vmm_state;                     /* 0: not looked up yet, 1: vmm usable, -1: not */
+    int vmm_state;                     /* 0: not looked up yet, 1: the calls found, -1: not */
+    uint64_t vmm_checked, vmm_ok;      /* per GPU (bit N: GPU N): asked, and movable there */
     struct vmm_api vmm;
 };
 
@@ -54,23 +59,28 @@ struct movable {
     size_t size, pieces;
     int device, node;
     size_t gpu_bytes; /* of the pieces on the GPU */
+    bool broken;      /* a piece could be mapped neither way: never moved again */
     CUmemGenericAllocationHandle *host, *gpu; /* per piece; gpu[i] == 0: on the host */
 };
 
-/* Can this process make movable slabs? Looked up once; false says why in the log. */
-bool mover_movable_usable(struct mover *m);
+/* Can this process make movable slabs on DEVICE (the driver's calls, the
+ * GPU's support for GPU and host memory at reserved ranges, granules that
+ * divide MOVABLE_GRANULE)? Asked once per GPU; false says why in the log. */
+bool mover_movable_usable(struct mover *m, int device);
 /* A movable slab of SIZE bytes (a multiple of MOVABLE_GRANULE) for DEVICE,
  * its host memory on NUMA node NODE (< 0: the GPU's nearest, else 0), its
  * pieces on the GPU when ON_GPU and the GPU has the memory, else on the host. */
 cudaError_t mover_movable_alloc(struct mover *m, size_t size, int device, int node, bool on_gpu,
                                 struct movable **out);
-/* Give it all back, after every stream's work so far. */
+/* Give it all back, after all of its GPU's work so far (an error: kept). */
 cudaError_t mover_movable_release(struct mover *m, struct movable *mv);
+/* Free MV's record alone, making no CUDA call (at exit). */
+void mover_movable_forget(struct movable *mv);
 /* Move MV's pieces to the GPU (TO_GPU) or to the host, on DEV's stream, at
- * most LIMIT bytes of them: first every stream's work so far is waited for (a
- * remap does not wait for the GPU), then the copies are queued and each piece
- * is remapped as its copy completes. Returns the bytes moved; a piece that
- * cannot move stays where it is, mapped and intact. */
+ * most LIMIT bytes of them: first all of MV's GPU's work so far is waited for
+ * (a remap does not wait for kernels), then the copies are queued and each
+ * piece is remapped as its copy completes. Returns the bytes moved; a piece
+ * that cannot move stays where it is, mapped and intact. */
 size_t mover_movable_move(struct mover *m, struct device_state *dev, struct movable *mv,
                           bool to_gpu, size_t limit);
 

@@ -396,6 +396,8 @@ size_t place_trim(struct runtime *rt, int device, int class_idx)
         for (size_t c = 0; c < rt->program->class_count; c++) {
             struct pool *p = class_idx < 0 || (size_t)class_idx == c ? dev->pools[c] : NULL;
             const struct program_class *cls = &rt->program->classes[c];
+            if (cls->memory == MEMORY_MOVABLE && atomic_load(&rt->captures) > 0)
+                continue; /* its release waits for the GPU, which would invalidate a capture */
             for (struct slab *s = p ? pool_detach_empty_slabs(p) : NULL, *next; s; s = next) {
                 next = s->next;
                 uintptr_t base = s->base;
@@ -411,8 +413,12 @@ size_t place_trim(struct runtime *rt, int device, int class_idx)
                 if (err != cudaSuccess)
                     LOG(LOG_WARN, "releasing a %zu-byte slab of class '%s' failed: %s%s", size,
                         cls->name, mover_error(&rt->mover, err),
-                        cls->memory == MEMORY_HOST ? "; its pages stay pinned" : "");
-                if (err != cudaSuccess && cls->memory == MEMORY_HOST) {
+                        cls->memory == MEMORY_HOST ? "; its pages stay pinned"
+                        : mv                       ? "; its memory stays held"
+                                                   : "");
+                if (err != cudaSuccess && (cls->memory == MEMORY_HOST || mv)) {
+                    if (mv) /* still on the card: the budget counts it */
+                        resident_add(rt, dev, (int)c, mv->gpu_bytes);
                     rt->class_stats[c].slabs--; /* no longer the pool's, still the process's */
                     rt->class_stats[c].slab_bytes -= size;
                     continue;

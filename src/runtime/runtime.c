@@ -43,8 +43,14 @@ void runtime_destroy(struct runtime *rt)
 {
     /* Host bookkeeping only: device memory belongs to a CUDA context that may
      * already be gone at exit, and the driver reclaims it with the process. */
-    for (int d = 0; d < RT_MAX_DEVICES; d++)
-        device_close(&rt->devices[d], rt->program->class_count);
+    for (int d = 0; d < RT_MAX_DEVICES; d++) {
+        struct device_state *dev = &rt->devices[d];
+        for (size_t c = 0; dev->pools && c < rt->program->class_count; c++)
+            for (struct slab *s = dev->pools[c] ? dev->pools[c]->slabs : NULL; s; s = s->next)
+                if (s->backing)
+                    mover_movable_forget(s->backing);
+        device_close(dev, rt->program->class_count);
+    }
     for (size_t i = 0; i < rt->map.cap; i++)
         if (rt->map.slots[i] && !rt->map.slots[i]->slab)
             block_release(rt->map.slots[i]);
@@ -139,6 +145,15 @@ static cudaError_t adopt_managed(struct runtime *rt, void **ptr, size_t size, in
     return cudaSuccess;
 }
 
+/* Movable memory could not be made for class CLS (said once). */
+static void movable_failed(struct runtime *rt, int cls, size_t size)
+{
+    if (!atomic_exchange(&rt->movable_failed_said, true))
+        LOG(LOG_WARN, "class '%s': %zu bytes of movable memory could not be made (pinned host "
+            "memory or GPU memory short); the slab is plain device memory (said once)",
+            rt->program->classes[cls].name, size);
+}
+
 /* Grow POOL by a slab of SIZE bytes: within the cap, memory from CUDA (after
  * giving back empty slabs if CUDA has none), then counted and advised. A
  * pool on the card first gives back its own empty slabs, which could not
@@ -156,8 +171,8 @@ static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool de
         place_trim(rt, p->device, p->class_idx);
     if (kind == MEMORY_MANAGED && !cap_admits(rt, p->class_idx, p->device, size))
         return cudaErrorMemoryAllocation;
-    if (kind == MEMORY_MOVABLE && !mover_movable_usable(&rt->mover))
-        kind = MEMORY_DEVICE; /* said once, by the mover */
+    if (kind == MEMORY_MOVABLE && !mover_movable_usable(&rt->mover, p->device))
+        kind = MEMORY_DEVICE; /* said once per GPU, by the mover */
     uintptr_t base;
     struct movable *mv = NULL;
     cudaError_t err;
@@ -166,7 +181,14 @@ static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool de
         size = (size + MOVABLE_GRANULE - 1) / MOVABLE_GRANULE * MOVABLE_GRANULE;
         bool on_gpu = place_movable_on_gpu(rt, p->class_idx, p->device, size, &node);
         err = mover_movable_alloc(&rt->mover, size, p->device, node, on_gpu, &mv);
-        base = mv ? mv->base : 0;
+        if (err == cudaErrorMemoryAllocation && place_trim(rt, p->device, -1) > 0)
+            err = mover_movable_alloc(&rt->mover, size, p->device, node, on_gpu, &mv);
+        if (err != cudaSuccess) { /* no pinned host memory for it: plain device memory */
+            movable_failed(rt, p->class_idx, size);
+            kind = MEMORY_DEVICE;
+            err = mover_alloc(&rt->mover, kind, size, -1, &base);
+        }
+        base = mv ? mv->base : base;
     } else {
         int node = kind == MEMORY_HOST ? place_host_node(rt, p->class_idx, p->device) : -1;
         err = mover_alloc(&rt->mover, kind, size, node, &base);

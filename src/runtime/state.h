@@ -94,6 +94,7 @@ struct runtime {
      * movable memory does not move meanwhile (counted per class, said once). */
     _Atomic int captures;
     _Atomic bool movable_skip_said;
+    _Atomic bool movable_failed_said; /* a movable slab became device memory: said */
     long ahead_scanned;
     long ahead_use; /* -1: not placing ahead */
     /* Blocks placed or used after this tick serve the phase open now: placing

@@ -15,6 +15,7 @@ const struct cuda_api fake_api = {
     .mem_discard_and_prefetch_batch_async = cudaMemDiscardAndPrefetchBatchAsync,
     .mem_get_info = cudaMemGetInfo,
     .get_device = cudaGetDevice,
+    .set_device = cudaSetDevice,
     .get_device_count = cudaGetDeviceCount,
     .device_get_attribute = cudaDeviceGetAttribute,
     .device_synchronize = cudaDeviceSynchronize,

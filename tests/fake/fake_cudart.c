@@ -435,7 +435,36 @@ static struct {
     int on_gpu;
 } vmm_handles[FAKE_VMM_HANDLES];
 static uint64_t vmm_gpu_bytes;
-static int vmm_create_fails_after = -1;
+static int vmm_create_fails_after = -1, vmm_map_fails_after = -1, vmm_map_failures,
+           vmm_unsupported;
+/* What is mapped where: a map over a mapped range, or an unmap of what was
+ * not mapped as one, is refused as the driver would. */
+#define FAKE_VMM_MAPS 8192
+static struct {
+    uintptr_t va;
+    size_t size;
+} vmm_maps[FAKE_VMM_MAPS];
+
+EXPORT void fake_set_vmm_map_fails(int after, int times)
+{
+    vmm_map_fails_after = after;
+    vmm_map_failures = times;
+}
+
+EXPORT void fake_set_vmm_unsupported(int on)
+{
+    vmm_unsupported = on;
+}
+
+/* Index of the mapping overlapping [VA, VA+SIZE), or -1 (caller holds the lock). */
+static int vmm_map_find(uintptr_t va, size_t size)
+{
+    for (int i = 0; i < FAKE_VMM_MAPS; i++)
+        if (vmm_maps[i].size && va < vmm_maps[i].va + vmm_maps[i].size &&
+            vmm_maps[i].va < va + size)
+            return i;
+    return -1;
+}
 
 EXPORT void fake_set_vmm_create_fails_after(int n)
 {
@@ -467,6 +496,11 @@ static CUresult fake_mem_address_reserve(CUdeviceptr *ptr, size_t size, size_t a
 
 static CUresult fake_mem_address_free(CUdeviceptr ptr, size_t size)
 {
+    pthread_mutex_lock(&lock);
+    int mapped = vmm_map_find(ptr, size) >= 0; /* the driver refuses a range still mapped */
+    pthread_mutex_unlock(&lock);
+    if (mapped)
+        return CUDA_ERROR_INVALID_VALUE;
     return munmap((void *)ptr, size) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -527,17 +561,70 @@ static CUresult fake_mem_map(CUdeviceptr ptr, size_t size, size_t offset,
     size_t i = handle - 1;
     if (offset || !handle || i >= FAKE_VMM_HANDLES || vmm_handles[i].size != size)
         return CUDA_ERROR_INVALID_VALUE; /* CUDA 13 maps whole allocations only */
-    void *p = mmap((void *)ptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-                   vmm_handles[i].fd, 0);
+    pthread_mutex_lock(&lock);
+    int slot = 0;
+    while (slot < FAKE_VMM_MAPS && vmm_maps[slot].size)
+        slot++;
+    CUresult r = CUDA_SUCCESS;
+    if (vmm_map_fails_after == 0) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+        if (--vmm_map_failures <= 0)
+            vmm_map_fails_after = -1;
+    }
+    else if (vmm_map_find(ptr, size) >= 0 || slot == FAKE_VMM_MAPS)
+        r = CUDA_ERROR_INVALID_VALUE; /* mapped already */
+    else if (mmap((void *)ptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                  vmm_handles[i].fd, 0) == MAP_FAILED)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (vmm_map_fails_after > 0)
+        vmm_map_fails_after--;
+    if (r == CUDA_SUCCESS) {
+        vmm_maps[slot].va = ptr;
+        vmm_maps[slot].size = size;
+    }
+    pthread_mutex_unlock(&lock);
     COUNT(vmm_map);
-    return p == MAP_FAILED ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+    return r;
 }
 
 static CUresult fake_mem_unmap(CUdeviceptr ptr, size_t size)
 {
-    void *p = mmap((void *)ptr, size, PROT_NONE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
-    return p == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    pthread_mutex_lock(&lock);
+    int i = vmm_map_find(ptr, size);
+    CUresult r = i < 0 || vmm_maps[i].va != ptr || vmm_maps[i].size != size
+                     ? CUDA_ERROR_INVALID_VALUE /* not mapped as one */
+                 : mmap((void *)ptr, size, PROT_NONE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1,
+                        0) == MAP_FAILED
+                     ? CUDA_ERROR_INVALID_VALUE
+                     : CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS)
+        vmm_maps[i].size = 0;
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+static CUresult fake_mem_granularity(size_t *granularity, const CUmemAllocationProp *prop,
+                                     CUmemAllocationGranularity_flags option)
+{
+    (void)prop, (void)option;
+    *granularity = 2u << 20;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_device_get(CUdevice *device, int ordinal)
+{
+    *device = ordinal;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_device_attribute(int *value, CUdevice_attribute attribute, CUdevice device)
+{
+    (void)device;
+    *value = (attribute == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED ||
+              attribute == CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) &&
+             !vmm_unsupported;
+    return CUDA_SUCCESS;
 }
 
 static CUresult fake_mem_set_access(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
@@ -570,6 +657,9 @@ EXPORT cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **f
         {"cuMemMap", (void *)fake_mem_map},
         {"cuMemUnmap", (void *)fake_mem_unmap},
         {"cuMemSetAccess", (void *)fake_mem_set_access},
+        {"cuMemGetAllocationGranularity", (void *)fake_mem_granularity},
+        {"cuDeviceGet", (void *)fake_device_get},
+        {"cuDeviceGetAttribute", (void *)fake_device_attribute},
     };
     *fn = NULL;
     *status = cudaDriverEntryPointSymbolNotFound;

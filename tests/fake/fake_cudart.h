@@ -32,6 +32,12 @@ void fake_set_malloc_fails(int on);
  * of device memory it holds (also taken off cudaMemGetInfo's free). */
 void fake_set_vmm_off(int off);
 void fake_set_vmm_create_fails_after(int n);
+/* After AFTER more successful cuMemMap calls the next TIMES fail; the GPU
+ * says it has no virtual memory management. The fake's cuMemMap refuses a
+ * mapped range, its cuMemUnmap what was not mapped as one, and its
+ * cuMemAddressFree a range still mapped, as the driver does. */
+void fake_set_vmm_map_fails(int after, int times);
+void fake_set_vmm_unsupported(int on);
 uint64_t fake_vmm_gpu_bytes(void);
 
 /* The per-thread-default-stream variants, which cuda_runtime_api.h declares

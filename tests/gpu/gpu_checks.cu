@@ -360,6 +360,28 @@ static int check_movable()
     CHECK(cudaDeviceSynchronize());
     umpol_phase_exit();
     long long back_mib = ((long long)gpu_used() - (long long)used_before) >> 20;
+    // A rule that fires during a stream capture must not wait for the GPU (that
+    // would invalidate the capture): the class stays put, the graph is good.
+    cudaStream_t cs;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+    CHECK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeGlobal));
+    umpol_phase_enter("away");
+    fill<<<256, 256, 0, cs>>>(blocks[1], sizes[1] / 4, 1u, 2);
+    umpol_phase_exit();
+    cudaError_t captured = cudaStreamEndCapture(cs, &graph);
+    EXPECT(captured == cudaSuccess, "the capture was invalidated: %s", cudaGetErrorString(captured));
+    long long captured_mib = ((long long)gpu_used() - (long long)used_before) >> 20;
+    EXPECT(captured_mib >= on_mib - 4, "the class moved during the capture (%lld MiB)", captured_mib);
+    if (captured == cudaSuccess) {
+        CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        CHECK(cudaGraphLaunch(exec, cs));
+        CHECK(cudaStreamSynchronize(cs));
+        CHECK(cudaGraphExecDestroy(exec));
+        CHECK(cudaGraphDestroy(graph));
+    }
+    CHECK(cudaStreamDestroy(cs));
     for (int i = 0; i < 3; i++)
         verify<<<256, 256>>>(blocks[i], sizes[i] / 4, (uint32_t)i, 2, bad);
     CHECK(cudaMemcpy(&gpu_bad, bad, sizeof gpu_bad, cudaMemcpyDeviceToHost));
@@ -376,8 +398,8 @@ static int check_movable()
     CHECK(cudaFree(bad));
     CHECK(cudaDeviceSynchronize());
     printf("movable: 316 MiB moved away and back, data intact; the card held %lld MiB, %lld "
-           "away, %lld back\n",
-           on_mib, away_mib, back_mib);
+           "away, %lld back; a capture over a rule: %s, %lld MiB held\n",
+           on_mib, away_mib, back_mib, cudaGetErrorString(captured), captured_mib);
     return failures;
 }
 
