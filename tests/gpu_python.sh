@@ -4,6 +4,9 @@
 #   - each automatic phase rule (tests/gpu/python_phases.py, one class per phase)
 #   - `match saved`: saved activations move to their class, weights and
 #     temporaries stay, gradients are right (tests/gpu/python_saved.py)
+#   - a training step captured in a CUDA graph with the optimizer's state in
+#     movable memory: it trains, and nothing moved during the capture
+#     (tests/gpu/python_graph.py)
 #   - an unmodified transformers training loop under `umpol run` gets the same
 #     per-class allocation counts and bytes, within 1%, as the same loop with
 #     NVTX ranges added by hand (zero_code.unmodified_matches_annotated)
@@ -26,6 +29,20 @@ expect_status 0 "match saved" "$UMPOL_BIN" run -p "$top_srcdir/tests/gpu/saved.u
 cat "$tmp/out"
 python3 -c 'import json, sys; c = {k["name"]: k for k in json.load(open(sys.argv[1]))["classes"]}; sys.exit(0 if c["saved_acts"]["reclassified"] > 0 and c["init"]["reclassified"] == 0 else 1)' \
     "$out/saved-report.json" && pass || fail "the report counts the blocks moved to saved_acts"
+
+# A step captured in a CUDA graph, the optimizer's state in movable memory: the
+# capture succeeds and trains, the rules that fired during it moved nothing.
+expect_status 0 "a CUDA graph over movable memory" "$UMPOL_BIN" run -p "$top_srcdir/tests/gpu/graph.umpol" \
+    -r "$out/graph-report.json" -- python3 "$top_srcdir/tests/gpu/python_graph.py" "$out/graph.json"
+cat "$tmp/out"
+python3 - "$out/graph-report.json" <<'PY' && pass || fail "movable memory in a captured step"
+import json, sys
+c = {k["name"]: k for k in json.load(open(sys.argv[1]))["classes"]}
+m = c["state"]["movable"]
+print("state:", m)
+assert c["state"]["allocations"] > 0 and m["to_host_bytes"] > 0 and m["to_gpu_bytes"] > 0, m
+assert m["skipped_in_capture"] > 0, m
+PY
 
 if python3 -c 'import transformers' 2>/dev/null; then
     policy="$top_srcdir/policies/llm-finetune.umpol"
