@@ -844,6 +844,14 @@ static void test_movable_memory(void **state)
     assert_non_null(strstr(text, "movable:  its slabs move whole"));
     free(text);
     policy_free(&pol);
+    /* Without a prefetch rule it never moves: a warning where 'memory movable' is. */
+    pol = load("umpol 1;\nclass a { match size > 1; memory movable; }\nclass rest { match any; }\n");
+    assert_non_null(pol.program);
+    assert_int_equal(pol.diags.errors, 0);
+    assert_int_equal(pol.diags.warnings, 1);
+    assert_int_equal(pol.diags.items[0].code, W_MOVABLE_STILL);
+    assert_int_equal(pol.diags.items[0].loc.first_line, 2);
+    policy_free(&pol);
 }
 
 static void test_spare_predicate(void **state)

@@ -53,6 +53,7 @@ enum diag_code {
     W_SAVED_SHADOWED = 106,     /* a class before a saved class takes its blocks first */
     W_HOST_MANAGED = 107,       /* managed memory on the host, never moved: may stay on the card */
     W_SPARE_HOST = 108,         /* `spare` in a class of `memory host`, which never takes the GPU */
+    W_MOVABLE_STILL = 109,      /* `memory movable` with no prefetch rule: it never moves */
 };
 
 struct diag {
