@@ -26,17 +26,6 @@
 
 #include "../tests/gpu/cuda_check.h"
 
-#define CU(call)                                                                            \
-    do {                                                                                    \
-        CUresult r_ = (call);                                                               \
-        if (r_ != CUDA_SUCCESS) {                                                           \
-            const char *s_ = "?";                                                           \
-            cuGetErrorString(r_, &s_);                                                      \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, s_);              \
-            exit(1);                                                                        \
-        }                                                                                   \
-    } while (0)
-
 __global__ void fill(uint4 *p, size_t n, unsigned seed)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;

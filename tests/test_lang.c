@@ -25,6 +25,20 @@ static struct policy load(const char *text)
     return pol;
 }
 
+/* What explain says of POL: its text, then its JSON (free the result). */
+static char *explained(const struct policy *pol)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    assert_non_null(out);
+    program_explain(out, pol->program);
+    program_explain_json(out, pol->program);
+    fclose(out);
+    return text;
+}
+
+
 static bool has_code(const struct policy *pol, enum diag_code code)
 {
     for (size_t i = 0; i < pol->diags.count; i++)
@@ -243,19 +257,10 @@ static void test_saved_predicate(void **state)
     uint64_t none[1] = {0};
     ctx.phase_bits = none;
     assert_int_equal(program_classify(p, &ctx), 2); /* saved outside forward */
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    program_explain(out, p);
-    fclose(out);
+    char *text = explained(&pol);
     assert_non_null(strstr(text, "match:    phase \"forward*\" and saved\n"));
     assert_non_null(strstr(text, "match:    not saved and phase \"forward*\"\n"));
     assert_non_null(strstr(text, "saved:    a block reported saved"));
-    free(text);
-    text = NULL;
-    out = open_memstream(&text, &len);
-    program_explain_json(out, p);
-    fclose(out);
     assert_non_null(strstr(text, "\"name\":\"acts\",\"line\":2,\"match\":\"phase \\\"forward*\\\" and "
                                  "saved\",\"always\":false,\"takes_saved\":true"));
     assert_non_null(strstr(text, "\"name\":\"temps\""));
@@ -532,18 +537,6 @@ static void test_check_machine(void **state)
 }
 
 /* What `umpol explain` prints for POL, then its --json form (free it). */
-static char *explained(const struct policy *pol)
-{
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    assert_non_null(out);
-    program_explain(out, pol->program);
-    program_explain_json(out, pol->program);
-    fclose(out);
-    return text;
-}
-
 static void test_program_explain_default_cap(void **state)
 {
     (void)state;
@@ -591,12 +584,7 @@ static void test_program_class_doc_comments(void **state)
                                                      "no space after the hash");
     for (size_t i = 1; i < 5; i++)
         assert_null(pol.program->classes[i].doc);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    program_explain(out, pol.program);
-    program_explain_json(out, pol.program);
-    fclose(out);
+    char *text = explained(&pol);
     assert_non_null(strstr(text, "     doc:      Weights: read by every step.\n"
                                  "                 indented, and a blank comment line:\n"
                                  "\n"
@@ -746,11 +734,7 @@ static void test_program_explain_lists_classes(void **state)
 {
     (void)state;
     struct policy pol = load(classify_policy);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    program_explain(out, pol.program);
-    fclose(out);
+    char *text = explained(&pol);
     assert_non_null(strstr(text, "budget gpu:   24 GiB"));
     assert_non_null(strstr(text, "size >= 1073741825 B")); /* size > 1GiB */
     assert_non_null(strstr(text, "tag \"kv\" and not api cudaMalloc"));
@@ -835,11 +819,7 @@ static void test_movable_memory(void **state)
     assert_int_equal(p->classes[0].memory, MEMORY_MOVABLE);
     assert_int_equal(p->classes[0].prefetch_count, 2);
     assert_string_equal(memory_kind_name(p->classes[0].memory), "movable");
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    program_explain(out, p);
-    fclose(out);
+    char *text = explained(&pol);
     assert_non_null(strstr(text, "states  movable  host numa 0"));
     assert_non_null(strstr(text, "movable:  its slabs move whole"));
     free(text);
@@ -875,18 +855,9 @@ static void test_spare_predicate(void **state)
     assert_int_equal(program_classify(p, &ctx), 1);
     ctx.spare_bytes = 4096;
     assert_int_equal(program_classify(p, &ctx), 0);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    program_explain(out, p);
-    fclose(out);
+    char *text = explained(&pol);
     assert_non_null(strstr(text, "match:    phase \"optimizer*\" and spare\n"));
     assert_non_null(strstr(text, "spare:    takes a block while the GPU's budget has room"));
-    free(text);
-    text = NULL;
-    out = open_memstream(&text, &len);
-    program_explain_json(out, p);
-    fclose(out);
     assert_non_null(strstr(text, "\"takes_saved\":false,\"uses_spare\":true"));
     free(text);
     policy_free(&pol);
