@@ -306,6 +306,8 @@ r = json.load(open(sys.argv[1]))
 m = next(c for c in r["classes"] if c["name"] == "moved")["movable"]
 assert m["skipped_in_capture"] == 2, m  # both rules of the phase inside the capture
 assert m["to_host_bytes"] == m["to_gpu_bytes"] > 0, m  # the phase after it moved
+card = r["devices"][0]["card"]  # the card's own figure, sampled as phases opened
+assert card["samples"] >= 1 and card["peak_used_bytes"] >= card["base_used_bytes"], card
 PY
 fi
 finish

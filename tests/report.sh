@@ -247,4 +247,17 @@ if command -v python3 >/dev/null 2>&1; then
     expect_status 1 "report with a bad spare" "$UMPOL_BIN" report "$tmp/spare-bad.json"
     grep -q "devices\[0\].spare: expected an object" "$tmp/out" || fail "report: bad spare not named"
 fi
+# The card held more than the budget and a stated 1 GiB beside it: the report says how much
+# and what usually holds it; within that, nothing.
+if command -v python3 >/dev/null 2>&1; then
+    variant "$tmp/card-over.json" \
+        'r["devices"][0]["card"] = dict(base_used_bytes=1 << 30, peak_used_bytes=31 << 30, resident_at_peak_bytes=24 << 30, samples=40)'
+    expect_status 0 "report with the card over the budget" "$UMPOL_BIN" report "$tmp/card-over.json"
+    grep -q "GPU 0: the card held up to 30.0 GiB more than when umpol started, 6.0 GiB beyond the budget of 24.0 GiB (umpol counted 24.0 GiB then)" "$tmp/out" ||
+        fail "report: no hint about the card beyond the budget"
+    variant "$tmp/card-within.json" \
+        'r["devices"][0]["card"] = dict(base_used_bytes=1 << 30, peak_used_bytes=25 << 30, resident_at_peak_bytes=24 << 30, samples=40)'
+    expect_status 0 "report with the card within the budget" "$UMPOL_BIN" report "$tmp/card-within.json"
+    ! grep -q "the card held up to" "$tmp/out" || fail "report: card hint within the budget and 1 GiB"
+fi
 finish

@@ -354,6 +354,22 @@ static void test_runtime_movable(void **state)
     teardown(f);
     fake_set_vmm_off(0);
 
+    /* The card's own figure, sampled as phases open: its peak above what it
+     * held when the runtime first saw the GPU, and umpol's count then. */
+    f = setup(movable_policy);
+    a = alloc(f, 10 * MiB, API_CUDA_MALLOC, S1);
+    fake_set_other_used(3ull << 30);
+    phase_enter(&f->rt, "optimizer.step"); /* sampled before the move */
+    phase_exit(&f->rt);
+    fake_set_other_used(0);
+    const struct device_state *d0 = &f->rt.devices[0];
+    assert_int_equal(d0->card_peak_used - d0->card_base_used, (3ull << 30) + 64 * MiB);
+    assert_int_equal(d0->card_resident_at_peak, 64 * MiB);
+    assert_true(d0->card_samples >= 1);
+    release(f, a, S1, MODE_ANY);
+    place_trim(&f->rt, -1, -1);
+    teardown(f);
+
     /* A GPU without host memory at reserved ranges, and movable memory that
      * cannot be made (pinned memory short): plain device memory, the job
      * served either way. */

@@ -252,6 +252,38 @@ static bool holds_much_free(const struct row *r)
            spare >= 0.15 * slab_peak(r);
 }
 
+/* The card held well beyond the budget (the stated 1 GiB covers what umpol
+ * does not place: the job's cuBLAS workspaces, communication buffers, the
+ * context's growth): say how much, and what usually holds it. */
+static int card_hints(const struct summary *s)
+{
+    int hints = 0;
+    const uint64_t slack = 1ull << 30;
+    for (size_t k = 0; k < s->n; k++) {
+        for (size_t i = 0; i < s->reports[k].device_count; i++) {
+            const struct report_device *d = &s->reports[k].devices[i];
+            if (!d->has_card || !d->has_budget || d->card_peak_used < d->card_base_used)
+                continue;
+            uint64_t seen = d->card_peak_used - d->card_base_used;
+            if (seen <= d->budget_bytes + slack)
+                continue;
+            char b[4][32];
+            const char *rank = s->n > 1 ? s->paths_shown[k] : "";
+            printf("  - %s%sGPU %d: the card held up to %s more than when umpol started, %s beyond "
+                   "the budget of %s (umpol counted %s then). The driver keeps the GPU memory of "
+                   "managed pages that left the GPU, and memory outside the policy is not "
+                   "counted: state that lives on the host belongs in 'memory host', or in "
+                   "'memory movable' where it moves whole (umpol(5)).\n",
+                   rank, *rank ? ": " : "", d->device, human(seen, b[0], sizeof b[0]),
+                   human(seen - d->budget_bytes, b[1], sizeof b[1]),
+                   human(d->budget_bytes, b[2], sizeof b[2]),
+                   human(d->card_resident_at_peak, b[3], sizeof b[3]));
+            hints++;
+        }
+    }
+    return hints;
+}
+
 /* `spare` judged the room beside the job's peak by the peak it had seen;
  * where the job later held more, the budget ran short by the overlap (and
  * took back freed space to make room); where the card refused a block the
@@ -404,6 +436,7 @@ static void print_hints(const struct summary *s)
         }
     }
     hints += spare_hints(s);
+    hints += card_hints(s);
     if (!s->profiled)
         puts("  - no fault or migration counters in this report: run with UMPOL_PROFILE=1.");
     else if (!hints)

@@ -308,6 +308,17 @@ static bool read_devices(struct ctx *c, const struct jv *doc, struct report *r)
                 return false;
             d->has_spare = true;
         }
+        const struct jv *card = jv_get(dj, "card");
+        if (card && card->type != JV_NULL) {
+            snprintf(where, sizeof where, "devices[%zu].card", i);
+            if (!expect_object(c, card, where) ||
+                !get_uint(c, card, where, "base_used_bytes", &d->card_base_used) ||
+                !get_uint(c, card, where, "peak_used_bytes", &d->card_peak_used) ||
+                !get_uint(c, card, where, "resident_at_peak_bytes", &d->card_resident_at_peak) ||
+                !get_uint(c, card, where, "samples", &d->card_samples))
+                return false;
+            d->has_card = true;
+        }
     }
     return true;
 }

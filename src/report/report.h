@@ -174,6 +174,11 @@ struct report_device {
      * and the blocks the card refused them. */
     bool has_spare;
     uint64_t spare_held, spare_others_peak, spare_judged_by, spare_room, spare_misses;
+    /* The card's used memory (all processes) when umpol first saw the GPU, its
+     * peak when phases opened, umpol's resident bytes then, the samples
+     * (absent in older reports). */
+    bool has_card;
+    uint64_t card_base_used, card_peak_used, card_resident_at_peak, card_samples;
 };
 
 /* An opening of a phase; times in ns since the timeline's origin. */

@@ -16,6 +16,7 @@ bool device_open(struct device_state *dev, const struct cuda_api *cuda, int devi
         total_b = 0;
     }
     dev->total_bytes = total_b;
+    dev->card_base_used = dev->card_peak_used = total_b - free_b;
     int numa = -1;
     if (cuda->device_get_attribute(&numa, cudaDevAttrHostNumaId, device) != cudaSuccess)
         numa = -1;

@@ -27,6 +27,10 @@ struct device_state {
      * most the rest of it has ever been (the job's peak without them). */
     uint64_t spare_held, others_peak;
     uint64_t spare_judged_by; /* others_peak when spare_held last grew */
+    /* The card's own figure (cudaMemGetInfo: used by every process), sampled
+     * when phases open: when the runtime first saw the GPU, its peak since,
+     * resident_bytes at that peak, and the samples taken. */
+    uint64_t card_base_used, card_peak_used, card_resident_at_peak, card_samples;
     /* Under a budget, managed memory prefers the host and is mapped by the GPU:
      * pages move to the GPU only when the runtime places them there. */
     bool steer;

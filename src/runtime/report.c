@@ -331,6 +331,11 @@ int report_write(const struct runtime *rt, const char *path)
                     ", \"misses\": %" PRIu64 "}",
                     dev->spare_held, dev->others_peak, dev->spare_judged_by,
                     place_spare_room(rt, d), rt->spare_misses);
+        fprintf(f,
+                ", \"card\": {\"base_used_bytes\": %" PRIu64 ", \"peak_used_bytes\": %" PRIu64
+                ", \"resident_at_peak_bytes\": %" PRIu64 ", \"samples\": %" PRIu64 "}",
+                dev->card_base_used, dev->card_peak_used, dev->card_resident_at_peak,
+                dev->card_samples);
         fputc('}', f);
         first = false;
     }

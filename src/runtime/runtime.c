@@ -616,6 +616,34 @@ bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode
 
 /* ---- phases and marks: counted by the phase floor, then their triggers fired ---- */
 
+/* The card's used memory, as the job's tools see it, on the calling thread's
+ * GPU: at most once a millisecond (rt->lock held). */
+static void sample_card(struct runtime *rt)
+{
+    int device = 0;
+    uint64_t now = now_ns();
+    if (now - rt->card_sampled_ns < 1000000)
+        return;
+    bool seen = false; /* no CUDA call before the job's first allocation made one */
+    for (int d = 0; d < RT_MAX_DEVICES && !seen; d++)
+        seen = rt->devices[d].known;
+    if (!seen || rt->cuda->get_device(&device) != cudaSuccess || device < 0 ||
+        device >= RT_MAX_DEVICES || !rt->devices[device].known)
+        return;
+    rt->card_sampled_ns = now;
+    size_t free_b = 0, total_b = 0;
+    if (rt->cuda->mem_get_info(&free_b, &total_b) != cudaSuccess) {
+        rt->cuda->get_last_error();
+        return;
+    }
+    struct device_state *dev = &rt->devices[device];
+    dev->card_samples++;
+    if (total_b - free_b > dev->card_peak_used) {
+        dev->card_peak_used = total_b - free_b;
+        dev->card_resident_at_peak = dev->resident_bytes;
+    }
+}
+
 void phase_enter(struct runtime *rt, const char *name)
 {
     if (!name)
@@ -628,6 +656,7 @@ void phase_enter(struct runtime *rt, const char *name)
     if (rt->learn)
         learn_phase(rt, STEP_ENTER, bits, name_hash(name), phases_depth());
     rt->phase_tick = rt->tick;
+    sample_card(rt); /* before the phase's moves: what the last phase left on the card */
     place_trigger(rt, TRIGGER_ENTER, bits, -1);
     place_ahead(rt);
     pthread_mutex_unlock(&rt->lock);

@@ -38,6 +38,8 @@ void fake_set_vmm_create_fails_after(int n);
  * cuMemAddressFree a range still mapped, as the driver does. */
 void fake_set_vmm_map_fails(int after, int times);
 void fake_set_vmm_unsupported(int on);
+/* cudaMemGetInfo shows BYTES more in use (the driver's, other processes'). */
+void fake_set_other_used(uint64_t bytes);
 uint64_t fake_vmm_gpu_bytes(void);
 
 /* The per-thread-default-stream variants, which cuda_runtime_api.h declares
