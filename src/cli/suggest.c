@@ -306,12 +306,17 @@ static const struct run_phase *phase_named(const struct run_profile *p, const ch
     return NULL;
 }
 
+/* State outlives the step: most of its blocks are live at exit, or they
+ * lived two steps on average. Two, not one: gradients freed by the next
+ * step's zero_grad live about a step and are transient, and a mean lifetime
+ * near one step moves with the machine's load (a stall while blocks are live
+ * lengthens them all, the step period is the least gap seen). */
 static bool persistent(const struct run_site *s, uint64_t period_ns)
 {
     uint64_t freed = s->frees;
     if (freed * 2 < s->allocations) /* most still live at exit */
         return true;
-    return freed && s->lifetime_ns / freed > period_ns;
+    return freed && s->lifetime_ns / freed > 2 * period_ns;
 }
 
 static bool same_name(const char *a, const char *b)
