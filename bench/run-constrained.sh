@@ -38,9 +38,17 @@ run save-on-cpu python3 examples/pytorch/train.py $big --save-on-cpu --gpu-limit
 run save-on-cpu-unheld python3 examples/pytorch/train.py $big --save-on-cpu \
     --json "$out/constrained-save-on-cpu-unheld.json"
 run native-unheld python3 examples/pytorch/train.py $big --json "$out/constrained-native-unheld.json"
-# The stock policies, with the budget at that peak.
-for policy in llm-finetune optimizer-offload weights-offload; do
-    sed "s/^budget gpu 80%;.*/budget gpu ${peak}B;/" "policies/$policy.umpol" >"$out/constrained-$policy.umpol"
+# The stock policies, with the budget at that peak; EXTRA_POLICIES: more
+# policy files (budget gpu 80%), each run alike as umpol-NAME.
+extra=""
+for policy in llm-finetune optimizer-offload weights-offload ${EXTRA_POLICIES:-}; do
+    src=policies/$policy.umpol
+    case $policy in */*)
+        src=$policy
+        policy=$(basename "$policy" .umpol)
+        extra="$extra umpol-$policy" ;;
+    esac
+    sed "s/^budget gpu 80%;.*/budget gpu ${peak}B;/" "$src" >"$out/constrained-$policy.umpol"
     "$umpol" check -q "$out/constrained-$policy.umpol" || exit 1
     run "umpol-$policy" "$umpol" run -p "$out/constrained-$policy.umpol" \
         -r "$out/constrained-umpol-$policy-report.json" -- \
@@ -56,11 +64,12 @@ done
     python3 examples/pytorch/train.py $big --json "$out/constrained-umpol-optimizer-offload-profiled.json"
 [ -n "${SKIP_PROFILED:-}" ] || "$umpol" report "$out/constrained-umpol-optimizer-offload-profiled-report.json" \
     >"$out/constrained-umpol-optimizer-offload-profiled-report.txt" 2>&1
-python3 - "$out" "$peak" <<'PY' | tee "$out/summary.md"
+python3 - "$out" "$peak" $extra <<'PY' | tee "$out/summary.md"
 import json, os, sys
 out, held = sys.argv[1], int(sys.argv[2])
 labels = ("fsdp-cpu-offload", "save-on-cpu", "umpol-llm-finetune", "umpol-optimizer-offload",
-          "umpol-weights-offload", "save-on-cpu-unheld", "native-unheld")  # the profiled run is left out: CUPTI slows it
+          "umpol-weights-offload", *sys.argv[3:], "save-on-cpu-unheld",
+          "native-unheld")  # the profiled run is left out: CUPTI slows it
 rows, latest = {}, {"constrained.held_peak_bytes": held}
 for label in labels:
     p = os.path.join(out, f"constrained-{label}.json")

@@ -43,7 +43,7 @@ doc = json.load(open(sys.argv[1]))
 names = [c["name"] for c in doc["classes"]]
 assert names == ["weights", "optimizer", "activations", "rest"], names
 opt = doc["classes"][1]
-assert opt["place"] == "host near" and opt["access"] == ["gpu"], opt
+assert opt["place"] == "host near" and opt["memory"] == "movable" and opt["access"] == [], opt
 assert opt["prefetch"][0] == {"to": "gpu", "on": "enter", "pattern": "optimizer*"}, opt
 assert doc["budget_gpu"] == {"percent": 80}, doc
 assert doc["classes"][0]["doc"] == "Parameters are allocated while the model is built.", doc

@@ -338,6 +338,20 @@ static void test_runtime_movable(void **state)
     assert_int_equal(st[0].slabs, 0);
     teardown(f);
 
+    /* A slab made inside a phase whose rule sends the class to the host
+     * starts there, and the rule on leaving the phase brings it in. */
+    f = setup(movable_policy);
+    phase_enter(&f->rt, "optimizer.step");
+    a = alloc(f, 10 * MiB, API_CUDA_MALLOC, S1);
+    assert_int_equal(f->rt.devices[0].resident_bytes, 0);
+    assert_int_equal(fake_vmm_gpu_bytes(), vmm_before);
+    phase_exit(&f->rt);
+    assert_int_equal(f->rt.devices[0].resident_bytes, 64 * MiB);
+    assert_int_equal(fake_vmm_gpu_bytes() - vmm_before, 64 * MiB);
+    release(f, a, S1, MODE_ANY);
+    place_trim(&f->rt, -1, -1);
+    teardown(f);
+
     /* Without the driver's virtual memory calls: plain device memory. */
     fake_set_vmm_off(1);
     f = setup(movable_policy);
@@ -391,6 +405,86 @@ static void test_runtime_movable(void **state)
     }
     fake_set_vmm_unsupported(0);
     fake_set_vmm_create_fails_after(-1);
+}
+
+/* Movable memory under a budget's pressure: a lower-priority movable slab
+ * sends whole pieces to the host for a managed block that needs the room
+ * (the card gets them back, the data stay), a prefetch rule brings them
+ * back into freed space, and none leaves while a stream capture is in
+ * progress. */
+static const char movable_pressure_policy[] =
+    "umpol 1;\nbudget gpu 200MiB;\nslab 64MiB;\n"
+    "class weights { match size >= 32MiB; memory movable; priority 20;\n"
+    "  prefetch gpu on enter \"forward*\"; }\n"
+    "class acts { match size >= 1MiB; place gpu; prefetch gpu on alloc; priority 50; }\n"
+    "class rest { match any; memory device; }\n";
+
+static void test_runtime_movable_pressure(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20;
+    uint64_t vmm_before = fake_vmm_gpu_bytes();
+    struct fixture *f = setup(movable_pressure_policy);
+    const struct class_stats *st = f->rt.class_stats;
+    const struct device_state *dev = &f->rt.devices[0];
+#define ASSERT_CARD_EXACT()                                                                   \
+    assert_int_equal(dev->resident_bytes, fake_resident_bytes() - f->resident_before +       \
+                                              fake_vmm_gpu_bytes() - vmm_before)
+    void *w = alloc(f, 100 * MiB, API_CUDA_MALLOC, S1); /* pieces of 64 and 36 MiB */
+    fill(w, 100 * MiB, 7);
+    assert_int_equal(dev->resident_bytes, 100 * MiB);
+    void *a[13];
+    for (int i = 0; i < 6; i++) /* 196 MiB: within the budget */
+        a[i] = alloc(f, 16 * MiB, API_CUDA_MALLOC, S1);
+    assert_int_equal(st[0].evictions, 0);
+    a[6] = alloc(f, 16 * MiB, API_CUDA_MALLOC, S1); /* 12 MiB short: one piece leaves */
+    assert_int_equal(st[0].evictions, 1);
+    assert_int_equal(st[0].evict_bytes, 64 * MiB);
+    assert_int_equal(st[0].movable_to_host_bytes, 64 * MiB);
+    assert_int_equal(st[1].evictions, 0);
+    assert_int_equal(fake_vmm_gpu_bytes() - vmm_before, 36 * MiB); /* the card has it back */
+    assert_int_equal(dev->resident_bytes, 36 * MiB + 7 * 16 * MiB);
+    ASSERT_CARD_EXACT();
+    assert_true(filled(w, 100 * MiB, 7));
+    fill(w, 100 * MiB, 8); /* written where it lies, as the GPU would over the link */
+    for (int i = 7; i < 13; i++) /* the last piece leaves, then activations (208 MiB) */
+        a[i] = alloc(f, 16 * MiB, API_CUDA_MALLOC, S1);
+    assert_int_equal(st[0].evict_bytes, 100 * MiB);
+    assert_int_equal(fake_vmm_gpu_bytes() - vmm_before, 0);
+    assert_true(st[1].evictions > 0); /* then the activations' own oldest */
+    assert_true(dev->resident_bytes <= 200 * MiB);
+    ASSERT_CARD_EXACT();
+    assert_true(filled(w, 100 * MiB, 8));
+
+    /* Its rule brings it back once the activations are freed: their space,
+     * still on the GPU, makes the room. */
+    for (int i = 0; i < 13; i++)
+        release(f, a[i], S1, MODE_ANY);
+    phase_enter(&f->rt, "forward");
+    assert_int_equal(fake_vmm_gpu_bytes() - vmm_before, 100 * MiB);
+    assert_int_equal(st[0].movable_to_gpu_bytes, 100 * MiB);
+    ASSERT_CARD_EXACT();
+    assert_true(filled(w, 100 * MiB, 8));
+
+    /* While a stream capture is in progress nothing movable leaves: the
+     * activations' blocks make the room among themselves, or go unplaced. */
+    atomic_store(&f->rt.captures, 1);
+    uint64_t out = st[0].evict_bytes;
+    for (int i = 0; i < 8; i++)
+        a[i] = alloc(f, 16 * MiB, API_CUDA_MALLOC, S1);
+    assert_int_equal(st[0].evict_bytes, out);
+    assert_int_equal(fake_vmm_gpu_bytes() - vmm_before, 100 * MiB);
+    assert_true(dev->resident_bytes <= 200 * MiB);
+    atomic_store(&f->rt.captures, 0);
+    ASSERT_CARD_EXACT();
+    for (int i = 0; i < 8; i++)
+        release(f, a[i], S1, MODE_ANY);
+    release(f, w, S1, MODE_ANY);
+    place_trim(&f->rt, -1, -1);
+    assert_int_equal(fake_vmm_gpu_bytes(), vmm_before);
+    assert_int_equal(dev->resident_bytes, 0);
+#undef ASSERT_CARD_EXACT
+    teardown(f);
 }
 
 static void test_runtime_spare(void **state)
@@ -1540,6 +1634,7 @@ int main(void)
         cmocka_unit_test(test_runtime_grow_gives_back_empty_slabs),
         cmocka_unit_test(test_runtime_spare),
         cmocka_unit_test(test_runtime_movable),
+        cmocka_unit_test(test_runtime_movable_pressure),
         cmocka_unit_test(test_runtime_host_class_falls_back),
         cmocka_unit_test(test_runtime_host_class_after_fork),
         cmocka_unit_test(test_runtime_same_stream_reuse),

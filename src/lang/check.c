@@ -249,14 +249,17 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
             name, word);
         diag_note(dg, memory_other->loc, "'memory %s' given here", word);
     }
-    /* Movable memory moves only by its prefetch rules. */
+    /* Movable memory moves by its prefetch rules, and off the GPU under a
+     * budget's pressure: a class with neither never moves. */
+    bool placed_host = first[DIR_PLACE] && first[DIR_PLACE]->place.kind != LOC_GPU;
     if (memory_other && memory_other->memory == MEMORY_MOVABLE && !first[DIR_PREFETCH] &&
-        complete(c))
+        (placed_host || !budget) && complete(c))
         diag_add(diags, DIAG_WARNING, W_MOVABLE_STILL, memory_other->loc,
-                 "class '%s' uses 'memory movable' but has no 'prefetch' rule, so it never "
-                 "moves: add 'prefetch host on …' and 'prefetch gpu on …', or say 'memory "
-                 "device'",
-                 name);
+                 "class '%s' uses 'memory movable' but has no 'prefetch' rule and %s, so it "
+                 "never moves: add 'prefetch host on …' and 'prefetch gpu on …', or say "
+                 "'memory %s'",
+                 name, placed_host ? "lives on the host" : "no budget pushes it off the GPU",
+                 placed_host ? "host" : "device");
     /* The room `spare` measures is the GPU's: pinned host memory never takes it. */
     if (memory_other && memory_other->memory == MEMORY_HOST && spare) {
         struct diag *dg = diag_add(

@@ -169,8 +169,8 @@ void program_explain(FILE *out, const struct program *p)
             if (len >= sizeof access)
                 break;
         }
-        char priority[16] = "-"; /* only managed memory is ever evicted */
-        if (c->memory == MEMORY_MANAGED)
+        char priority[16] = "-"; /* only managed and movable memory are ever evicted */
+        if (c->memory == MEMORY_MANAGED || c->memory == MEMORY_MOVABLE)
             snprintf(priority, sizeof priority, "%u", c->priority);
         fprintf(out, "%3zu  %-*s  %-7s  %-12s  %-12s  %-11s  %s\n", i + 1, (int)name_w, c->name,
                 memory_kind_name(c->memory),
@@ -184,8 +184,9 @@ void program_explain(FILE *out, const struct program *p)
                          "matches then\n");
         if (c->memory == MEMORY_MOVABLE)
             fprintf(out, "     movable:  its slabs move whole (64 MiB pieces, copy engines) when a "
-                         "prefetch fires;\n               the card gets the memory back; the "
-                         "job's thread waits for the GPU\n");
+                         "prefetch fires,\n               and leave the GPU under budget "
+                         "pressure by priority; the card gets\n               the memory back; "
+                         "the job's thread waits for the GPU\n");
         if (c->uses_spare)
             fprintf(out, "     spare:    takes a block while the GPU's budget has room for it beside "
                          "the\n               job's peak there and a fifth more (at least 1/32 of "

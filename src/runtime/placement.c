@@ -339,8 +339,10 @@ void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s)
     if (st->slab_bytes > st->slab_peak_bytes)
         st->slab_peak_bytes = st->slab_bytes;
     enum memory_kind kind = rt->program->classes[pool->class_idx].memory;
-    if (s->backing) /* movable memory: the pieces made on the GPU */
+    if (s->backing) { /* movable memory: the pieces made on the GPU */
+        s->tick = ++rt->tick;
         resident_add(rt, dev, pool->class_idx, ((struct movable *)s->backing)->gpu_bytes);
+    }
     else if (kind == MEMORY_DEVICE || kind == MEMORY_MOVABLE) /* device memory: all on the GPU */
         resident_add(rt, dev, pool->class_idx, s->size);
     if (kind != MEMORY_MANAGED)
@@ -369,18 +371,6 @@ void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s)
             break;
         }
     }
-}
-
-bool place_movable_on_gpu(const struct runtime *rt, int class_idx, int device, size_t size,
-                          int *node)
-{
-    const struct device_state *dev = &rt->devices[device];
-    struct program_place place = rt->program->classes[class_idx].place;
-    bool on_host = place.kind == LOC_HOST || place.kind == LOC_HOST_NUMA ||
-                   place.kind == LOC_HOST_NEAR;
-    *node = place_host_node(rt, class_idx, device);
-    return !on_host && (dev->budget_bytes == UINT64_MAX ||
-                        dev->resident_bytes + size <= dev->budget_bytes);
 }
 
 /* Give back every slab of DEVICE (all when < 0) and of class CLASS_IDX (all
@@ -548,7 +538,22 @@ static bool reclaim_idle(struct runtime *rt, int device)
  * is farthest (Belady), among the evictable blocks of the lowest priority
  * that has one; ties go to the least recently placed. Placing ahead of a use
  * predicted at rt->ahead_use evicts only blocks needed later than that. */
-static struct block *farthest_next_use(struct runtime *rt, int device, uint32_t max_priority)
+/* The next predicted use of class C from step position POS: the nearest
+ * firing of one of its prefetch rules (LONG_MAX: none foreseen). */
+static long class_next_use(const struct runtime *rt, size_t c, size_t pos)
+{
+    const struct program_class *cls = &rt->program->classes[c];
+    long use = LONG_MAX;
+    for (uint32_t k = 0; k < cls->prefetch_count; k++) {
+        long e = step_next(&rt->step, step_use_key((uint32_t)c, k), pos);
+        if (e >= 0 && e < use)
+            use = e;
+    }
+    return use;
+}
+
+static struct block *farthest_next_use(struct runtime *rt, int device, uint32_t max_priority,
+                                       long *use_out)
 {
     struct device_state *dev = &rt->devices[device];
     const struct program *p = rt->program;
@@ -561,13 +566,7 @@ static struct block *farthest_next_use(struct runtime *rt, int device, uint32_t 
         uint32_t prio = p->classes[c].priority;
         if (!pool || !pool->lru_head || prio > max_priority || (victim && prio > victim_prio))
             continue;
-        long class_use = LONG_MAX;
-        const struct program_class *cls = &p->classes[c];
-        for (uint32_t k = 0; k < cls->prefetch_count; k++) {
-            long e = step_next(&rt->step, step_use_key((uint32_t)c, k), pos);
-            if (e >= 0 && e < class_use)
-                class_use = e;
-        }
+        long class_use = class_next_use(rt, c, pos);
         int scanned = 0;
         for (struct block *b = pool->lru_head; b && b->tick <= rt->round_floor && scanned < 4096;
              b = b->gpu_next, scanned++) {
@@ -587,6 +586,7 @@ static struct block *farthest_next_use(struct runtime *rt, int device, uint32_t 
             }
         }
     }
+    *use_out = victim_use;
     return victim;
 }
 
@@ -609,14 +609,90 @@ static struct block *least_recent(struct runtime *rt, int device, uint32_t max_p
     return victim ? victim->lru_head : NULL;
 }
 
-/* Evict one live block of DEVICE of priority at most MAX_PRIORITY. Returns
- * false when nothing may be evicted. */
-static bool evict_one(struct runtime *rt, int device, uint32_t max_priority)
+/* The movable slab of DEVICE whose pieces leave first under budget pressure:
+ * of the lowest priority at or below MAX_PRIORITY, then (BY_NEXT_USE) its
+ * class's farthest predicted use, then the longest on the GPU; never one
+ * brought in this round, and none while a stream capture is in progress
+ * (the move waits for the GPU, which would invalidate it). */
+static struct slab *movable_victim(struct runtime *rt, int device, uint32_t max_priority,
+                                   bool by_next_use, long *use_out)
+{
+    const struct program *p = rt->program;
+    struct slab *victim = NULL;
+    uint32_t victim_prio = 0;
+    long victim_use = -1;
+    if (atomic_load(&rt->captures) > 0)
+        return NULL;
+    for (size_t c = 0; c < p->class_count; c++) {
+        struct pool *pool = rt->devices[device].pools[c];
+        uint32_t prio = p->classes[c].priority;
+        if (!pool || p->classes[c].memory != MEMORY_MOVABLE || prio > max_priority ||
+            (victim && prio > victim_prio))
+            continue;
+        long use = by_next_use ? class_next_use(rt, c, step_pos(&rt->step)) : 0;
+        for (struct slab *s = pool->slabs; s; s = s->next) {
+            const struct movable *mv = s->backing;
+            if (!mv || !mv->gpu_bytes || mv->broken || s->tick > rt->round_floor)
+                continue;
+            if (!victim || prio < victim_prio || use > victim_use ||
+                (use == victim_use && s->tick < victim->tick)) {
+                victim = s;
+                victim_prio = prio;
+                victim_use = use;
+            }
+        }
+    }
+    *use_out = victim_use;
+    return victim;
+}
+
+/* Send pieces of movable slab S to the host, enough for NEED bytes where it
+ * has them: the mover waits for the GPU, copies and remaps, and the card gets
+ * the memory back. The job's view is unchanged: the GPU reads and writes the
+ * pieces over the link until a prefetch rule brings them back. */
+static bool evict_movable(struct runtime *rt, int device, struct slab *s, size_t need)
+{
+    struct device_state *dev = &rt->devices[device];
+    struct movable *mv = s->backing;
+    int c = s->pool->class_idx;
+    struct class_stats *st = &rt->class_stats[c];
+    size_t before = mv->gpu_bytes;
+    size_t limit = (need + MOVABLE_PIECE - 1) / MOVABLE_PIECE * MOVABLE_PIECE;
+    uint64_t t0 = now_ns();
+    size_t moved = mover_movable_move(&rt->mover, dev, mv, false, limit < before ? limit : before);
+    uint64_t took = now_ns() - t0;
+    rt->evict_ns += took;
+    st->movable_move_ns += took;
+    resident_sub(rt, dev, c, before - mv->gpu_bytes);
+    st->movable_to_host_bytes += moved;
+    if (!moved)
+        return false;
+    st->evictions++;
+    st->evict_bytes += moved;
+    timeline_add(rt, TL_EVICT, c, device, moved);
+    return true;
+}
+
+/* Evict from DEVICE, for NEED more bytes, one live block of priority at most
+ * MAX_PRIORITY, or pieces of a movable slab where that comes first (its
+ * priority lower, else farther from its next use or older). Returns false
+ * when nothing may be evicted. */
+static bool evict_one(struct runtime *rt, int device, uint32_t max_priority, size_t need)
 {
     struct device_state *dev = &rt->devices[device];
     bool by_next_use = rt->learn && step_predicting(&rt->step);
-    struct block *b = by_next_use ? farthest_next_use(rt, device, max_priority)
+    long use = 0, slab_use = 0;
+    struct block *b = by_next_use ? farthest_next_use(rt, device, max_priority, &use)
                                   : least_recent(rt, device, max_priority);
+    struct slab *s = movable_victim(rt, device, max_priority, by_next_use, &slab_use);
+    if (s && b) {
+        uint32_t bp = rt->program->classes[b->class_idx].priority,
+                 sp = rt->program->classes[s->pool->class_idx].priority;
+        if (sp > bp || (sp == bp && (slab_use < use || (slab_use == use && s->tick > b->tick))))
+            s = NULL;
+    }
+    if (s && evict_movable(rt, device, s, need))
+        return true;
     if (!b)
         return false;
     uint64_t t0 = now_ns();
@@ -638,7 +714,8 @@ static bool make_room(struct runtime *rt, int device, size_t need, uint32_t prio
     if (dev->budget_bytes == UINT64_MAX)
         return true;
     while (dev->resident_bytes + need > dev->budget_bytes)
-        if (!reclaim_idle(rt, device) && !evict_one(rt, device, priority))
+        if (!reclaim_idle(rt, device) &&
+            !evict_one(rt, device, priority, dev->resident_bytes + need - dev->budget_bytes))
             return false;
     return true;
 }
@@ -697,6 +774,23 @@ static const struct program_prefetch *rule_on_alloc(const struct runtime *rt,
             return pf;
     }
     return NULL;
+}
+
+bool place_movable_on_gpu(const struct runtime *rt, int class_idx, int device, size_t size,
+                          int *node)
+{
+    const struct device_state *dev = &rt->devices[device];
+    const struct program_class *cls = &rt->program->classes[class_idx];
+    /* A rule that would bring it to the GPU on entering a phase open now
+     * (AdamW makes its state inside the first optimizer step) places it
+     * there from the start, as for managed memory. */
+    const struct program_prefetch *rule = rule_on_alloc(rt, cls);
+    struct program_place place = rule ? rule->dest : cls->place;
+    bool on_host = place.kind == LOC_HOST || place.kind == LOC_HOST_NUMA ||
+                   place.kind == LOC_HOST_NEAR;
+    *node = place_host_node(rt, class_idx, device);
+    return !on_host && (dev->budget_bytes == UINT64_MAX ||
+                        dev->resident_bytes + size <= dev->budget_bytes);
 }
 
 /* Place live block B as its class's rule for new blocks says. DEAD: its data
@@ -901,6 +995,9 @@ static void move_movable(struct runtime *rt, size_t c, int device, struct progra
         size_t limit = to_gpu ? mv->size - before : before;
         bool short_of_room = false;
         if (to_gpu && limit && dev->budget_bytes != UINT64_MAX) {
+            /* Freed space still on the GPU makes room first: its data is dead. */
+            while (dev->resident_bytes + limit > dev->budget_bytes && reclaim_idle(rt, device))
+                ;
             uint64_t room = dev->budget_bytes > dev->resident_bytes
                                 ? dev->budget_bytes - dev->resident_bytes
                                 : 0;
@@ -913,6 +1010,8 @@ static void move_movable(struct runtime *rt, size_t c, int device, struct progra
         if (to_gpu) {
             resident_add(rt, dev, (int)c, mv->gpu_bytes - before);
             st->movable_to_gpu_bytes += moved;
+            if (moved)
+                s->tick = ++rt->tick;
         } else {
             resident_sub(rt, dev, (int)c, before - mv->gpu_bytes);
             st->movable_to_host_bytes += moved;
@@ -999,7 +1098,7 @@ void place_trigger(struct runtime *rt, enum trigger_kind trigger, const uint64_t
             const struct program_prefetch *pf = &p->prefetches[cls->prefetch_first + k];
             if (!trigger_fires(pf, trigger, glob_bits, mark))
                 continue;
-            if (rt->learn && cls->memory == MEMORY_MANAGED)
+            if (rt->learn)
                 step_used(rt, c, k);
             for (int d = 0; d < RT_MAX_DEVICES; d++) {
                 if (!rt->devices[d].known)

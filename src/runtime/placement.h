@@ -42,7 +42,8 @@ size_t place_trim(struct runtime *rt, int device, int class_idx);
 uint64_t place_spare_room(const struct runtime *rt, int device);
 
 /* Does a new movable slab of CLASS_IDX of SIZE bytes start on DEVICE's GPU
- * (its 'place' is not the host, and the budget has room)? *NODE: the host
+ * (its 'place', or its rule for a phase open now, is not the host, and the
+ * budget has room)? *NODE: the host
  * NUMA node its host memory belongs on (-1: the GPU's nearest). */
 bool place_movable_on_gpu(const struct runtime *rt, int class_idx, int device, size_t size,
                           int *node);

@@ -27,6 +27,7 @@ struct slab {
     struct slab *next;
     bool dedicated; /* made for one large request */
     void *backing;  /* `memory movable`: the mover's record of its memory */
+    uint64_t tick;  /* movable: when its pieces last came to the GPU (the LRU's tick) */
 };
 
 struct block {
