@@ -411,13 +411,18 @@ static void test_runtime_movable(void **state)
  * sends whole pieces to the host for a managed block that needs the room
  * (the card gets them back, the data stay), a prefetch rule brings them
  * back into freed space, and none leaves while a stream capture is in
- * progress. */
+ * progress. A new slab of device memory sends them out alike. */
 static const char movable_pressure_policy[] =
     "umpol 1;\nbudget gpu 200MiB;\nslab 64MiB;\n"
     "class weights { match size >= 32MiB; memory movable; priority 20;\n"
     "  prefetch gpu on enter \"forward*\"; }\n"
     "class acts { match size >= 1MiB; place gpu; prefetch gpu on alloc; priority 50; }\n"
     "class rest { match any; memory device; }\n";
+
+static const char movable_device_policy[] =
+    "umpol 1;\nbudget gpu 200MiB;\nslab 64MiB;\n"
+    "class weights { match size >= 100MiB; memory movable; priority 20; }\n"
+    "class acts { match any; memory device; priority 50; }\n";
 
 static void test_runtime_movable_pressure(void **state)
 {
@@ -482,6 +487,39 @@ static void test_runtime_movable_pressure(void **state)
     release(f, w, S1, MODE_ANY);
     place_trim(&f->rt, -1, -1);
     assert_int_equal(fake_vmm_gpu_bytes(), vmm_before);
+    assert_int_equal(dev->resident_bytes, 0);
+    teardown(f);
+
+    /* A new slab of device memory makes room the same way; where none is
+     * left it is made all the same, and counted. */
+    f = setup(movable_device_policy);
+    st = f->rt.class_stats;
+    dev = &f->rt.devices[0];
+    w = alloc(f, 100 * MiB, API_CUDA_MALLOC, S1);
+    fill(w, 100 * MiB, 9);
+    a[0] = alloc(f, 10 * MiB, API_CUDA_MALLOC, S1); /* a 64 MiB slab: 164 */
+    a[1] = alloc(f, 20 * MiB, API_CUDA_MALLOC, S1); /* in it */
+    assert_int_equal(st[0].evictions, 0);
+    a[2] = alloc(f, 40 * MiB, API_CUDA_MALLOC, S1); /* a slab of its own: one piece leaves */
+    assert_int_equal(st[0].evict_bytes, 64 * MiB);
+    assert_int_equal(dev->resident_bytes, 36 * MiB + 64 * MiB + 40 * MiB);
+    ASSERT_CARD_EXACT();
+    a[3] = alloc(f, 50 * MiB, API_CUDA_MALLOC, S1); /* 190 MiB: room enough */
+    assert_int_equal(st[0].evict_bytes, 64 * MiB);
+    a[4] = alloc(f, 40 * MiB, API_CUDA_MALLOC, S1); /* the last piece leaves */
+    assert_int_equal(st[0].evict_bytes, 100 * MiB);
+    assert_int_equal(fake_vmm_gpu_bytes(), vmm_before);
+    assert_int_equal(st[1].budget_skips, 0);
+    a[5] = alloc(f, 40 * MiB, API_CUDA_MALLOC, S1); /* nothing left to move: made, counted */
+    assert_non_null(a[5]);
+    assert_int_equal(st[1].budget_skips, 1);
+    assert_int_equal(dev->resident_bytes, (64 + 40 + 50 + 40 + 40) * MiB);
+    ASSERT_CARD_EXACT();
+    assert_true(filled(w, 100 * MiB, 9));
+    for (int i = 0; i < 6; i++)
+        release(f, a[i], S1, MODE_ANY);
+    release(f, w, S1, MODE_ANY);
+    place_trim(&f->rt, -1, -1);
     assert_int_equal(dev->resident_bytes, 0);
 #undef ASSERT_CARD_EXACT
     teardown(f);

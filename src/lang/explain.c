@@ -169,8 +169,11 @@ void program_explain(FILE *out, const struct program *p)
             if (len >= sizeof access)
                 break;
         }
-        char priority[16] = "-"; /* only managed and movable memory are ever evicted */
-        if (c->memory == MEMORY_MANAGED || c->memory == MEMORY_MOVABLE)
+        /* Managed and movable memory are evicted by it; a device slab makes
+         * room by it (shown where given: it moves only movable memory). */
+        char priority[16] = "-";
+        if (c->memory == MEMORY_MANAGED || c->memory == MEMORY_MOVABLE ||
+            (c->memory == MEMORY_DEVICE && c->priority))
             snprintf(priority, sizeof priority, "%u", c->priority);
         fprintf(out, "%3zu  %-*s  %-7s  %-12s  %-12s  %-11s  %s\n", i + 1, (int)name_w, c->name,
                 memory_kind_name(c->memory),

@@ -720,6 +720,24 @@ static bool make_room(struct runtime *rt, int device, size_t need, uint32_t prio
     return true;
 }
 
+void place_room_for_device_slab(struct runtime *rt, int class_idx, int device, size_t size)
+{
+    struct device_state *dev = &rt->devices[device];
+    if (dev->budget_bytes == UINT64_MAX)
+        return;
+    uint32_t priority = rt->program->classes[class_idx].priority;
+    bool by_next_use = rt->learn && step_predicting(&rt->step);
+    rt->round_floor = rt->tick;
+    while (dev->resident_bytes + size > dev->budget_bytes) {
+        long use;
+        struct slab *s = movable_victim(rt, device, priority, by_next_use, &use);
+        if (!s || !evict_movable(rt, device, s, dev->resident_bytes + size - dev->budget_bytes))
+            break;
+    }
+    if (dev->resident_bytes + size > dev->budget_bytes)
+        rt->class_stats[class_idx].budget_skips++;
+}
+
 enum placement { PLACE_MOVE, PLACE_THERE, PLACE_SKIPPED };
 
 /* Account for moving live block B to LOC, within the budget when LOC is its

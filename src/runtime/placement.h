@@ -41,6 +41,12 @@ size_t place_trim(struct runtime *rt, int device, int class_idx);
  * job may still be climbing to it. */
 uint64_t place_spare_room(const struct runtime *rt, int device);
 
+/* A new slab of device memory of SIZE bytes for CLASS_IDX on DEVICE: where
+ * the budget has no room for it, movable pieces of no higher priority leave
+ * the GPU first. Device memory is never refused: what cannot be made room
+ * for is counted as a budget skip. */
+void place_room_for_device_slab(struct runtime *rt, int class_idx, int device, size_t size);
+
 /* Does a new movable slab of CLASS_IDX of SIZE bytes start on DEVICE's GPU
  * (its 'place', or its rule for a phase open now, is not the host, and the
  * budget has room)? *NODE: the host

@@ -191,6 +191,8 @@ static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool de
         base = mv ? mv->base : base;
     } else {
         int node = kind == MEMORY_HOST ? place_host_node(rt, p->class_idx, p->device) : -1;
+        if (kind == MEMORY_DEVICE && !mover_stream_capturing(&rt->mover, stream))
+            place_room_for_device_slab(rt, p->class_idx, p->device, size);
         err = mover_alloc(&rt->mover, kind, size, node, &base);
         if (err == cudaErrorMemoryAllocation && place_trim(rt, p->device, -1) > 0)
             err = mover_alloc(&rt->mover, kind, size, node, &base);
