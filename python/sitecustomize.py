@@ -6,6 +6,8 @@ import importlib.util
 import os
 import sys
 
+_MARK = "umpol-sitecustomize-chain"  # found in every copy of this file
+
 
 def _umpol_start():
     if os.environ.get("UMPOL_PYTHON", "1") == "0":
@@ -18,14 +20,29 @@ def _umpol_start():
 
 
 def _chain():
-    here = os.path.dirname(os.path.abspath(__file__))
-    rest = [p for p in sys.path if os.path.abspath(p or ".") != here]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
-    if spec is None or spec.loader is None:
-        return
+    # Skip every folder whose sitecustomize is umpol's own (this one, and a
+    # second copy such as a source tree's python/ also on PYTHONPATH): running
+    # another copy would start the phases twice and chain back here forever.
+    skip = {os.path.dirname(os.path.realpath(__file__))}
+    while True:
+        rest = [p for p in sys.path if os.path.realpath(p or ".") not in skip]
+        spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+        if spec is None or spec.loader is None:
+            return
+        if not _is_umpol(spec.origin):
+            break
+        skip.add(os.path.dirname(os.path.realpath(spec.origin)))
     module = importlib.util.module_from_spec(spec)
     sys.modules["sitecustomize"] = module
     spec.loader.exec_module(module)
+
+
+def _is_umpol(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return _MARK in f.read()
+    except OSError:
+        return False
 
 
 _umpol_start()

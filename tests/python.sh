@@ -66,6 +66,17 @@ phases = {p["name"]: p["entries"] for p in json.load(open(sys.argv[1]))["phases"
 assert phases == {"outer": 2, "inner": 1, "ctx": 1}, phases
 PY
 
+# A second copy of the package on the job's own PYTHONPATH (a source tree's
+# python/, say): umpol's sitecustomize runs once, then the job's own one.
+cp -R "$top_srcdir/python" "$tmp/copy"
+expect_status 0 "a second copy of umpol's sitecustomize on PYTHONPATH" \
+    env PYTHONPATH="$tmp/copy:$tmp/other" "$UMPOL_BIN" run -p "$policy" -- python3 -c '
+import os, sys
+assert os.environ.get("OTHER_SITECUSTOMIZE") == "ran", "the shadowed sitecustomize did not run"
+hooks = [f for f in sys.meta_path if type(f).__name__ == "_Finder" and f.name == "torch"]
+assert len(hooks) == 1, f"{len(hooks)} torch hooks"'
+if grep -q "Error in sitecustomize" "$tmp/out"; then fail "sitecustomize chained to a copy of itself"; cat "$tmp/out"; fi
+
 expect_status 0 "--no-python leaves PYTHONPATH alone" "$UMPOL_BIN" run --no-python -p "$policy" -- \
     python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("umpol") is not None)'
 expect_status 0 "UMPOL_PYTHON=0: importable, no automatic phases" env UMPOL_PYTHON=0 \
