@@ -142,6 +142,7 @@ static const char *replay_alloc(struct replay *r, uint64_t seq, unsigned device,
         return "out of memory";
     (*pp)->class_idx = (int)cls;
     (*pp)->device = (int)device;
+    (*pp)->in_place = strcmp(c->memory, "device") == 0 || strcmp(c->memory, "host") == 0;
     struct pool_request req;
     if (!pool_request_for(size, r->slab_bytes, &req))
         return "size too large";

@@ -183,6 +183,35 @@ static void test_pool_gpu_space_first(void **state)
     pool_destroy(p);
 }
 
+/* A pool whose memory never moves (device or host memory) takes a large
+ * request from a free block close to its size first, and then from any larger
+ * one rather than growing: growing would give back its empty slabs and make
+ * new ones each step of a job whose large requests vary in size. */
+static void test_pool_in_place_serves_large_requests_from_any_block(void **state)
+{
+    (void)state;
+    struct pool *p = new_pool();
+    struct slab *big = pool_add_slab(p, 0x100000, 64 * MiB, true);
+    bool wait;
+    struct pool_request req;
+    assert_true(pool_request_for(40 * MiB, 64 * MiB, &req));
+    assert_true(req.dedicated);
+    /* Managed memory off the GPU: 64 MiB is too far from 40. */
+    assert_null(pool_find_free(p, req.want, req.max, S1, MODE_STREAM, idle, NULL, &wait));
+    p->in_place = true;
+    assert_ptr_equal(pool_find_free(p, req.want, req.max, S1, MODE_STREAM, idle, NULL, &wait),
+                     big->first);
+    /* A block close to the size still comes first, even at a higher address. */
+    struct slab *close = pool_add_slab(p, 0x8000000, 40 * MiB, true);
+    assert_ptr_equal(pool_find_free(p, req.want, req.max, S1, MODE_STREAM, idle, NULL, &wait),
+                     close->first);
+    /* Not a block too small. */
+    assert_true(pool_request_for(80 * MiB, 64 * MiB, &req));
+    assert_null(pool_find_free(p, req.want, req.max, S1, MODE_STREAM, idle, NULL, &wait));
+    assert_pool_consistent(p);
+    pool_destroy(p);
+}
+
 static void test_pool_merge_keeps_sides_and_streams_apart(void **state)
 {
     (void)state;
@@ -292,6 +321,7 @@ int main(void)
         cmocka_unit_test(test_pool_prefers_a_block_without_wait),
         cmocka_unit_test(test_pool_lowest_address_first),
         cmocka_unit_test(test_pool_gpu_space_first),
+        cmocka_unit_test(test_pool_in_place_serves_large_requests_from_any_block),
         cmocka_unit_test(test_pool_merge_keeps_sides_and_streams_apart),
         cmocka_unit_test(test_pool_detaches_only_empty_slabs),
         cmocka_unit_test(test_pool_random_mix),

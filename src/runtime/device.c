@@ -36,7 +36,8 @@ bool device_open(struct device_state *dev, const struct cuda_api *cuda, int devi
     return true;
 }
 
-struct pool *device_pool(struct device_state *dev, int device, int class_idx)
+struct pool *device_pool(struct device_state *dev, int device, int class_idx,
+                         enum memory_kind memory)
 {
     if (!dev->pools[class_idx]) {
         struct pool *p = calloc(1, sizeof *p);
@@ -44,6 +45,7 @@ struct pool *device_pool(struct device_state *dev, int device, int class_idx)
             return NULL;
         p->class_idx = class_idx;
         p->device = device;
+        p->in_place = memory == MEMORY_DEVICE || memory == MEMORY_HOST;
         dev->pools[class_idx] = p;
     }
     return dev->pools[class_idx];

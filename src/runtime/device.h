@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lang/ast.h"
 #include "runtime/cuda_api.h"
 #include "runtime/pool.h"
 
@@ -47,8 +48,10 @@ struct device_state {
  * false: out of memory. */
 bool device_open(struct device_state *dev, const struct cuda_api *cuda, int device,
                  size_t class_count);
-/* DEV's pool of class CLASS_IDX, created empty on first use (NULL: no memory). */
-struct pool *device_pool(struct device_state *dev, int device, int class_idx);
+/* DEV's pool of class CLASS_IDX, whose memory is MEMORY, created empty on
+ * first use (NULL: no memory). */
+struct pool *device_pool(struct device_state *dev, int device, int class_idx,
+                         enum memory_kind memory);
 /* Host bookkeeping of every pool (no CUDA call: the context may be gone). */
 void device_close(struct device_state *dev, size_t class_count);
 

@@ -215,8 +215,11 @@ struct block *pool_find_free(const struct pool *p, size_t size, size_t max, cuda
                              enum alloc_mode mode, stream_idle_fn idle, void *idle_ctx,
                              bool *wait)
 {
-    for (int on_gpu = 1; on_gpu >= 0; on_gpu--) {
-        size_t limit = on_gpu ? SIZE_MAX : max;
+    /* Passes: free space on the GPU, any size; then elsewhere, close to SIZE;
+     * then, in a pool whose memory never moves, elsewhere of any size. */
+    for (int pass = 0; pass < (p->in_place && max != SIZE_MAX ? 3 : 2); pass++) {
+        int on_gpu = pass == 0;
+        size_t limit = pass == 1 ? max : SIZE_MAX;
         /* Only the bins that hold a block, from SIZE's up. */
         for (uint64_t bins = p->bin_mask[on_gpu] & (~0ull << bin_of(size)); bins;
              bins &= bins - 1) {

@@ -77,6 +77,10 @@ struct pool {
     struct block *lru_head, *lru_tail;   /* live blocks on the GPU, least recent first */
     struct block *idle_head, *idle_tail; /* free blocks still on the GPU, oldest first */
     struct block *guests; /* live blocks of other pools' slabs moved to this pool's class */
+    /* Its memory never moves (device or pinned host memory): every free block
+     * is already where it is used, so any may serve a large request, as free
+     * space on the GPU does, before the pool grows by a slab of its own. */
+    bool in_place;
     bool advice_warned;
 };
 
@@ -124,8 +128,8 @@ struct slab *pool_add_slab(struct pool *p, uintptr_t base, size_t size, bool ded
 
 /* How a request of SIZE bytes is served by a pool of SLAB_BYTES slabs: WANT
  * bytes (SIZE rounded up to RT_ALIGN); a large request (over half a slab)
- * takes a free block off the GPU of at most MAX bytes, close to its size, and
- * otherwise a DEDICATED slab of its own; a small one grows the pool by a
+ * takes a free block off the GPU of at most MAX bytes, close to its size (in
+ * a pool whose memory moves), and otherwise a DEDICATED slab of its own; a small one grows the pool by a
  * slab. GROW: the slab to add when no free block serves. False: SIZE is too
  * large to round. */
 struct pool_request {
@@ -139,7 +143,7 @@ typedef bool (*stream_idle_fn)(void *ctx, cudaStream_t stream);
 
 /* The best free block of at least SIZE bytes for MODE on STREAM: free space
  * on the GPU first, whatever its size, then free space elsewhere of at most
- * MAX bytes; in each, the smallest bin that holds one, and in a bin a block
+ * MAX bytes (any size in an in_place pool); in each, the smallest bin that holds one, and in a bin a block
  * that needs no wait before one that does, the lowest address first (*wait:
  * STREAM must first wait for the streams in the block's free_streams). NULL:
  * none. */

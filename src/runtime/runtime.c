@@ -228,7 +228,8 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
 {
     *grew = false;
     struct device_state *dev = device_get(rt, device);
-    struct pool *p = dev ? device_pool(dev, device, class_idx) : NULL;
+    struct pool *p = dev ? device_pool(dev, device, class_idx, rt->program->classes[class_idx].memory)
+                          : NULL;
     if (!p)
         return cudaErrorMemoryAllocation;
     struct pool_request req;
