@@ -1,17 +1,16 @@
 #!/bin/sh
-# Does the card's figure above umpol's budget cost anything on a card really
-# that small? Where a class of managed memory is evicted or its freed space
-# taken back, the driver keeps the GPU memory of the pages that left, so the
-# card shows more than the budget. Here a ballast process (bench/ballast.py,
-# device memory, never managed) leaves the job only FSDP2 CPUOffloadPolicy's
-# peak (2% more for sampling) beyond a CUDA context, and the same training
-# runs under it: FSDP2 offload (the ballast is fair if it fits), umpol's
-# optimizer-offload.umpol (managed activations: the card shows more than the
-# budget when unheld) and weights-offload.umpol, each with its budget at that
-# peak and its managed-memory cap there too, so no run ever asks for more
-# managed memory than the card has free. optimizer-offload also runs without
-# the ballast, for its speed, with the stock policy's cap. The 0.95B model of
-# bench/run-constrained.sh.
+# Does umpol run as fast on a card really that small as under its own budget?
+# Its budget bounds only what it counts, and where a class of managed memory
+# is evicted or its freed space taken back the driver keeps the GPU memory of
+# the pages that left. Here a ballast process (bench/ballast.py, device
+# memory, never managed) leaves the job only FSDP2 CPUOffloadPolicy's peak
+# (2% more for sampling) beyond a CUDA context, and the same training runs
+# under it: FSDP2 offload (the ballast is fair if it fits), umpol's
+# optimizer-offload.umpol and weights-offload.umpol, each with its budget at
+# that peak and its managed-memory cap there too, so no run ever asks for
+# more managed memory than the card has free. optimizer-offload also runs
+# without the ballast, with the stock policy's cap, for its speed there. The
+# 0.95B model of bench/run-constrained.sh.
 # Environment: OUT, UMPOL (the umpol command), STEPS (16).
 # Writes to OUT: ballast-*.json/log, summary.md.
 set -u
