@@ -525,6 +525,48 @@ static void test_runtime_movable_pressure(void **state)
     teardown(f);
 }
 
+/* A card smaller than umpol thinks (no budget here; on a real card, memory
+ * umpol does not count): where cudaMalloc has no memory for a new slab of
+ * device memory, movable pieces of no higher priority leave the GPU and it
+ * is tried again; where none is left, the job is told there is no memory. */
+static const char movable_card_full_policy[] =
+    "umpol 1;\nslab 64MiB;\n"
+    "class weights { match size >= 100MiB; memory movable; priority 20; }\n"
+    "class acts { match any; memory device; priority 50; }\n";
+
+static void test_runtime_movable_card_full(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20;
+    struct fixture *f = setup(movable_card_full_policy);
+    const struct class_stats *st = f->rt.class_stats;
+    uint64_t start = fake_resident_bytes() + fake_vmm_gpu_bytes();
+    fake_set_card_full_at(start + 180 * MiB);
+    void *w = alloc(f, 100 * MiB, API_CUDA_MALLOC, S1);
+    fill(w, 100 * MiB, 5);
+    void *a[3];
+    a[0] = alloc(f, 30 * MiB, API_CUDA_MALLOC, S1); /* a 64 MiB slab: 164 of 180 */
+    assert_int_equal(st[0].evictions, 0);
+    a[1] = alloc(f, 40 * MiB, API_CUDA_MALLOC, S1); /* not in the 34 left: 204, a piece leaves */
+    assert_int_equal(st[0].evict_bytes, 64 * MiB);
+    a[2] = alloc(f, 60 * MiB, API_CUDA_MALLOC, S1); /* 200: the last piece leaves */
+    assert_int_equal(st[0].evict_bytes, 100 * MiB);
+    assert_int_equal(fake_resident_bytes() + fake_vmm_gpu_bytes() - start, 164 * MiB);
+    void *p = NULL;
+    bool handled = false;
+    assert_int_equal(rt_alloc(&f->rt, &p, 40 * MiB, API_CUDA_MALLOC, S1, &handled),
+                     cudaErrorMemoryAllocation); /* nothing left to move */
+    assert_true(handled);
+    assert_true(filled(w, 100 * MiB, 5));
+    fake_set_card_full_at(0);
+    for (int i = 0; i < 3; i++)
+        release(f, a[i], S1, MODE_ANY);
+    release(f, w, S1, MODE_ANY);
+    place_trim(&f->rt, -1, -1);
+    assert_int_equal(f->rt.devices[0].resident_bytes, 0);
+    teardown(f);
+}
+
 static void test_runtime_spare(void **state)
 {
     (void)state;
@@ -1673,6 +1715,7 @@ int main(void)
         cmocka_unit_test(test_runtime_spare),
         cmocka_unit_test(test_runtime_movable),
         cmocka_unit_test(test_runtime_movable_pressure),
+        cmocka_unit_test(test_runtime_movable_card_full),
         cmocka_unit_test(test_runtime_host_class_falls_back),
         cmocka_unit_test(test_runtime_host_class_after_fork),
         cmocka_unit_test(test_runtime_same_stream_reuse),

@@ -720,22 +720,42 @@ static bool make_room(struct runtime *rt, int device, size_t need, uint32_t prio
     return true;
 }
 
+/* Movable pieces of priority at most that of CLASS_IDX leave DEVICE's GPU
+ * until NEED bytes have or none is left to; returns the bytes that left. */
+static size_t movable_give_way(struct runtime *rt, int class_idx, int device, size_t need)
+{
+    struct device_state *dev = &rt->devices[device];
+    uint32_t priority = rt->program->classes[class_idx].priority;
+    bool by_next_use = rt->learn && step_predicting(&rt->step);
+    uint64_t before = dev->resident_bytes;
+    rt->round_floor = rt->tick;
+    while (before - dev->resident_bytes < need) {
+        long use;
+        struct slab *s = movable_victim(rt, device, priority, by_next_use, &use);
+        if (!s || !evict_movable(rt, device, s, need - (before - dev->resident_bytes)))
+            break;
+    }
+    return before - dev->resident_bytes;
+}
+
 void place_room_for_device_slab(struct runtime *rt, int class_idx, int device, size_t size)
 {
     struct device_state *dev = &rt->devices[device];
     if (dev->budget_bytes == UINT64_MAX)
         return;
-    uint32_t priority = rt->program->classes[class_idx].priority;
-    bool by_next_use = rt->learn && step_predicting(&rt->step);
-    rt->round_floor = rt->tick;
-    while (dev->resident_bytes + size > dev->budget_bytes) {
-        long use;
-        struct slab *s = movable_victim(rt, device, priority, by_next_use, &use);
-        if (!s || !evict_movable(rt, device, s, dev->resident_bytes + size - dev->budget_bytes))
-            break;
-    }
+    if (dev->resident_bytes + size > dev->budget_bytes)
+        movable_give_way(rt, class_idx, device, dev->resident_bytes + size - dev->budget_bytes);
     if (dev->resident_bytes + size > dev->budget_bytes)
         rt->class_stats[class_idx].budget_skips++;
+}
+
+size_t place_card_full(struct runtime *rt, int class_idx, int device, size_t size)
+{
+    size_t left = movable_give_way(rt, class_idx, device, size);
+    if (left)
+        LOG(LOG_INFO, "GPU %d had no memory for a %zu-byte slab of class '%s': %zu bytes of "
+            "movable memory left it", device, size, rt->program->classes[class_idx].name, left);
+    return left;
 }
 
 enum placement { PLACE_MOVE, PLACE_THERE, PLACE_SKIPPED };

@@ -46,6 +46,11 @@ uint64_t place_spare_room(const struct runtime *rt, int device);
  * the GPU first. Device memory is never refused: what cannot be made room
  * for is counted as a budget skip. */
 void place_room_for_device_slab(struct runtime *rt, int class_idx, int device, size_t size);
+/* The card itself had no memory for a new slab of SIZE bytes of CLASS_IDX on
+ * DEVICE (a card smaller than the budget, or memory umpol does not count):
+ * movable pieces of no higher priority leave the GPU for SIZE bytes, whatever
+ * the budget. Returns the bytes that left (0: nothing could). */
+size_t place_card_full(struct runtime *rt, int class_idx, int device, size_t size);
 
 /* Does a new movable slab of CLASS_IDX of SIZE bytes start on DEVICE's GPU
  * (its 'place', or its rule for a phase open now, is not the host, and the

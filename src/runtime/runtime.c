@@ -191,10 +191,14 @@ static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool de
         base = mv ? mv->base : base;
     } else {
         int node = kind == MEMORY_HOST ? place_host_node(rt, p->class_idx, p->device) : -1;
-        if (kind == MEMORY_DEVICE && !mover_stream_capturing(&rt->mover, stream))
+        bool capturing = mover_stream_capturing(&rt->mover, stream);
+        if (kind == MEMORY_DEVICE && !capturing)
             place_room_for_device_slab(rt, p->class_idx, p->device, size);
         err = mover_alloc(&rt->mover, kind, size, node, &base);
         if (err == cudaErrorMemoryAllocation && place_trim(rt, p->device, -1) > 0)
+            err = mover_alloc(&rt->mover, kind, size, node, &base);
+        if (err == cudaErrorMemoryAllocation && kind == MEMORY_DEVICE && !capturing &&
+            place_card_full(rt, p->class_idx, p->device, size) > 0)
             err = mover_alloc(&rt->mover, kind, size, node, &base);
     }
     if (err != cudaSuccess)

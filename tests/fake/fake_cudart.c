@@ -112,16 +112,28 @@ static cudaError_t host_free(void *ptr)
 }
 
 static int malloc_fails;
+static uint64_t card_full_at; /* 0: never full */
 
 void fake_set_malloc_fails(int on)
 {
     malloc_fails = on;
 }
 
+EXPORT void fake_set_card_full_at(uint64_t bytes)
+{
+    card_full_at = bytes;
+}
+
+/* Would SIZE more bytes of device memory pass what the card has? */
+static int card_full(size_t size)
+{
+    return card_full_at && fake_resident_bytes() + fake_vmm_gpu_bytes() + size > card_full_at;
+}
+
 EXPORT cudaError_t cudaMalloc(void **ptr, size_t size)
 {
     COUNT(malloc);
-    if (malloc_fails)
+    if (malloc_fails || card_full(size))
         return cudaErrorMemoryAllocation;
     cudaError_t err = host_alloc(ptr, size);
     if (err == cudaSuccess)

@@ -38,6 +38,9 @@ void fake_set_vmm_create_fails_after(int n);
  * cuMemAddressFree a range still mapped, as the driver does. */
 void fake_set_vmm_map_fails(int after, int times);
 void fake_set_vmm_unsupported(int on);
+/* cudaMalloc refuses what would take the fake GPU's device memory and movable
+ * memory's GPU side past BYTES (0: never), as a card that small would. */
+void fake_set_card_full_at(uint64_t bytes);
 /* cudaMemGetInfo shows BYTES more in use (the driver's, other processes'). */
 void fake_set_other_used(uint64_t bytes);
 uint64_t fake_vmm_gpu_bytes(void);
