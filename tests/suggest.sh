@@ -70,7 +70,7 @@ for budget in 7770MiB 11980MiB; do
         grep -q "memory host;" || fail "$budget: the optimizer state is not in pinned host memory"
 done
 grep -q "memory host;" "$tmp/w.7770MiB" || fail "7770MiB: the weights are not in pinned host memory"
-grep -q "place gpu;" "$tmp/w.11980MiB" || fail "11980MiB: the weights are not on the GPU"
+grep -q "memory movable;" "$tmp/w.11980MiB" || fail "11980MiB: the weights are not movable memory on the GPU"
 
 # Timelines that could mislead the step: a range around the whole loop (entered once), a
 # timeline the runtime cut short, and a range around each step holding its own transient

@@ -693,7 +693,7 @@ static void print_transients(FILE *f, const struct group *g, size_t from, size_t
 {
     uint32_t priority = 0;
     fputs("\n# Made and freed within a step (activations, gradients), in one class so that "
-          "what one phase frees the next reuses on the GPU; placed as allocated, evicted last, "
+          "what one phase frees the next reuses on the GPU; plain device memory, never evicted, "
           "so a step never waits for them to come back:\n",
           f);
     for (size_t i = from; i < to; i++) {
@@ -709,7 +709,7 @@ static void print_transients(FILE *f, const struct group *g, size_t from, size_t
         if (i > from) fputs("\n       or ", f);
         print_predicate(f, &g[i], g, n);
     }
-    fprintf(f, ";\n    place gpu;\n    prefetch gpu on alloc;\n    priority %u;\n}\n", priority);
+    fprintf(f, ";\n    memory device;\n    priority %u;\n}\n", priority);
 }
 
 static void print_group(FILE *f, const struct group *g, const struct group *all, size_t n,
@@ -734,8 +734,8 @@ static void print_group(FILE *f, const struct group *g, const struct group *all,
     switch (g->role) {
     case ROLE_TRANSIENT:
         fprintf(f,
-                "# Made and freed within a step (%s): on the GPU, placed as allocated; evicted "
-                "last, so a step never waits for them to come back.\n",
+                "# Made and freed within a step (%s): plain device memory, never evicted, so a "
+                "step never waits for them to come back.\n",
                 kind);
         break;
     case ROLE_MODEL_STATE:
@@ -759,9 +759,10 @@ static void print_group(FILE *f, const struct group *g, const struct group *all,
                     kind);
         else
             fprintf(f,
-                    "# Kept for the whole run (%s): on the GPU, but evicted before anything "
-                    "transient when the budget is short, larger blocks first: once on the host it "
-                    "is read over the link where it is, with no further moves.\n",
+                    "# Kept for the whole run (%s): on the GPU, but movable memory that leaves it "
+                    "for anything transient when the budget is short (the card gets the memory "
+                    "back): once on the host it is read over the link where it is, with no "
+                    "further moves.\n",
                     kind);
         break;
     case ROLE_STEP_STATE:
@@ -792,11 +793,14 @@ static void print_group(FILE *f, const struct group *g, const struct group *all,
     }
     fprintf(f, "class %s {\n", g->name);
     print_match(f, g, all, n);
-    if (g->role == ROLE_TRANSIENT || on_gpu ||
-        (g->role == ROLE_MODEL_STATE && !pl->memory_goal && !pl->model_on_host)) {
-        fputs("    place gpu;\n", f);
-        if (g->role != ROLE_TRANSIENT) fputs("    access gpu;\n", f);
-        fputs("    prefetch gpu on alloc;\n", f);
+    if (g->role == ROLE_TRANSIENT) {
+        /* Device memory: the card holds what the budget counts, and a new
+         * slab of it sends movable state to the host first. */
+        fputs("    memory device;\n", f);
+    } else if (g->role == ROLE_MODEL_STATE && !on_gpu && !pl->memory_goal && !pl->model_on_host) {
+        fputs("    memory movable;\n", f);
+    } else if (on_gpu) {
+        fputs("    place gpu;\n    access gpu;\n    prefetch gpu on alloc;\n", f);
     } else {
         /* Pinned host memory, not managed memory advised to the host: the
          * driver may keep managed pages the GPU touches on the card, where
