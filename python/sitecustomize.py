@@ -23,7 +23,9 @@ def _chain():
     # Skip every folder whose sitecustomize is umpol's own (this one, and a
     # second copy such as a source tree's python/ also on PYTHONPATH): running
     # another copy would start the phases twice and chain back here forever.
-    skip = {os.path.dirname(os.path.realpath(__file__))}
+    # Folders are compared resolved, the file itself not followed: a folder
+    # may hold a link to umpol's file, and it is that folder that is skipped.
+    skip = {_folder(__file__)}
     while True:
         rest = [p for p in sys.path if os.path.realpath(p or ".") not in skip]
         spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
@@ -31,10 +33,17 @@ def _chain():
             return
         if not _is_umpol(spec.origin):
             break
-        skip.add(os.path.dirname(os.path.realpath(spec.origin)))
+        folder = _folder(spec.origin)
+        if folder in skip:
+            return  # found again through a path that resolves elsewhere: stop
+        skip.add(folder)
     module = importlib.util.module_from_spec(spec)
     sys.modules["sitecustomize"] = module
     spec.loader.exec_module(module)
+
+
+def _folder(path):
+    return os.path.realpath(os.path.dirname(os.path.abspath(path)))
 
 
 def _is_umpol(path):

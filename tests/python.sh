@@ -76,6 +76,13 @@ assert os.environ.get("OTHER_SITECUSTOMIZE") == "ran", "the shadowed sitecustomi
 hooks = [f for f in sys.meta_path if type(f).__name__ == "_Finder" and f.name == "torch"]
 assert len(hooks) == 1, f"{len(hooks)} torch hooks"'
 if grep -q "Error in sitecustomize" "$tmp/out"; then fail "sitecustomize chained to a copy of itself"; cat "$tmp/out"; fi
+# A folder holding only a link to umpol's sitecustomize.py (stow, a profile of links).
+mkdir "$tmp/linked"
+ln -s "$top_srcdir/python/sitecustomize.py" "$tmp/linked/sitecustomize.py"
+expect_status 0 "a link to umpol's sitecustomize on PYTHONPATH" \
+    env PYTHONPATH="$tmp/linked:$tmp/other" timeout 60 "$UMPOL_BIN" run -p "$policy" -- python3 -c '
+import os
+assert os.environ.get("OTHER_SITECUSTOMIZE") == "ran", "the shadowed sitecustomize did not run"'
 
 expect_status 0 "--no-python leaves PYTHONPATH alone" "$UMPOL_BIN" run --no-python -p "$policy" -- \
     python3 -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("umpol") is not None)'

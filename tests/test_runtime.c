@@ -41,6 +41,7 @@ static struct fixture *setup(const char *policy_text)
     f->resident_before = fake_resident_bytes();
     fake_set_streams_busy(0);
     fake_set_capturing(0);
+    fake_set_card_full_at(0); /* a failed test may have left it set */
     cudaSetDevice(0);
     return f;
 }

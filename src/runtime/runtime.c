@@ -154,6 +154,25 @@ static void movable_failed(struct runtime *rt, int cls, size_t size)
             rt->program->classes[cls].name, size);
 }
 
+/* A slab of SIZE bytes of KIND (device or pinned host memory, on NODE) for
+ * POOL at *BASE. Device memory first makes room under the budget; where the
+ * card itself refuses it, empty slabs are given back and then movable pieces
+ * leave the GPU, and it is tried again. Neither while STREAM is captured. */
+static cudaError_t fixed_slab(struct runtime *rt, struct pool *p, enum memory_kind kind,
+                              size_t size, int node, cudaStream_t stream, uintptr_t *base)
+{
+    bool device = kind == MEMORY_DEVICE && !mover_stream_capturing(&rt->mover, stream);
+    if (device)
+        place_room_for_device_slab(rt, p->class_idx, p->device, size);
+    cudaError_t err = mover_alloc(&rt->mover, kind, size, node, base);
+    if (err == cudaErrorMemoryAllocation && place_trim(rt, p->device, -1) > 0)
+        err = mover_alloc(&rt->mover, kind, size, node, base);
+    if (err == cudaErrorMemoryAllocation && device &&
+        place_card_full(rt, p->class_idx, p->device, size) > 0)
+        err = mover_alloc(&rt->mover, kind, size, node, base);
+    return err;
+}
+
 /* Grow POOL by a slab of SIZE bytes: within the cap, memory from CUDA (after
  * giving back empty slabs if CUDA has none), then counted and advised. A
  * pool on the card first gives back its own empty slabs, which could not
@@ -186,20 +205,12 @@ static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool de
         if (err != cudaSuccess) { /* no pinned host memory for it: plain device memory */
             movable_failed(rt, p->class_idx, size);
             kind = MEMORY_DEVICE;
-            err = mover_alloc(&rt->mover, kind, size, -1, &base);
+            err = fixed_slab(rt, p, kind, size, -1, stream, &base);
         }
         base = mv ? mv->base : base;
     } else {
         int node = kind == MEMORY_HOST ? place_host_node(rt, p->class_idx, p->device) : -1;
-        bool capturing = mover_stream_capturing(&rt->mover, stream);
-        if (kind == MEMORY_DEVICE && !capturing)
-            place_room_for_device_slab(rt, p->class_idx, p->device, size);
-        err = mover_alloc(&rt->mover, kind, size, node, &base);
-        if (err == cudaErrorMemoryAllocation && place_trim(rt, p->device, -1) > 0)
-            err = mover_alloc(&rt->mover, kind, size, node, &base);
-        if (err == cudaErrorMemoryAllocation && kind == MEMORY_DEVICE && !capturing &&
-            place_card_full(rt, p->class_idx, p->device, size) > 0)
-            err = mover_alloc(&rt->mover, kind, size, node, &base);
+        err = fixed_slab(rt, p, kind, size, node, stream, &base);
     }
     if (err != cudaSuccess)
         return err;
