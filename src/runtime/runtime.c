@@ -192,7 +192,7 @@ static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool de
         return cudaErrorMemoryAllocation;
     if (kind == MEMORY_MOVABLE && !mover_movable_usable(&rt->mover, p->device))
         kind = MEMORY_DEVICE; /* said once per GPU, by the mover */
-    uintptr_t base;
+    uintptr_t base = 0;
     struct movable *mv = NULL;
     cudaError_t err;
     if (kind == MEMORY_MOVABLE) {
