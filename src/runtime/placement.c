@@ -885,7 +885,8 @@ bool place_reclassify(struct runtime *rt, struct block *b, int to)
     }
     struct pool *home = b->slab->pool;
     int device = home->device;
-    struct pool *dest = device_pool(&rt->devices[device], device, to, rt->program->classes[to].memory);
+    struct pool *dest =
+        device_pool(&rt->devices[device], device, to, rt->program->classes[to].memory);
     if (!dest)
         return false;
     struct pool *src = live_pool(rt, b);

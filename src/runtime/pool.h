@@ -129,9 +129,9 @@ struct slab *pool_add_slab(struct pool *p, uintptr_t base, size_t size, bool ded
 /* How a request of SIZE bytes is served by a pool of SLAB_BYTES slabs: WANT
  * bytes (SIZE rounded up to RT_ALIGN); a large request (over half a slab)
  * takes a free block off the GPU of at most MAX bytes, close to its size (in
- * a pool whose memory moves), and otherwise a DEDICATED slab of its own; a small one grows the pool by a
- * slab. GROW: the slab to add when no free block serves. False: SIZE is too
- * large to round. */
+ * a pool whose memory moves), and otherwise a DEDICATED slab of its own; a
+ * small one grows the pool by a slab. GROW: the slab to add when no free
+ * block serves. False: SIZE is too large to round. */
 struct pool_request {
     size_t want, max, grow;
     bool dedicated;
@@ -143,10 +143,10 @@ typedef bool (*stream_idle_fn)(void *ctx, cudaStream_t stream);
 
 /* The best free block of at least SIZE bytes for MODE on STREAM: free space
  * on the GPU first, whatever its size, then free space elsewhere of at most
- * MAX bytes (any size in an in_place pool); in each, the smallest bin that holds one, and in a bin a block
- * that needs no wait before one that does, the lowest address first (*wait:
- * STREAM must first wait for the streams in the block's free_streams). NULL:
- * none. */
+ * MAX bytes, then (in an in_place pool) of any size; in each, the smallest
+ * bin that holds one, and in a bin a block that needs no wait before one
+ * that does, the lowest address first (*wait: STREAM must first wait for
+ * the streams in the block's free_streams). NULL: none. */
 struct block *pool_find_free(const struct pool *p, size_t size, size_t max, cudaStream_t stream,
                              enum alloc_mode mode, stream_idle_fn idle, void *idle_ctx,
                              bool *wait);

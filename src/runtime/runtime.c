@@ -243,8 +243,8 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
 {
     *grew = false;
     struct device_state *dev = device_get(rt, device);
-    struct pool *p = dev ? device_pool(dev, device, class_idx, rt->program->classes[class_idx].memory)
-                          : NULL;
+    enum memory_kind memory = rt->program->classes[class_idx].memory;
+    struct pool *p = dev ? device_pool(dev, device, class_idx, memory) : NULL;
     if (!p)
         return cudaErrorMemoryAllocation;
     struct pool_request req;
