@@ -29,6 +29,7 @@
 #include "report/report.h"
 
 #define SMALL_BYTES (1u << 20) /* smaller blocks stay plain device memory */
+#define MODEL_ROOM_MIN (64u << 20) /* one movable piece: less room keeps no model state */
 
 /* ---- what the analysis reads: one run, possibly several ranks ---- */
 
@@ -272,7 +273,7 @@ struct plan {
     uint64_t steps, period_ns, peak_all, transient, model, step_state, small;
     uint64_t budget, min_budget;
     bool budget_given, fits_all;
-    bool model_on_host; /* the budget has no room for the model state beside the step's blocks */
+    bool model_on_host; /* the budget has no room for any model state beside the step's blocks */
     bool memory_goal;
 };
 
@@ -843,8 +844,10 @@ static void print_policy(FILE *f, const struct plan *pl, const struct group *g, 
         print_size(f, pl->budget);
         const char *why = pl->fits_all      ? "everything fits"
                           : pl->memory_goal ? "goal memory: all state on the host"
-                          : !pl->model_on_host ? "room for the model state, not for the step state"
-                                               : "no room for the model state: all state on the host";
+                          : pl->model_on_host ? "no room for the model state: all state on the host"
+                          : pl->budget >= pl->min_budget + pl->model
+                              ? "room for the model state, not for the step state"
+                              : "room for part of the model state, movable, the rest on the host";
         fprintf(f, ";   # %s: %s\n", human((double)pl->budget, b[0], 32), why);
     }
     fputs("cap managed 90%;\n", f);
@@ -1062,7 +1065,10 @@ static int suggest_from_reports(char **paths, size_t npaths, const char *budget_
         goto done;
     }
     pl.fits_all = !memory_goal && (!pl.budget_given || pl.budget >= need_all);
-    pl.model_on_host = !pl.fits_all && pl.budget < pl.min_budget + pl.model;
+    /* Movable model state keeps on the GPU what the step leaves room for: with
+     * room for one piece of it, that beats all of it on the host (weights are
+     * read every pass, so each byte kept saves link time each pass). */
+    pl.model_on_host = !pl.fits_all && pl.budget < pl.min_budget + MODEL_ROOM_MIN;
     if (!assign_priorities(g, n)) goto done;
     qsort(g, n, sizeof *g, by_order);
     for (size_t i = 0; i < n; i++)
