@@ -99,6 +99,20 @@ item:
             add_global(st, GLOBAL_VERSION, (struct amount){false, $2, @2}, @$);
         }
     | BUDGET GPU amount semi    { add_global(st, GLOBAL_BUDGET, $3, @$); }
+    | BUDGET IDENT amount semi
+        {
+            /* `budget card`: the card's own figure, what the process holds
+             * outside umpol included. `card` is a word only here. */
+            if (strcmp($2, "card") != 0) {
+                diag_add(st->diags, DIAG_ERROR, E_UNKNOWN_KEYWORD, @2,
+                         "unknown word '%s': write 'budget gpu SIZE;' or 'budget card SIZE;'", $2);
+            } else {
+                struct global_decl *g = add_global(st, GLOBAL_BUDGET, $3, @$);
+                if (g)
+                    g->card = true;
+            }
+            free($2);
+        }
     | CAP MANAGED amount semi   { add_global(st, GLOBAL_CAP, $3, @$); }
     | SLAB byte_count semi      { add_global(st, GLOBAL_SLAB, (struct amount){false, $2, @2}, @$); }
     | LEARN IDENT semi

@@ -666,6 +666,14 @@ static void test_program_globals(void **state)
     assert_int_equal(p->classes[6].memory, MEMORY_DEVICE);
     assert_true(p->classes[6].always);
     assert_false(p->classes[0].always);
+    assert_false(p->budget_counts_card);
+    policy_free(&pol);
+    /* `budget card`: the same limit, counting the card's own figure. */
+    pol = load("umpol 1;\nbudget card 60%;\nclass a { match any; memory device; }\n");
+    assert_non_null(pol.program);
+    assert_true(pol.program->budget_gpu.given && pol.program->budget_gpu.percent);
+    assert_int_equal(pol.program->budget_gpu.value, 60);
+    assert_true(pol.program->budget_counts_card);
     policy_free(&pol);
 }
 

@@ -526,6 +526,60 @@ static void test_runtime_movable_pressure(void **state)
     teardown(f);
 }
 
+/* `budget card`: what the card holds outside umpol (here "another" user's
+ * 48 MiB), learned as phases open from the least of CARD_WINDOW samples, so a
+ * one-sample spike does not count, comes off the runtime's own budget; a new
+ * device slab then sends a movable piece home that `budget gpu` keeps. */
+static const char budget_card_policy[] =
+    "umpol 1;\nbudget card 200MiB;\nslab 64MiB;\n"
+    "class weights { match size >= 100MiB; memory movable; priority 20; }\n"
+    "class acts { match any; memory device; priority 50; }\n";
+
+static void sample_card_at_phases(struct fixture *f, int samples)
+{
+    for (int i = 0; i < samples; i++) {
+        usleep(1100); /* the card is read at most once a millisecond */
+        phase_enter(&f->rt, "forward");
+        phase_exit(&f->rt);
+    }
+}
+
+static void test_runtime_budget_card(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20;
+    for (int card = 0; card < 2; card++) {
+        struct fixture *f = setup(card ? budget_card_policy : movable_device_policy);
+        const struct device_state *dev = &f->rt.devices[0];
+        void *w = alloc(f, 100 * MiB, API_CUDA_MALLOC, S1);
+        fill(w, 100 * MiB, 3);
+        fake_set_other_used(48 * MiB);
+        sample_card_at_phases(f, CARD_WINDOW);
+        fake_set_other_used(300 * MiB); /* one sample: a block not yet given back */
+        sample_card_at_phases(f, 1);
+        fake_set_other_used(48 * MiB);
+        sample_card_at_phases(f, 1);
+        assert_int_equal(dev->card_outside, 48 * MiB); /* learned either way */
+        assert_int_equal(dev->budget_set, 200 * MiB);
+        assert_int_equal(dev->budget_bytes, card ? 152 * MiB : 200 * MiB);
+        void *a = alloc(f, 64 * MiB, API_CUDA_MALLOC, S1); /* 164 MiB in all */
+        assert_int_equal(f->rt.class_stats[0].evictions, card ? 1 : 0);
+        assert_int_equal(dev->resident_bytes, card ? 100 * MiB : 164 * MiB);
+        assert_true(filled(w, 100 * MiB, 3));
+        if (card) { /* more outside than the whole budget: umpol holds to nothing (the
+                     * fake card does not show device slabs: 300 - 64 MiB outside) */
+            fake_set_other_used(300 * MiB);
+            sample_card_at_phases(f, CARD_WINDOW);
+            assert_int_equal(dev->budget_bytes, 0);
+        }
+        fake_set_other_used(0);
+        release(f, a, S1, MODE_ANY);
+        release(f, w, S1, MODE_ANY);
+        place_trim(&f->rt, -1, -1);
+        teardown(f);
+    }
+}
+
 /* A card smaller than umpol thinks (no budget here; on a real card, memory
  * umpol does not count): where cudaMalloc has no memory for a new slab of
  * device memory, movable pieces of no higher priority leave the GPU and it
@@ -1717,6 +1771,7 @@ int main(void)
         cmocka_unit_test(test_runtime_movable),
         cmocka_unit_test(test_runtime_movable_pressure),
         cmocka_unit_test(test_runtime_movable_card_full),
+        cmocka_unit_test(test_runtime_budget_card),
         cmocka_unit_test(test_runtime_host_class_falls_back),
         cmocka_unit_test(test_runtime_host_class_after_fork),
         cmocka_unit_test(test_runtime_same_stream_reuse),

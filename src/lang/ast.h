@@ -111,6 +111,7 @@ struct global_decl {
     enum global_kind kind;
     struct amount amount; /* VERSION keeps its number in amount.value */
     char *pattern;        /* LEARN: the step phase's glob */
+    bool card;            /* BUDGET: `budget card`, the card's used memory */
     struct loc pattern_loc;
     struct loc loc;
     struct global_decl *next;

@@ -379,9 +379,16 @@ static const struct global_decl *check_globals(const struct policy_ast *ast,
     static const char *const names[] = {"budget gpu", "cap managed", "slab", "umpol",
                                         "learn step"};
     for (const struct global_decl *g = ast->globals; g; g = g->next) {
-        if (first[g->kind]) {
+        if (first[g->kind] && g->kind == GLOBAL_BUDGET && g->card != first[g->kind]->card) {
             struct diag *d = diag_add(diags, DIAG_ERROR, E_DUP_GLOBAL, g->loc,
-                                      "'%s' given twice", names[g->kind]);
+                                      "a policy has one budget: 'budget gpu' (umpol's own "
+                                      "memory) or 'budget card' (the card's), not both");
+            diag_note(d, first[g->kind]->loc, "first given here");
+            continue;
+        }
+        if (first[g->kind]) {
+            struct diag *d = diag_add(diags, DIAG_ERROR, E_DUP_GLOBAL, g->loc, "'%s' given twice",
+                                      g->card ? "budget card" : names[g->kind]);
             diag_note(d, first[g->kind]->loc, "first given here");
             continue;
         }

@@ -138,7 +138,9 @@ void program_explain(FILE *out, const struct program *p)
     char buf[32];
     bool cap_default;
     struct program_limit cap = cap_applied(p, &cap_default);
-    print_limit(out, "budget gpu:", p->budget_gpu, false);
+    print_limit(out, p->budget_counts_card ? "budget card:" : "budget gpu:", p->budget_gpu, false);
+    if (p->budget_counts_card)
+        fprintf(out, "%-13s less what the process holds on the card outside umpol\n", "");
     print_limit(out, "cap managed:", cap, cap_default);
     fprintf(out, "%-13s %s\n", "slab:", format_bytes(p->slab_bytes, buf, sizeof buf));
     if (p->step_glob >= 0)
@@ -243,6 +245,8 @@ void program_explain_json(FILE *out, const struct program *p)
     struct program_limit cap = cap_applied(p, &cap_default);
     fputs("\"budget_gpu\":", out);
     json_limit(out, p->budget_gpu, false);
+    if (p->budget_counts_card)
+        fputs(",\"budget_counts_card\":true", out);
     fputs(",\"cap_managed\":", out);
     json_limit(out, cap, cap_default);
     fprintf(out, ",\"slab_bytes\":%" PRIu64, p->slab_bytes);

@@ -229,8 +229,10 @@ struct program *program_compile(const struct policy_ast *ast)
             continue;
         }
         struct program_limit lim = {true, g->amount.percent, g->amount.value};
-        if (g->kind == GLOBAL_BUDGET)
+        if (g->kind == GLOBAL_BUDGET) {
             p->budget_gpu = lim;
+            p->budget_counts_card = g->card;
+        }
         else if (g->kind == GLOBAL_CAP)
             p->cap_managed = lim;
         else if (g->kind == GLOBAL_SLAB)

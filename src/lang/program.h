@@ -90,6 +90,10 @@ struct program_limit {
 
 struct program {
     struct program_limit budget_gpu, cap_managed;
+    /* `budget card`: the budget also counts the GPU memory the process holds
+     * outside umpol (CUDA's own, the job's other allocations), as the card
+     * reports it. */
+    bool budget_counts_card;
     uint64_t slab_bytes;
     struct program_class *classes;
     struct class_filter *filters; /* parallel to classes, compact for the classifier */

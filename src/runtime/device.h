@@ -18,7 +18,9 @@
 struct device_state {
     bool known;
     uint64_t total_bytes;
-    uint64_t budget_bytes;  /* UINT64_MAX: no budget */
+    uint64_t budget_bytes;  /* what the runtime holds to (UINT64_MAX: no budget) */
+    uint64_t budget_set;    /* the policy's budget; under `budget card`, budget_bytes is it
+                             * less card_outside */
     uint64_t cap_bytes;     /* managed bytes allowed for this device */
     uint64_t managed_bytes; /* managed bytes held for this device */
     /* GPU memory the runtime holds on this device: its managed blocks on the
@@ -32,6 +34,13 @@ struct device_state {
      * when phases open: when the runtime first saw the GPU, its peak since,
      * resident_bytes at that peak, and the samples taken. */
     uint64_t card_base_used, card_peak_used, card_resident_at_peak, card_samples;
+    /* What the card holds beyond card_base_used and resident_bytes (CUDA's
+     * own growth, the job's memory outside umpol): the least of the last
+     * CARD_WINDOW samples, so that a block freed but not yet given back to
+     * the card does not count; card_outside is the most that has been. */
+#define CARD_WINDOW 8
+    uint64_t card_recent[CARD_WINDOW], card_outside;
+    uint64_t card_outside_said; /* card_outside when last logged */
     /* Under a budget, managed memory prefers the host and is mapped by the GPU:
      * pages move to the GPU only when the runtime places them there. */
     bool steer;

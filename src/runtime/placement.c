@@ -27,6 +27,7 @@ void placement_configure_device(struct runtime *rt, int device)
     dev->budget_bytes = !p->budget_gpu.given ? UINT64_MAX
                         : p->budget_gpu.percent ? total_b / 100 * p->budget_gpu.value
                                                 : p->budget_gpu.value;
+    dev->budget_set = dev->budget_bytes;
     dev->steer = p->budget_gpu.given;
     for (size_t c = 0; c < p->class_count && dev->steer; c++)
         if (p->classes[c].read_mostly && p->classes[c].memory == MEMORY_MANAGED)
@@ -43,6 +44,31 @@ void placement_configure_device(struct runtime *rt, int device)
     LOG(LOG_INFO, "GPU %d: %llu MiB, budget %s, managed cap %llu MiB, host NUMA node %d", device,
         (unsigned long long)(total_b >> 20), budget, (unsigned long long)(dev->cap_bytes >> 20),
         dev->host_numa_id);
+}
+
+void place_card_sampled(struct runtime *rt, int device, uint64_t used)
+{
+    struct device_state *dev = &rt->devices[device];
+    uint64_t known = dev->card_base_used + dev->resident_bytes, least = UINT64_MAX;
+    dev->card_recent[dev->card_samples % CARD_WINDOW] = used > known ? used - known : 0;
+    if (dev->card_samples < CARD_WINDOW)
+        return;
+    for (int i = 0; i < CARD_WINDOW; i++)
+        least = dev->card_recent[i] < least ? dev->card_recent[i] : least;
+    if (least <= dev->card_outside)
+        return;
+    dev->card_outside = least;
+    if (!rt->program->budget_counts_card || dev->budget_set == UINT64_MAX)
+        return;
+    dev->budget_bytes = dev->budget_set > least ? dev->budget_set - least : 0;
+    if (least < dev->card_outside_said + (64u << 20) && dev->budget_bytes)
+        return; /* said at each 64 MiB more, and when nothing is left */
+    dev->card_outside_said = least;
+    LOG(dev->budget_bytes ? LOG_INFO : LOG_WARN,
+        "GPU %d: budget card: the process holds %llu MiB on the card outside umpol, so umpol "
+        "holds itself to %llu MiB%s",
+        device, (unsigned long long)(least >> 20), (unsigned long long)(dev->budget_bytes >> 20),
+        dev->budget_bytes ? "" : ": nothing more goes to the GPU that can stay off it");
 }
 
 /* The report's record of moves and refusals (only when a report was asked for). */

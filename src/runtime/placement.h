@@ -23,6 +23,11 @@ void placement_configure_device(struct runtime *rt, int device);
 struct cudaMemLocation place_location(const struct runtime *rt, struct program_place place,
                                       int device);
 
+/* The card reported USED bytes in use on DEVICE (sample dev->card_samples):
+ * learn what it holds outside umpol, and under `budget card` hold the
+ * runtime's own budget to the policy's less that. */
+void place_card_sampled(struct runtime *rt, int device, uint64_t used);
+
 /* The host NUMA node CLASS_IDX's host memory belongs on (its 'place host …'),
  * -1: wherever the kernel puts it. */
 int place_host_node(const struct runtime *rt, int class_idx, int device);

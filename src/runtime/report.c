@@ -316,8 +316,8 @@ int report_write(const struct runtime *rt, const char *path)
         if (!dev->known)
             continue;
         char budget[32] = "null";
-        if (dev->budget_bytes != UINT64_MAX)
-            snprintf(budget, sizeof budget, "%" PRIu64, dev->budget_bytes);
+        if (dev->budget_set != UINT64_MAX)
+            snprintf(budget, sizeof budget, "%" PRIu64, dev->budget_set);
         fprintf(f,
                 "%s\n    {\"device\": %d, \"total_bytes\": %" PRIu64 ", \"budget_bytes\": %s"
                 ", \"cap_bytes\": %" PRIu64 ", \"managed_bytes\": %" PRIu64
@@ -333,9 +333,11 @@ int report_write(const struct runtime *rt, const char *path)
                     place_spare_room(rt, d), rt->spare_misses);
         fprintf(f,
                 ", \"card\": {\"base_used_bytes\": %" PRIu64 ", \"peak_used_bytes\": %" PRIu64
-                ", \"resident_at_peak_bytes\": %" PRIu64 ", \"samples\": %" PRIu64 "}",
+                ", \"resident_at_peak_bytes\": %" PRIu64 ", \"samples\": %" PRIu64
+                ", \"outside_bytes\": %" PRIu64 ", \"budget_counts_card\": %s}",
                 dev->card_base_used, dev->card_peak_used, dev->card_resident_at_peak,
-                dev->card_samples);
+                dev->card_samples, dev->card_outside,
+                rt->program->budget_counts_card ? "true" : "false");
         fputc('}', f);
         first = false;
     }

@@ -660,6 +660,7 @@ static void sample_card(struct runtime *rt)
         dev->card_peak_used = total_b - free_b;
         dev->card_resident_at_peak = dev->resident_bytes;
     }
+    place_card_sampled(rt, device, total_b - free_b);
 }
 
 void phase_enter(struct runtime *rt, const char *name)
