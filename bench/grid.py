@@ -391,14 +391,16 @@ def launch(cmd, log, env, timeout_s, nvml):
 
 
 def set_budget(policy_text, budget_bytes):
-    """POLICY_TEXT with its `budget gpu ...;` line set to BUDGET_BYTES."""
+    """POLICY_TEXT with its `budget gpu|card ...;` line set to BUDGET_BYTES (the
+    same kind of budget)."""
     out, found = [], False
     for line in policy_text.splitlines():
-        if line.lstrip().startswith("budget gpu"):
-            line, found = f"budget gpu {int(budget_bytes)}B;", True
+        words = line.split()
+        if len(words) >= 2 and words[0] == "budget" and words[1] in ("gpu", "card"):
+            line, found = f"budget {words[1]} {int(budget_bytes)}B;", True
         out.append(line)
     if not found:
-        raise SystemExit("grid: the policy has no `budget gpu` line to change")
+        raise SystemExit("grid: the policy has no `budget gpu` or `budget card` line to change")
     return "\n".join(out) + "\n"
 
 
