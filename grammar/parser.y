@@ -104,8 +104,11 @@ item:
             /* `budget card`: the card's own figure, what the process holds
              * outside umpol included. `card` is a word only here. */
             if (strcmp($2, "card") != 0) {
+                static const char *const words[] = {"gpu", "card"};
+                const char *near = diag_suggest($2, words, 2);
                 diag_add(st->diags, DIAG_ERROR, E_UNKNOWN_KEYWORD, @2,
-                         "unknown word '%s': write 'budget gpu SIZE;' or 'budget card SIZE;'", $2);
+                         "unknown word '%s'%s%s%s: write 'budget gpu SIZE;' or 'budget card SIZE;'",
+                         $2, near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "");
             } else {
                 struct global_decl *g = add_global(st, GLOBAL_BUDGET, $3, @$);
                 if (g)

@@ -674,6 +674,31 @@ static void test_program_globals(void **state)
     assert_true(pol.program->budget_gpu.given && pol.program->budget_gpu.percent);
     assert_int_equal(pol.program->budget_gpu.value, 60);
     assert_true(pol.program->budget_counts_card);
+    assert_int_equal(pol.diags.errors + pol.diags.warnings, 0);
+    char *text = explained(&pol);
+    assert_non_null(strstr(text, "budget card:  60% of each GPU's memory"));
+    assert_non_null(strstr(text, "\"budget_gpu\":{\"percent\":60},\"budget_counts_card\":true"));
+    free(text);
+    policy_free(&pol);
+    /* Managed memory under it: W110 at the class; twice, or of 0 bytes: errors naming it. */
+    pol = load("umpol 1;\nbudget card 8GiB;\nclass a { match any; }\n");
+    assert_non_null(pol.program);
+    assert_int_equal(pol.diags.warnings, 1);
+    assert_int_equal(pol.diags.items[0].code, W_MANAGED_CARD);
+    assert_int_equal(pol.diags.items[0].loc.first_line, 3);
+    policy_free(&pol);
+    pol = load("umpol 1;\nbudget card 8GiB;\nbudget card 7GiB;\nclass a { match any; memory device; }\n");
+    assert_null(pol.program);
+    assert_int_equal(pol.diags.items[0].code, E_DUP_GLOBAL);
+    assert_non_null(strstr(pol.diags.items[0].message, "'budget card' given twice"));
+    policy_free(&pol);
+    pol = load("umpol 1;\nbudget card 0;\nclass a { match any; memory device; }\n");
+    assert_null(pol.program);
+    assert_non_null(strstr(pol.diags.items[0].message, "'budget card' of 0 bytes"));
+    policy_free(&pol);
+    pol = load("umpol 1;\nbudget crad 8GiB;\nclass a { match any; memory device; }\n");
+    assert_null(pol.program);
+    assert_non_null(strstr(pol.diags.items[0].message, "did you mean 'card'?"));
     policy_free(&pol);
 }
 

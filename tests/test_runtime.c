@@ -549,16 +549,20 @@ static void test_runtime_budget_card(void **state)
     (void)state;
     const uint64_t MiB = 1u << 20;
     for (int card = 0; card < 2; card++) {
+        fake_set_other_used(16 * MiB); /* the card's base: not the process's growth */
         struct fixture *f = setup(card ? budget_card_policy : movable_device_policy);
         const struct device_state *dev = &f->rt.devices[0];
         void *w = alloc(f, 100 * MiB, API_CUDA_MALLOC, S1);
         fill(w, 100 * MiB, 3);
-        fake_set_other_used(48 * MiB);
+        fake_set_other_used(64 * MiB);
+        sample_card_at_phases(f, CARD_WINDOW - 1);
+        assert_int_equal(dev->card_outside, 0); /* not before CARD_WINDOW readings */
+        sample_card_at_phases(f, 1);
+        assert_int_equal(dev->card_outside, 48 * MiB);
+        fake_set_other_used(316 * MiB); /* one sample: a block not yet given back */
+        sample_card_at_phases(f, 1);
+        fake_set_other_used(16 * MiB); /* back to the base: what was learned stays */
         sample_card_at_phases(f, CARD_WINDOW);
-        fake_set_other_used(300 * MiB); /* one sample: a block not yet given back */
-        sample_card_at_phases(f, 1);
-        fake_set_other_used(48 * MiB);
-        sample_card_at_phases(f, 1);
         assert_int_equal(dev->card_outside, 48 * MiB); /* learned either way */
         assert_int_equal(dev->budget_set, 200 * MiB);
         assert_int_equal(dev->budget_bytes, card ? 152 * MiB : 200 * MiB);
@@ -568,7 +572,7 @@ static void test_runtime_budget_card(void **state)
         assert_true(filled(w, 100 * MiB, 3));
         if (card) { /* more outside than the whole budget: umpol holds to nothing (the
                      * fake card does not show device slabs: 300 - 64 MiB outside) */
-            fake_set_other_used(300 * MiB);
+            fake_set_other_used(316 * MiB);
             sample_card_at_phases(f, CARD_WINDOW);
             assert_int_equal(dev->budget_bytes, 0);
         }

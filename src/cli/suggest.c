@@ -29,7 +29,7 @@
 #include "report/report.h"
 
 #define SMALL_BYTES (1u << 20) /* smaller blocks stay plain device memory */
-#define MODEL_ROOM_MIN (64u << 20) /* one movable piece: less room keeps no model state */
+#define MODEL_ROOM_MIN (64u << 20) /* one movable piece (MOVABLE_PIECE): less keeps none */
 
 /* ---- what the analysis reads: one run, possibly several ranks ---- */
 

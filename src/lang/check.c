@@ -155,7 +155,7 @@ static void check_movable(const struct class_decl *c, const struct directive *co
     }
 }
 
-/* BUDGET: the policy's 'budget gpu', or NULL. */
+/* BUDGET: the policy's 'budget gpu' or 'budget card', or NULL. */
 static void check_class(const struct class_decl *c, const struct global_decl *budget,
                         struct diag_list *diags)
 {
@@ -292,6 +292,18 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
             name);
         (void)dg;
     }
+    /* The card counts the GPU memory the driver keeps for managed pages that
+     * were evicted: under `budget card` each eviction could shrink the budget. */
+    if (budget && budget->card && !memory_other && complete(c)) {
+        struct diag *dg = diag_add(
+            diags, DIAG_WARNING, W_MANAGED_CARD, c->name_loc,
+            "class '%s' is managed memory under 'budget card': the driver keeps the GPU memory "
+            "of managed pages that leave the GPU, the card counts it, and umpol's share shrinks "
+            "by it; 'memory device', 'memory movable' or 'memory host' keep the card to what "
+            "umpol counts",
+            name);
+        diag_note(dg, budget->loc, "budget given here");
+    }
     if (budget && first[DIR_ADVISE] && !memory_other) {
         struct diag *dg = diag_add(
             diags, DIAG_WARNING, W_READ_MOSTLY_BUDGET, first[DIR_ADVISE]->loc,
@@ -412,7 +424,8 @@ static const struct global_decl *check_globals(const struct policy_ast *ast,
                          (unsigned long long)a->value);
             else if (!a->percent && a->value == 0)
                 diag_add(diags, DIAG_ERROR, E_OUT_OF_RANGE, a->loc,
-                         "'%s' of 0 bytes leaves nothing to place", names[g->kind]);
+                         "'%s' of 0 bytes leaves nothing to place",
+                         g->card ? "budget card" : names[g->kind]);
             break;
         case GLOBAL_SLAB:
             if (a->value < (1ull << 20) || a->value > (1ull << 40))

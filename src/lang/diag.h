@@ -54,6 +54,7 @@ enum diag_code {
     W_HOST_MANAGED = 107,       /* managed memory on the host, never moved: may stay on the card */
     W_SPARE_HOST = 108,         /* `spare` in a class of `memory host`, which never takes the GPU */
     W_MOVABLE_STILL = 109,      /* `memory movable` with no prefetch rule: it never moves */
+    W_MANAGED_CARD = 110,       /* managed memory under `budget card`: kept pages shrink it */
 };
 
 struct diag {

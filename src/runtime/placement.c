@@ -60,9 +60,10 @@ void place_card_sampled(struct runtime *rt, int device, uint64_t used)
     dev->card_outside = least;
     if (!rt->program->budget_counts_card || dev->budget_set == UINT64_MAX)
         return;
+    bool had_room = dev->budget_bytes > 0;
     dev->budget_bytes = dev->budget_set > least ? dev->budget_set - least : 0;
-    if (least < dev->card_outside_said + (64u << 20) && dev->budget_bytes)
-        return; /* said at each 64 MiB more, and when nothing is left */
+    if (dev->budget_bytes ? least < dev->card_outside_said + (64u << 20) : !had_room)
+        return; /* said at each 64 MiB more, and once when nothing is left */
     dev->card_outside_said = least;
     LOG(dev->budget_bytes ? LOG_INFO : LOG_WARN,
         "GPU %d: budget card: the process holds %llu MiB on the card outside umpol, so umpol "
