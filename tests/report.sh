@@ -49,6 +49,17 @@ if command -v python3 >/dev/null 2>&1; then
         fail "report: reclassified blocks not shown"
 fi
 
+# A movable class, and a run under `budget card` whose card still grew past it: read, and the
+# hint says what umpol learned outside its count rather than that it counts none of it.
+if command -v python3 >/dev/null 2>&1; then
+    variant "$tmp/card.json" 'c["weights"]["memory"] = "movable"' \
+        'r["devices"][0].update(budget_bytes=8 << 30, card={"base_used_bytes": 1 << 30, "peak_used_bytes": 11 << 30, "resident_at_peak_bytes": 7 << 30, "samples": 40, "outside_bytes": 300 << 20, "budget_counts_card": True})'
+    expect_status 0 "report with a movable class under budget card" "$UMPOL_BIN" report "$tmp/card.json"
+    grep -q "2.0 GiB beyond 'budget card 8.0 GiB'. umpol held itself to the budget less the 300.0 MiB" \
+        "$tmp/out" || fail "report: no budget card hint"
+    ! grep -q "memory outside the policy is not counted" "$tmp/out" || fail "report: budget card taken for budget gpu"
+fi
+
 # Freed space given back beyond what the class ever held (one class per phase): the report
 # says what it costs and how to avoid it.
 if command -v python3 >/dev/null 2>&1; then

@@ -74,6 +74,27 @@ grep -q "memory host;" "$tmp/w.5640MiB" || fail "5640MiB: the weights are not in
 grep -q "memory movable;" "$tmp/w.7770MiB" || fail "7770MiB: the weights are not movable memory"
 grep -q "memory movable;" "$tmp/w.11980MiB" || fail "11980MiB: the weights are not movable memory"
 
+# A run recorded under `budget card`: the draft says `budget card` again, and plans with the
+# budget less what the card held outside umpol then (here 7770 MiB less 2150 MiB: the same
+# room for the model state as `--budget 5620MiB`, none).
+if command -v python3 >/dev/null 2>&1; then
+    python3 - "$dir/llama-h100.json" "$tmp/card.json" <<'PY' || fail "suggest: could not write the card run"
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["devices"][0]["budget_bytes"] = 7770 << 20
+r["devices"][0]["card"] = {"base_used_bytes": 0, "peak_used_bytes": 0, "resident_at_peak_bytes": 0,
+                           "samples": 9, "outside_bytes": 2150 << 20, "budget_counts_card": True}
+json.dump(r, open(sys.argv[2], "w"))
+PY
+    expect_status 0 "suggest from a budget card run" "$UMPOL_BIN" suggest -o "$tmp/card.umpol" "$tmp/card.json"
+    grep -q "^budget card 7770MiB;   # 5.5 GiB for umpol (2.1 GiB held outside it when recorded): no room" \
+        "$tmp/card.umpol" || fail "a budget card run: not drafted as budget card, less what was outside"
+    expect_status 0 "check of the budget card draft" "$UMPOL_BIN" check "$tmp/card.umpol"
+    grep -q "valid (0 errors, 0 warnings)" "$tmp/out" || fail "the budget card draft: check is not clean"
+else
+    echo "python3 missing: the budget card run is not tested" >&2
+fi
+
 # Timelines that could mislead the step: a range around the whole loop (entered once), a
 # timeline the runtime cut short, and a range around each step holding its own transient
 # blocks (its class must stay after the state classes of the phases inside it).

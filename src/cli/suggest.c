@@ -62,6 +62,8 @@ struct run_profile {
     size_t reports;
     uint64_t gpu_bytes;    /* the GPU's memory */
     uint64_t budget_bytes; /* the recorded run's budget, 0: none */
+    bool budget_card;      /* it was `budget card`: card_outside of it was not umpol's */
+    uint64_t card_outside;
     struct run_site *sites;
     struct run_phase *phases;
     struct run_class *classes;
@@ -180,6 +182,8 @@ static bool profile_from_report(struct run_profile *p, const struct report *r, s
                     dev->total_bytes, p->gpu_bytes);
     p->gpu_bytes = dev->total_bytes;
     p->budget_bytes = dev->has_budget ? dev->budget_bytes : 0;
+    p->budget_card = dev->has_budget && dev->budget_counts_card;
+    p->card_outside = dev->card_outside;
     if (!r->has_sites)
         return fail(b, "no allocation sites: written by an older umpol; record the run again "
                        "(umpol suggest -- COMMAND, or umpol run -r)");
@@ -273,6 +277,8 @@ struct plan {
     uint64_t steps, period_ns, peak_all, transient, model, step_state, small;
     uint64_t budget, min_budget;
     bool budget_given, fits_all;
+    bool budget_card;      /* the recorded run's `budget card`, written again */
+    uint64_t card_outside; /* what that run's card held outside umpol: budget is the rest */
     bool model_on_host; /* the budget has no room for any model state beside the step's blocks */
     bool memory_goal;
 };
@@ -840,15 +846,20 @@ static void print_policy(FILE *f, const struct plan *pl, const struct group *g, 
             human((double)pl->min_budget, b[0], 32));
     fputs("umpol 1;\n\n", f);
     if (pl->budget_given) {
-        fputs("budget gpu ", f);
-        print_size(f, pl->budget);
+        fputs(pl->budget_card ? "budget card " : "budget gpu ", f);
+        print_size(f, pl->budget + pl->card_outside);
         const char *why = pl->fits_all      ? "everything fits"
                           : pl->memory_goal ? "goal memory: all state on the host"
                           : pl->model_on_host ? "no room for the model state: all state on the host"
                           : pl->budget >= pl->min_budget + pl->model
                               ? "room for the model state, not for the step state"
                               : "room for part of the model state, movable, the rest on the host";
-        fprintf(f, ";   # %s: %s\n", human((double)pl->budget, b[0], 32), why);
+        if (pl->budget_card)
+            fprintf(f, ";   # %s for umpol (%s held outside it when recorded): %s\n",
+                    human((double)pl->budget, b[0], 32), human((double)pl->card_outside, b[1], 32),
+                    why);
+        else
+            fprintf(f, ";   # %s: %s\n", human((double)pl->budget, b[0], 32), why);
     }
     fputs("cap managed 90%;\n", f);
     int runs = 0;
@@ -1044,7 +1055,11 @@ static int suggest_from_reports(char **paths, size_t npaths, const char *budget_
         }
         pl.budget_given = true;
     } else if (prof.budget_bytes) {
-        pl.budget = prof.budget_bytes;
+        /* The recorded run's `budget card` again: umpol's share is what the
+         * card left it then. */
+        pl.budget_card = prof.budget_card;
+        pl.card_outside = prof.budget_card ? prof.card_outside : 0;
+        pl.budget = prof.budget_bytes > pl.card_outside ? prof.budget_bytes - pl.card_outside : 0;
         pl.budget_given = true;
     } else if (memory_goal) { /* the least GPU memory that works, in whole MiB */
         pl.budget = (pl.min_budget + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);

@@ -232,8 +232,10 @@ static bool read_classes(struct ctx *c, const struct jv *doc, struct report *r)
         const struct jv *memory = jv_get(cj, "memory");
         if (memory && (memory->type != JV_STRING || (strcmp(memory->string, "device") != 0 &&
                                                      strcmp(memory->string, "managed") != 0 &&
-                                                     strcmp(memory->string, "host") != 0)))
-            return invalid(c, "%s.memory: expected \"managed\", \"device\" or \"host\"", where);
+                                                     strcmp(memory->string, "host") != 0 &&
+                                                     strcmp(memory->string, "movable") != 0)))
+            return invalid(c, "%s.memory: expected \"managed\", \"device\", \"host\" or "
+                           "\"movable\"", where);
         cls->memory = !memory ? REPORT_MEMORY_MANAGED
                       : strcmp(memory->string, "device") == 0 ? REPORT_MEMORY_DEVICE
                       : strcmp(memory->string, "host") == 0   ? REPORT_MEMORY_HOST
@@ -315,7 +317,9 @@ static bool read_devices(struct ctx *c, const struct jv *doc, struct report *r)
                 !get_uint(c, card, where, "base_used_bytes", &d->card_base_used) ||
                 !get_uint(c, card, where, "peak_used_bytes", &d->card_peak_used) ||
                 !get_uint(c, card, where, "resident_at_peak_bytes", &d->card_resident_at_peak) ||
-                !get_uint(c, card, where, "samples", &d->card_samples))
+                !get_uint(c, card, where, "samples", &d->card_samples) ||
+                !get_uint(c, card, where, "outside_bytes", &d->card_outside) ||
+                !get_bool(c, card, where, "budget_counts_card", &d->budget_counts_card))
                 return false;
             d->has_card = true;
         }

@@ -179,6 +179,10 @@ struct report_device {
      * (absent in older reports). */
     bool has_card;
     uint64_t card_base_used, card_peak_used, card_resident_at_peak, card_samples;
+    /* What the card held beyond its base and umpol's count (the most learned),
+     * and whether the budget was `budget card` (absent before 82107fa). */
+    uint64_t card_outside;
+    bool budget_counts_card;
 };
 
 /* An opening of a phase; times in ns since the timeline's origin. */
