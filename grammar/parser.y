@@ -740,8 +740,10 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, stru
             len += snprintf(msg + len, sizeof msg - (size_t)len, ", ...");
             break;
         }
+        /* After 'budget' the identifier can only be the word 'card'. */
+        bool card = expected[i] == YYSYMBOL_IDENT && n == 2 && expects(expected, n, YYSYMBOL_GPU);
         len += snprintf(msg + len, sizeof msg - (size_t)len, "%s%s", i ? ", " : ", expected ",
-                        token_display(expected[i], tok, sizeof tok));
+                        card ? "'card'" : token_display(expected[i], tok, sizeof tok));
     }
     bool keyword_expected = false;
     for (int i = 0; i < n; i++)
