@@ -269,30 +269,24 @@ static int card_hints(const struct summary *s)
                 continue;
             char b[5][32];
             const char *rank = s->n > 1 ? s->paths_shown[k] : "";
-            if (d->budget_counts_card) {
-                printf("  - %s%sGPU %d: the card held up to %s more than when umpol started, %s "
-                       "beyond 'budget card %s'. umpol held itself to the budget less the %s it "
-                       "learned outside its count (%s counted at that peak); the rest grew "
-                       "between readings of the card, or is the GPU memory the driver keeps for "
-                       "managed pages that left it: classes of 'memory device', 'movable' or "
-                       "'host' keep the card to what umpol counts (umpol(5)).\n",
-                       rank, *rank ? ": " : "", d->device, human(seen, b[0], sizeof b[0]),
-                       human(seen - d->budget_bytes, b[1], sizeof b[1]),
-                       human(d->budget_bytes, b[2], sizeof b[2]),
-                       human(d->card_outside, b[3], sizeof b[3]),
-                       human(d->card_resident_at_peak, b[4], sizeof b[4]));
-                hints++;
-                continue;
-            }
-            printf("  - %s%sGPU %d: the card held up to %s more than when umpol started, %s beyond "
-                   "the budget of %s (umpol counted %s then). The driver keeps the GPU memory of "
-                   "managed pages that left the GPU, and memory outside the policy is not "
-                   "counted: state that lives on the host belongs in 'memory host', or in "
-                   "'memory movable' where it moves whole (umpol(5)).\n",
+            printf("  - %s%sGPU %d: the card held up to %s more than when umpol started, %s beyond ",
                    rank, *rank ? ": " : "", d->device, human(seen, b[0], sizeof b[0]),
-                   human(seen - d->budget_bytes, b[1], sizeof b[1]),
-                   human(d->budget_bytes, b[2], sizeof b[2]),
-                   human(d->card_resident_at_peak, b[3], sizeof b[3]));
+                   human(seen - d->budget_bytes, b[1], sizeof b[1]));
+            human(d->budget_bytes, b[2], sizeof b[2]);
+            human(d->card_resident_at_peak, b[3], sizeof b[3]);
+            if (d->budget_counts_card)
+                printf("'budget card %s'. umpol held itself to the budget less the %s it learned "
+                       "outside its count (%s counted at that peak); the rest grew between "
+                       "readings of the card, or is the GPU memory the driver keeps for managed "
+                       "pages that left it: classes of 'memory device', 'movable' or 'host' keep "
+                       "the card to what umpol counts (umpol(5)).\n",
+                       b[2], human(d->card_outside, b[4], sizeof b[4]), b[3]);
+            else
+                printf("the budget of %s (umpol counted %s then). The driver keeps the GPU memory "
+                       "of managed pages that left the GPU, and memory outside the policy is not "
+                       "counted: state that lives on the host belongs in 'memory host', or in "
+                       "'memory movable' where it moves whole (umpol(5)).\n",
+                       b[2], b[3]);
             hints++;
         }
     }
