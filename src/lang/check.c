@@ -391,6 +391,7 @@ static const struct global_decl *check_globals(const struct policy_ast *ast,
     static const char *const names[] = {"budget gpu", "cap managed", "slab", "umpol",
                                         "learn step"};
     for (const struct global_decl *g = ast->globals; g; g = g->next) {
+        const char *name = g->card ? "budget card" : names[g->kind];
         if (first[g->kind] && g->kind == GLOBAL_BUDGET && g->card != first[g->kind]->card) {
             struct diag *d = diag_add(diags, DIAG_ERROR, E_DUP_GLOBAL, g->loc,
                                       "a policy has one budget: 'budget gpu' (umpol's own "
@@ -399,8 +400,8 @@ static const struct global_decl *check_globals(const struct policy_ast *ast,
             continue;
         }
         if (first[g->kind]) {
-            struct diag *d = diag_add(diags, DIAG_ERROR, E_DUP_GLOBAL, g->loc, "'%s' given twice",
-                                      g->card ? "budget card" : names[g->kind]);
+            struct diag *d =
+                diag_add(diags, DIAG_ERROR, E_DUP_GLOBAL, g->loc, "'%s' given twice", name);
             diag_note(d, first[g->kind]->loc, "first given here");
             continue;
         }
@@ -424,8 +425,7 @@ static const struct global_decl *check_globals(const struct policy_ast *ast,
                          (unsigned long long)a->value);
             else if (!a->percent && a->value == 0)
                 diag_add(diags, DIAG_ERROR, E_OUT_OF_RANGE, a->loc,
-                         "'%s' of 0 bytes leaves nothing to place",
-                         g->card ? "budget card" : names[g->kind]);
+                         "'%s' of 0 bytes leaves nothing to place", name);
             break;
         case GLOBAL_SLAB:
             if (a->value < (1ull << 20) || a->value > (1ull << 40))

@@ -229,18 +229,22 @@ static bool read_classes(struct ctx *c, const struct jv *doc, struct report *r)
         snprintf(where, sizeof where, "classes[%zu]", i);
         if (!expect_object(c, cj, where) || !get_string(c, cj, where, "name", true, &cls->name))
             return false;
+        /* One table both checks the name and maps it: a kind added to the
+         * runtime needs one line here. Absent: managed (older reports). */
+        static const char *const memory_names[] = {
+            [REPORT_MEMORY_MANAGED] = "managed", [REPORT_MEMORY_DEVICE] = "device",
+            [REPORT_MEMORY_HOST] = "host", [REPORT_MEMORY_MOVABLE] = "movable"};
         const struct jv *memory = jv_get(cj, "memory");
-        if (memory && (memory->type != JV_STRING || (strcmp(memory->string, "device") != 0 &&
-                                                     strcmp(memory->string, "managed") != 0 &&
-                                                     strcmp(memory->string, "host") != 0 &&
-                                                     strcmp(memory->string, "movable") != 0)))
-            return invalid(c, "%s.memory: expected \"managed\", \"device\", \"host\" or "
-                           "\"movable\"", where);
-        cls->memory = !memory ? REPORT_MEMORY_MANAGED
-                      : strcmp(memory->string, "device") == 0 ? REPORT_MEMORY_DEVICE
-                      : strcmp(memory->string, "host") == 0   ? REPORT_MEMORY_HOST
-                      : strcmp(memory->string, "movable") == 0 ? REPORT_MEMORY_MOVABLE
-                                                              : REPORT_MEMORY_MANAGED;
+        cls->memory = REPORT_MEMORY_MANAGED;
+        if (memory) {
+            size_t k = 0, n = sizeof memory_names / sizeof *memory_names;
+            while (k < n && (memory->type != JV_STRING || strcmp(memory->string, memory_names[k])))
+                k++;
+            if (k == n)
+                return invalid(c, "%s.memory: expected \"managed\", \"device\", \"host\" or "
+                               "\"movable\"", where);
+            cls->memory = (enum report_memory)k;
+        }
         for (int k = 0; k < RC_COUNT; k++)
             if (!get_uint(c, cj, where, report_class_counters[k], &cls->v[k])) return false;
         if (!read_um(c, cj, where, &cls->has_um, cls->um) ||

@@ -147,7 +147,7 @@ enum report_memory {
 
 struct report_class {
     char *name;
-    enum report_memory memory; /* "memory": "managed", "device" or "host" */
+    enum report_memory memory; /* "memory": "managed", "device", "host" or "movable" */
     uint64_t v[RC_COUNT];
     bool has_um;
     uint64_t um[UM_COUNT];
