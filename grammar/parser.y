@@ -497,7 +497,7 @@ static struct place place_make(struct parse_state *st, enum loc_kind kind, uint6
         diag_add(st->diags, DIAG_ERROR, E_OUT_OF_RANGE, loc,
                  "%s %llu is out of range (0..1023)", kind == LOC_GPU ? "GPU" : "NUMA node",
                  (unsigned long long)index);
-        index = 0;
+        return (struct place){kind, -1, loc}; /* the policy is invalid: no number to check */
     }
     return (struct place){kind, (int)index, loc};
 }

@@ -87,6 +87,11 @@ printf 'umpol 1;\nclass a {\n    match any;\n    place gpu 99;\n}\n' >"$tmp/gpu9
 expect_status 0 "check --topology, GPU 99" "$UMPOL_BIN" check --topology "$tmp/gpu99.umpol"
 grep -Eq 'gpu99.umpol:4:11: (note\[W104\]: no GPU visible \(.*\): GPU numbers not checked \(place gpu 99\)|warning\[W104\]: class .a.: this machine has no GPU 99)' "$tmp/out" ||
     fail "check --topology: GPU 99 neither checked nor noted at 4:11"
+# A number out of range is an error only: --topology checks no number that is not there.
+printf 'umpol 1;\nclass a { match any; place gpu 1024; }\nclass b { match any; place host numa 4000; }\n' >"$tmp/gpu1024.umpol"
+expect_status 1 "check --topology, GPU 1024" "$UMPOL_BIN" check --topology "$tmp/gpu1024.umpol"
+[ "$(grep -c 'E022' "$tmp/out")" -eq 2 ] || fail "GPU 1024, node 4000: not two E022"
+! grep -q 'W104' "$tmp/out" || fail "GPU 1024, node 4000: W104 about a number the policy does not have"
 
 # Hostile inputs: each a clear error, never a crash or a hang.
 head -c 52428800 /dev/zero | tr '\0' '#' >"$tmp/big.umpol"

@@ -834,8 +834,6 @@ static void test_program_filters_agree_with_full_eval(void **state)
     policy_free(&pol);
 }
 
-/* `spare`: true while the room the runtime measured holds the block; read
- * only by a class that names it; W108 where the class never takes the GPU. */
 /* `memory movable`: placed by 'place', moved by its prefetch rules, and said
  * so by explain. */
 static void test_movable_memory(void **state)
@@ -867,6 +865,8 @@ static void test_movable_memory(void **state)
     policy_free(&pol);
 }
 
+/* `spare`: true while the room the runtime measured holds the block; read
+ * only by a class that names it; W108 where the class never takes the GPU. */
 static void test_spare_predicate(void **state)
 {
     (void)state;

@@ -3,6 +3,7 @@
 #define UMPOL_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* Stable exit codes (documented in umpol(1)). */
 enum { EXIT_VALID = 0, EXIT_INVALID = 1, EXIT_USAGE = 2 };
@@ -18,6 +19,10 @@ int cmd_suggest(int argc, char **argv);
  * or NULL; PYTHON: put the umpol Python package on PYTHONPATH); returns the
  * job's exit status, or EXIT_USAGE when it cannot start. */
 int run_job(const char *policy_path, const char *report, bool verbose, bool python, char **cmd);
+
+/* Make a private directory NAME-XXXXXX in $TMPDIR (else /tmp) and put its
+ * path in OUT (LEN bytes): 0, or -1 with the reason on stderr for COMMAND. */
+int cli_temp_dir(const char *command, const char *name, char *out, size_t len);
 
 /* Keys of options that have a long name only (short options use their letter). */
 enum { OPT_JSON = 256, OPT_TOPOLOGY, OPT_TRACE, OPT_MEASURE, OPT_NO_PYTHON };

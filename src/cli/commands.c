@@ -60,7 +60,7 @@ const struct cli_command cli_commands[] = {
     {"run", cmd_run, "-- COMMAND [ARG...]",
      "check the policy, then run COMMAND with the umpol runtime preloaded",
      "COMMAND's own (128+N when signal N ends it); 1 invalid policy, 2 usage error or no "
-     "runtime library",
+     "runtime library, 127 COMMAND cannot be started",
      "umpol run -p policies/llm-finetune.umpol -r report.json -- python3 train.py", run_options},
     {"report", cmd_report, "REPORT...", "summarise runtime reports (several ranks are summed)",
      "0 read, 1 a file is not an umpol report, 2 usage or I/O error",

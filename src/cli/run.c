@@ -186,15 +186,24 @@ static int write_file(const char *path, mode_t mode, const char *data, size_t le
 /* The policy is read and checked once; every process of the job loads this
  * read-only copy, so editing, moving or deleting the file during the run, or
  * changing directory, changes nothing for it. */
-static int run_dir_create(struct run_dir *d, const struct source *policy)
+int cli_temp_dir(const char *command, const char *name, char *out, size_t len)
 {
     const char *tmpdir = getenv("TMPDIR");
-    snprintf(d->path, sizeof d->path, "%s/umpol-run-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
-    if (!mkdtemp(d->path)) {
-        fprintf(stderr, "umpol run: cannot create a directory for the run in %s: %s\n",
-                tmpdir && *tmpdir ? tmpdir : "/tmp", strerror(errno));
+    if (!tmpdir || !*tmpdir)
+        tmpdir = "/tmp";
+    int n = snprintf(out, len, "%s/%s-XXXXXX", tmpdir, name);
+    if (n < 0 || (size_t)n >= len || !mkdtemp(out)) {
+        fprintf(stderr, "umpol %s: cannot create a directory in %s: %s\n", command, tmpdir,
+                n < 0 || (size_t)n >= len ? "path too long" : strerror(errno));
         return -1;
     }
+    return 0;
+}
+
+static int run_dir_create(struct run_dir *d, const struct source *policy)
+{
+    if (cli_temp_dir("run", "umpol-run", d->path, sizeof d->path) != 0)
+        return -1;
     const char *base = strrchr(policy->name, '/');
     base = base ? base + 1 : policy->name;
     snprintf(d->policy, sizeof d->policy, "%s/%s", d->path, base);

@@ -1135,11 +1135,9 @@ static const char record_policy[] = "# umpol suggest's recording policy: every a
 static int suggest_from_command(char **cmd, const char *budget_arg, bool memory_goal,
                                 const char *out_path)
 {
-    char dir[] = "/tmp/umpol-suggest-XXXXXX";
-    if (!mkdtemp(dir)) {
-        fprintf(stderr, "umpol suggest: cannot create a directory: %s\n", strerror(errno));
+    char dir[2048];
+    if (cli_temp_dir("suggest", "umpol-suggest", dir, sizeof dir) != 0)
         return EXIT_USAGE;
-    }
     char policy[sizeof dir + 32], report[sizeof dir + 32];
     snprintf(policy, sizeof policy, "%s/record.umpol", dir);
     snprintf(report, sizeof report, "%s/report-%%p.json", dir);

@@ -543,7 +543,7 @@ static void check_place(const struct class_decl *c, const char *directive, struc
     if (pl.kind == LOC_GPU) {
         snprintf(what, sizeof what, "%s gpu", directive);
         check_gpu_index(c, what, pl.index, pl.loc, m, diags, unchecked, text, text_len, count);
-    } else if (pl.kind == LOC_HOST_NUMA && m->node_has_memory &&
+    } else if (pl.kind == LOC_HOST_NUMA && pl.index >= 0 && m->node_has_memory &&
                !m->node_has_memory(pl.index, m->ctx)) {
         diag_add(diags, DIAG_WARNING, W_TOPOLOGY, pl.loc,
                  "class '%s': this machine has no NUMA node %d with memory; the runtime will "

@@ -195,7 +195,7 @@ void program_explain(FILE *out, const struct program *p)
         if (c->uses_spare)
             fprintf(out, "     spare:    takes a block while the GPU's budget has room for it beside "
                          "the\n               job's peak there and a fifth more (at least 1/32 of "
-                         "the budget)\n");
+                         "the budget and\n               two slabs)\n");
         for (uint32_t k = 0; k < c->prefetch_count; k++) {
             const struct program_prefetch *pf = &p->prefetches[c->prefetch_first + k];
             const char *pat = pattern_of(p, pf);
