@@ -248,6 +248,45 @@ static bool filled(const void *p, size_t n, unsigned seed)
  * behind the job's pointers, the data kept, the card's memory given back, the
  * budget kept on the way in; a move that cannot be made leaves the data where
  * they are. */
+/* While a stream is captured into a graph (its capture begun through the
+ * interposed calls, on any stream), no slab is given back: a cudaFree or a
+ * wait for the GPU would invalidate the capture. cudaMalloc carries no
+ * stream, so its own stream cannot tell. */
+static void test_runtime_no_release_in_capture(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nslab 4MiB;\nclass acts { match any; memory managed; }\n");
+    void *a = alloc(f, 3u << 20, API_CUDA_MALLOC, 0);
+    release(f, a, 0, MODE_ANY); /* an empty slab, which the next growth would give back */
+    atomic_store(&f->rt.captures, 1);
+    void *b = alloc(f, 9u << 20, API_CUDA_MALLOC, 0);
+    assert_int_equal(DELTA(f, free), 0);
+    atomic_store(&f->rt.captures, 0);
+    release(f, b, 0, MODE_ANY);
+    place_trim(&f->rt, -1, -1); /* after the capture, both go */
+    assert_int_equal(DELTA(f, free), 2);
+    teardown(f);
+}
+
+/* A placement that no eviction could make room for is skipped without
+ * evicting anything: moving every block out first would gain nothing. */
+static void test_runtime_no_futile_eviction(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nbudget gpu 3MiB;\nslab 8MiB;\n"
+                              "class acts { match any; prefetch gpu on alloc; priority 5; }\n");
+    for (int i = 0; i < 3; i++)
+        alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    alloc(f, 4u << 20, API_CUDA_MALLOC_ASYNC, S1); /* larger than the budget */
+    assert_int_equal(f->rt.class_stats[0].budget_skips, 1);
+    assert_int_equal(f->rt.class_stats[0].evictions, 0);
+    assert_int_equal(f->rt.devices[0].resident_bytes, 3u << 20);
+    alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, S1); /* room can be made: two leave */
+    assert_int_equal(f->rt.class_stats[0].evictions, 2);
+    assert_int_equal(f->rt.class_stats[0].budget_skips, 1);
+    teardown(f);
+}
+
 static void test_runtime_movable(void **state)
 {
     (void)state;
@@ -313,22 +352,34 @@ static void test_runtime_movable(void **state)
     phase_enter(&f->rt, "optimizer.step"); /* the next move is whole again */
     assert_int_equal(dev->resident_bytes, 0);
     assert_int_equal(fake_vmm_gpu_bytes() - vmm_before, 0);
-    /* Refused both ways: that piece stays unmapped and its slab never moves again
-     * (the error is logged); the others still move, their data intact. */
-    fake_set_vmm_map_fails(1, 2); /* the first slab's stage map, then its remap and back */
+    /* Refused both ways: that piece stays unmapped (the error is logged), and
+     * its slab neither moves nor hands out free space until the piece is mapped
+     * again; the others still move, their data intact. */
+    fake_set_vmm_map_fails(1, 3); /* the first slab's stage map; its remap, back, and repair */
     phase_exit(&f->rt);
     assert_int_equal(dev->resident_bytes, fake_vmm_gpu_bytes() - vmm_before);
-    int broken = 0;
-    for (int s = 0; s < 3; s++) {
-        const struct slab *sl = f->rt.devices[0].pools[0]->slabs;
-        for (int k = 0; k < s; k++)
-            sl = sl->next;
-        broken += ((const struct movable *)sl->backing)->broken;
-    }
-    assert_int_equal(broken, 1);
+    const struct slab *lost = NULL;
+    int lost_slabs = 0;
+    for (const struct slab *sl = f->rt.devices[0].pools[0]->slabs; sl; sl = sl->next)
+        if (((const struct movable *)sl->backing)->lost) {
+            lost = sl;
+            lost_slabs++;
+        }
+    assert_int_equal(lost_slabs, 1);
+    assert_true(lost->quarantined);
     assert_true(filled(a, 100 * MiB, 3) && filled(b, 10 * MiB, 2)); /* c's piece is unmapped */
     assert_int_equal(dev->resident_bytes, 164 * MiB);
     fake_set_vmm_map_fails(-1, 0);
+    void *d = alloc(f, 2 * MiB, API_CUDA_MALLOC, S1); /* never in the unmapped piece */
+    assert_ptr_not_equal(map_find(&f->rt.map, (uintptr_t)d)->slab, lost);
+    release(f, d, S1, MODE_ANY);
+    /* The slab's next move maps the piece again first: its data is all there. */
+    phase_enter(&f->rt, "optimizer.step");
+    assert_int_equal(((const struct movable *)lost->backing)->lost, 0);
+    assert_false(lost->quarantined);
+    assert_true(filled(a, 100 * MiB, 3) && filled(b, 10 * MiB, 2) && filled(c, 60 * MiB, 4));
+    assert_int_equal(dev->resident_bytes, fake_vmm_gpu_bytes() - vmm_before);
+    phase_exit(&f->rt);
 
     release(f, a, S1, MODE_ANY);
     release(f, b, S1, MODE_STREAM);
@@ -1772,6 +1823,8 @@ int main(void)
         cmocka_unit_test(test_runtime_host_class_is_pinned),
         cmocka_unit_test(test_runtime_grow_gives_back_empty_slabs),
         cmocka_unit_test(test_runtime_spare),
+        cmocka_unit_test(test_runtime_no_release_in_capture),
+        cmocka_unit_test(test_runtime_no_futile_eviction),
         cmocka_unit_test(test_runtime_movable),
         cmocka_unit_test(test_runtime_movable_pressure),
         cmocka_unit_test(test_runtime_movable_card_full),

@@ -358,7 +358,7 @@ static void movable_free(struct mover *m, struct movable *mv)
     for (size_t i = 0; mv->host && mv->gpu && i < mv->pieces; i++) {
         uintptr_t off = i * MOVABLE_PIECE;
         size_t len = piece_size(mv, i);
-        if (mv->host[i] || mv->gpu[i])
+        if ((mv->host[i] || mv->gpu[i]) && !(mv->unmapped && mv->unmapped[i]))
             m->vmm.unmap(mv->base + off, len); /* unmapped already where the set-up failed */
         if (mv->host[i]) {
             m->vmm.unmap(mv->shadow + off, len);
@@ -378,6 +378,7 @@ static void movable_free(struct mover *m, struct movable *mv)
 
 void mover_movable_forget(struct movable *mv)
 {
+    free(mv->unmapped);
     free(mv->host);
     free(mv->gpu);
     free(mv);
@@ -403,9 +404,10 @@ cudaError_t mover_movable_alloc(struct mover *m, size_t size, int device, int no
         return cudaErrorMemoryAllocation;
     *mv = (struct movable){.size = size, .pieces = pieces, .device = device, .node = node,
                            .host = calloc(pieces, sizeof *mv->host),
-                           .gpu = calloc(pieces, sizeof *mv->gpu)};
+                           .gpu = calloc(pieces, sizeof *mv->gpu),
+                           .unmapped = calloc(pieces, sizeof *mv->unmapped)};
     CUdeviceptr va[3] = {0};
-    bool ok = mv->host && mv->gpu;
+    bool ok = mv->host && mv->gpu && mv->unmapped;
     for (int r = 0; ok && r < 3; r++)
         ok = m->vmm.reserve(&va[r], size, MOVABLE_GRANULE, 0, 0) == CUDA_SUCCESS;
     mv->base = va[0], mv->shadow = va[1], mv->stage = va[2];
@@ -449,6 +451,19 @@ cudaError_t mover_movable_alloc(struct mover *m, size_t size, int device, int no
     return cudaSuccess;
 }
 
+bool mover_movable_repair(struct mover *m, struct movable *mv)
+{
+    for (size_t i = 0; mv->lost && i < mv->pieces; i++)
+        if (mv->unmapped[i] &&
+            vmm_map(m, mv, mv->base + i * MOVABLE_PIECE, piece_size(mv, i), mv->host[i])) {
+            mv->unmapped[i] = false;
+            mv->lost--;
+        }
+    if (mv->lost)
+        m->cuda->get_last_error();
+    return mv->lost == 0;
+}
+
 cudaError_t mover_movable_release(struct mover *m, struct movable *mv)
 {
     if (!wait_device(m, mv->device)) { /* an unmap does not wait for the GPU */
@@ -477,7 +492,8 @@ size_t mover_movable_move(struct mover *m, struct device_state *dev, struct mova
     cudaEvent_t ev[MAX_EVENTS];
     size_t moved = 0;
     bool failed = false;
-    if (mv->broken || !dev->stream || !wait_device(m, mv->device)) {
+    if ((mv->lost && !mover_movable_repair(m, mv)) || !dev->stream ||
+        !wait_device(m, mv->device)) {
         m->cuda->get_last_error();
         return 0;
     }
@@ -537,9 +553,11 @@ size_t mover_movable_move(struct mover *m, struct device_state *dev, struct mova
                 remapped = false;
                 /* Back to the memory it had, which still holds the data. */
                 if (!vmm_map(m, mv, mv->base + off, len, from)) {
-                    mv->broken = true; /* never moved again */
+                    mv->unmapped[j] = true; /* its data: copied to, or still in, its host memory */
+                    mv->lost++;
                     LOG(LOG_ERROR, "a movable piece at %#lx could be mapped neither way: the "
-                        "job must not touch it; its slab no longer moves",
+                        "job must not touch it until it is mapped again (tried at the slab's "
+                        "next move; nothing is placed in it meanwhile)",
                         (unsigned long)(mv->base + off));
                 }
             }
@@ -550,7 +568,7 @@ size_t mover_movable_move(struct mover *m, struct device_state *dev, struct mova
             if (!remapped) {
                 /* The GPU side goes: on the way in it was never used; a piece mapped
                  * neither way has its data in the host memory, copied. */
-                if ((to_gpu || mv->broken) && mv->gpu[j]) {
+                if ((to_gpu || mv->unmapped[j]) && mv->gpu[j]) {
                     m->vmm.release(mv->gpu[j]);
                     mv->gpu[j] = 0;
                     mv->gpu_bytes -= to_gpu ? 0 : len;

@@ -59,7 +59,11 @@ struct movable {
     size_t size, pieces;
     int device, node;
     size_t gpu_bytes; /* of the pieces on the GPU */
-    bool broken;      /* a piece could be mapped neither way: never moved again */
+    /* Pieces a failed remap left mapped neither way (their data is in their
+     * host memory): the slab does not move, and none of its free space is
+     * handed out, until mover_movable_repair maps them again. */
+    size_t lost;
+    bool *unmapped; /* per piece: one of the lost */
     CUmemGenericAllocationHandle *host, *gpu; /* per piece; gpu[i] == 0: on the host */
 };
 
@@ -72,6 +76,9 @@ bool mover_movable_usable(struct mover *m, int device);
  * pieces on the GPU when ON_GPU and the GPU has the memory, else on the host. */
 cudaError_t mover_movable_alloc(struct mover *m, size_t size, int device, int node, bool on_gpu,
                                 struct movable **out);
+/* Map MV's lost pieces at the job's range again, to their host memory, which
+ * holds their data; true when none is lost any more. */
+bool mover_movable_repair(struct mover *m, struct movable *mv);
 /* Give it all back, after all of its GPU's work so far (an error: kept). */
 cudaError_t mover_movable_release(struct mover *m, struct movable *mv);
 /* Free MV's record alone, making no CUDA call (at exit). */
@@ -80,7 +87,8 @@ void mover_movable_forget(struct movable *mv);
  * most LIMIT bytes of them: first all of MV's GPU's work so far is waited for
  * (a remap does not wait for kernels), then the copies are queued and each
  * piece is remapped as its copy completes. Returns the bytes moved; a piece
- * that cannot move stays where it is, mapped and intact. */
+ * that cannot move stays where it is, mapped and intact, or, where it can be
+ * mapped neither way, is lost until repaired (nothing moves until then). */
 size_t mover_movable_move(struct mover *m, struct device_state *dev, struct movable *mv,
                           bool to_gpu, size_t limit);
 

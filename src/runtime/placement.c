@@ -413,8 +413,8 @@ size_t place_trim(struct runtime *rt, int device, int class_idx)
         for (size_t c = 0; c < rt->program->class_count; c++) {
             struct pool *p = class_idx < 0 || (size_t)class_idx == c ? dev->pools[c] : NULL;
             const struct program_class *cls = &rt->program->classes[c];
-            if (cls->memory == MEMORY_MOVABLE && atomic_load(&rt->captures) > 0)
-                continue; /* its release waits for the GPU, which would invalidate a capture */
+            if (atomic_load(&rt->captures) > 0)
+                continue; /* a release (cudaFree, or a wait for the GPU) would invalidate it */
             for (struct slab *s = p ? pool_detach_empty_slabs(p) : NULL, *next; s; s = next) {
                 next = s->next;
                 uintptr_t base = s->base;
@@ -636,6 +636,17 @@ static struct block *least_recent(struct runtime *rt, int device, uint32_t max_p
     return victim ? victim->lru_head : NULL;
 }
 
+/* Is movable slab S mapped whole? Lost pieces are mapped again first where
+ * they can be; until then its free space is not handed out. */
+static bool movable_mapped(struct runtime *rt, struct slab *s)
+{
+    struct movable *mv = s->backing;
+    if (mv->lost)
+        mover_movable_repair(&rt->mover, mv);
+    s->quarantined = mv->lost > 0;
+    return !s->quarantined;
+}
+
 /* The movable slab of DEVICE whose pieces leave first under budget pressure:
  * of the lowest priority at or below MAX_PRIORITY, then (BY_NEXT_USE) its
  * class's farthest predicted use, then the longest on the GPU; never one
@@ -659,8 +670,10 @@ static struct slab *movable_victim(struct runtime *rt, int device, uint32_t max_
         long use = by_next_use ? class_next_use(rt, c, step_pos(&rt->step)) : 0;
         for (struct slab *s = pool->slabs; s; s = s->next) {
             const struct movable *mv = s->backing;
-            if (!mv || !mv->gpu_bytes || mv->broken || s->tick > rt->round_floor)
+            if (!mv || !mv->gpu_bytes || s->tick > rt->round_floor || !movable_mapped(rt, s))
                 continue;
+            if (by_next_use && rt->ahead_use >= 0 && use <= rt->ahead_use)
+                continue; /* placing ahead of a use: only what is needed later leaves */
             if (!victim || prio < victim_prio || use > victim_use ||
                 (use == victim_use && s->tick < victim->tick)) {
                 victim = s;
@@ -687,6 +700,7 @@ static bool evict_movable(struct runtime *rt, int device, struct slab *s, size_t
     size_t limit = (need + MOVABLE_PIECE - 1) / MOVABLE_PIECE * MOVABLE_PIECE;
     uint64_t t0 = now_ns();
     size_t moved = mover_movable_move(&rt->mover, dev, mv, false, limit < before ? limit : before);
+    s->quarantined = mv->lost > 0;
     uint64_t took = now_ns() - t0;
     rt->evict_ns += took;
     st->movable_move_ns += took;
@@ -723,6 +737,10 @@ static bool evict_one(struct runtime *rt, int device, uint32_t max_priority, siz
     if (!b)
         return false;
     uint64_t t0 = now_ns();
+    /* After the placements queued so far, one of which may bring this very
+     * block in: otherwise it could land on the GPU counted as off it. */
+    if (dev->evict_stream && dev->stream)
+        mover_follow(&rt->mover, dev, dev->evict_stream, dev->stream);
     mover_prefetch(&rt->mover, b->addr, b->size, host_of(rt, b->class_idx, device),
                  dev->evict_stream ? dev->evict_stream : dev->stream);
     rt->evict_ns += now_ns() - t0;
@@ -733,13 +751,45 @@ static bool evict_one(struct runtime *rt, int device, uint32_t max_priority, siz
     return true;
 }
 
+/* Could reclaim_idle and evict_one free SHORT bytes on DEVICE for a class of
+ * PRIORITY? What they may take, summed until it is enough (at most: a block
+ * evict_one would pass over when placing ahead still counts). */
+static bool room_can_be_made(struct runtime *rt, int device, uint64_t short_by, uint32_t priority)
+{
+    struct device_state *dev = &rt->devices[device];
+    bool captured = atomic_load(&rt->captures) > 0;
+    uint64_t bytes = 0;
+    for (size_t c = 0; c < rt->program->class_count && bytes < short_by; c++) {
+        struct pool *p = dev->pools[c];
+        if (!p)
+            continue;
+        for (struct block *b = p->idle_head; b && bytes < short_by; b = b->gpu_next)
+            bytes += b->size;
+        if (rt->program->classes[c].priority > priority)
+            continue;
+        for (struct block *b = p->lru_head; b && b->tick <= rt->round_floor && bytes < short_by;
+             b = b->gpu_next)
+            bytes += b->size;
+        for (struct slab *s = captured ? NULL : p->slabs; s && bytes < short_by; s = s->next) {
+            const struct movable *mv = s->backing;
+            if (mv && !mv->lost && s->tick <= rt->round_floor)
+                bytes += mv->gpu_bytes;
+        }
+    }
+    return bytes >= short_by;
+}
+
 /* Make room under the budget for NEED bytes of a class of PRIORITY: free
- * space first (its data is dead), then live blocks. */
+ * space first (its data is dead), then live blocks. Where all of that would
+ * not be enough, nothing is moved. */
 static bool make_room(struct runtime *rt, int device, size_t need, uint32_t priority)
 {
     struct device_state *dev = &rt->devices[device];
     if (dev->budget_bytes == UINT64_MAX)
         return true;
+    if (dev->resident_bytes + need > dev->budget_bytes &&
+        !room_can_be_made(rt, device, dev->resident_bytes + need - dev->budget_bytes, priority))
+        return false;
     while (dev->resident_bytes + need > dev->budget_bytes)
         if (!reclaim_idle(rt, device) &&
             !evict_one(rt, device, priority, dev->resident_bytes + need - dev->budget_bytes))
@@ -1071,6 +1121,8 @@ static void move_movable(struct runtime *rt, size_t c, int device, struct progra
             limit = short_of_room ? (size_t)room : limit;
         }
         size_t moved = limit ? mover_movable_move(&rt->mover, dev, mv, to_gpu, limit) : 0;
+        if (mv->lost || s->quarantined)
+            movable_mapped(rt, s);
         if (short_of_room)
             st->movable_budget_left += mv->size - mv->gpu_bytes;
         if (to_gpu) {

@@ -229,7 +229,7 @@ struct block *pool_find_free(const struct pool *p, size_t size, size_t max, cuda
             for (struct block *b = p->bins[on_gpu][i]; b && scanned < 64;
                  b = b->link_next, scanned++) {
                 bool w;
-                if (b->size < size || b->size > limit ||
+                if (b->size < size || b->size > limit || b->slab->quarantined ||
                     !usable(b, stream, mode, idle, idle_ctx, &w))
                     continue;
                 struct block **pick = w ? &waiting : &ready;

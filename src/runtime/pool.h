@@ -28,6 +28,7 @@ struct slab {
     bool dedicated; /* made for one large request */
     void *backing;  /* `memory movable`: the mover's record of its memory */
     uint64_t tick;  /* movable: when its pieces last came to the GPU (the LRU's tick) */
+    bool quarantined; /* part of its range is not mapped: its free space is not handed out */
 };
 
 struct block {

@@ -154,6 +154,14 @@ static void movable_failed(struct runtime *rt, int cls, size_t size)
             rt->program->classes[cls].name, size);
 }
 
+/* Is a stream being captured into a graph: STREAM (as CUDA says), or any
+ * stream whose capture began through the interposed calls? A capture on one
+ * stream is not seen from another, and cudaMalloc carries no stream. */
+static bool capturing(struct runtime *rt, cudaStream_t stream)
+{
+    return atomic_load(&rt->captures) > 0 || mover_stream_capturing(&rt->mover, stream);
+}
+
 /* A slab of SIZE bytes of KIND (device or pinned host memory, on NODE) for
  * POOL at *BASE. Device memory first makes room under the budget; where the
  * card itself refuses it, empty slabs are given back and then movable pieces
@@ -161,7 +169,7 @@ static void movable_failed(struct runtime *rt, int cls, size_t size)
 static cudaError_t fixed_slab(struct runtime *rt, struct pool *p, enum memory_kind kind,
                               size_t size, int node, cudaStream_t stream, uintptr_t *base)
 {
-    bool device = kind == MEMORY_DEVICE && !mover_stream_capturing(&rt->mover, stream);
+    bool device = kind == MEMORY_DEVICE && !capturing(rt, stream);
     if (device)
         place_room_for_device_slab(rt, p->class_idx, p->device, size);
     cudaError_t err = mover_alloc(&rt->mover, kind, size, node, base);
@@ -185,8 +193,7 @@ static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool de
 {
     enum memory_kind kind = rt->program->classes[p->class_idx].memory;
     uint64_t t0 = now_ns();
-    if (kind != MEMORY_HOST && pool_has_empty_slab(p) &&
-        !mover_stream_capturing(&rt->mover, stream))
+    if (kind != MEMORY_HOST && pool_has_empty_slab(p) && !capturing(rt, stream))
         place_trim(rt, p->device, p->class_idx);
     if (kind == MEMORY_MANAGED && !cap_admits(rt, p->class_idx, p->device, size))
         return cudaErrorMemoryAllocation;
