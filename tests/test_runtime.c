@@ -228,20 +228,31 @@ static const char movable_policy[] =
     "  prefetch host on enter \"optimizer*\"; prefetch gpu on exit \"optimizer*\"; }\n"
     "class rest { match any; memory device; }\n";
 
-static void fill(void *p, size_t n, unsigned seed)
+/* A pattern in every STRIDE-th word of N bytes at P, and its last word. */
+static void fill_every(void *p, size_t n, unsigned seed, size_t stride)
 {
     uint32_t *w = p;
-    for (size_t i = 0; i < n / 4; i++)
+    for (size_t i = 0; i < n / 4; i = i + stride < n / 4 || i == n / 4 - 1 ? i + stride : n / 4 - 1)
         w[i] = (uint32_t)i * 2654435761u ^ seed;
+}
+
+static bool filled_every(const void *p, size_t n, unsigned seed, size_t stride)
+{
+    const uint32_t *w = p;
+    for (size_t i = 0; i < n / 4; i = i + stride < n / 4 || i == n / 4 - 1 ? i + stride : n / 4 - 1)
+        if (w[i] != ((uint32_t)i * 2654435761u ^ seed))
+            return false;
+    return true;
+}
+
+static void fill(void *p, size_t n, unsigned seed)
+{
+    fill_every(p, n, seed, 1);
 }
 
 static bool filled(const void *p, size_t n, unsigned seed)
 {
-    const uint32_t *w = p;
-    for (size_t i = 0; i < n / 4; i++)
-        if (w[i] != ((uint32_t)i * 2654435761u ^ seed))
-            return false;
-    return true;
+    return filled_every(p, n, seed, 1);
 }
 
 /* `memory movable`: whole slabs move between the GPU's memory and the host's
@@ -1815,6 +1826,150 @@ static void test_runtime_profile_step_window(void **state)
     teardown(f);
 }
 
+/* What the runtime holds on GPU 0 by its pools' own records: movable pieces
+ * on the GPU, device-memory slabs whole, managed blocks on the GPU. */
+static uint64_t pools_resident(const struct fixture *f)
+{
+    const struct runtime *rt = &f->rt;
+    const struct device_state *dev = &rt->devices[0];
+    uint64_t total = 0;
+    for (size_t c = 0; dev->pools && c < rt->program->class_count; c++) {
+        const struct pool *p = dev->pools[c];
+        enum memory_kind kind = rt->program->classes[c].memory;
+        for (const struct slab *s = p ? p->slabs : NULL; s; s = s->next) {
+            if (s->backing)
+                total += ((const struct movable *)s->backing)->gpu_bytes;
+            else if (kind == MEMORY_DEVICE || kind == MEMORY_MOVABLE) /* movable: as device */
+                total += s->size;
+            else
+                for (const struct block *b = s->first; b; b = b->next)
+                    total += b->on_gpu ? b->size : 0;
+        }
+    }
+    return total;
+}
+
+/* Random allocations, frees, saved blocks, phases, marks and trims, under a
+ * budget, with CUDA failing now and then (remaps, GPU memory, a full card):
+ * after every operation the budget's count is what the pools hold, and every
+ * live block still holds its data. UMPOL_TEST_SEED and UMPOL_TEST_ROUNDS
+ * explore further. */
+static void test_runtime_random_operations(void **state)
+{
+    (void)state;
+    const char *seed_env = getenv("UMPOL_TEST_SEED"), *rounds_env = getenv("UMPOL_TEST_ROUNDS");
+    unsigned seed = seed_env ? (unsigned)strtoul(seed_env, NULL, 10) : 1;
+    int rounds = rounds_env ? atoi(rounds_env) : 8;
+    enum { LIVE = 128, OPS = 500, SAMPLE = 4093 /* words apart, checked */ };
+    static const size_t sizes[] = {4096, 100000, 1u << 20, 3u << 20, 9u << 20,
+                                   25u << 20, 50u << 20, 70u << 20};
+    static const char *const phases[] = {"forward", "backward", "optimizer.step",
+                                         "forward.recompute"};
+    for (int round = 0; round < rounds; round++, seed++) {
+        srand(seed);
+        struct fixture *f = setup(
+            "umpol 1;\nbudget gpu 256MiB;\nslab 16MiB;\nlearn step \"forward\";\n"
+            "class saved_acts { match phase \"forward*\" and saved; place host; priority 1;\n"
+            "    prefetch gpu on enter \"backward\"; prefetch host on exit \"forward\"; }\n"
+            "class w { match size >= 48MiB; memory movable; priority 20;\n"
+            "    prefetch gpu on enter \"forward*\"; prefetch host on enter \"optimizer*\"; }\n"
+            "class dev { match size >= 20MiB; memory device; priority 30; }\n"
+            "class acts { match phase \"forward*\"; place gpu; priority 5; prefetch gpu on alloc; }\n"
+            "class grads { match phase \"backward\"; priority 7; prefetch gpu on enter \"backward\"; }\n"
+            "class rest { match any; priority 3; prefetch gpu on enter \"optimizer*\"; }\n");
+        void *live[LIVE];
+        size_t size[LIVE];
+        unsigned mark[LIVE];
+        int n = 0, depth = 0;
+        for (int op = 0; op < OPS; op++) {
+            int r = rand() % 100;
+            bool moved = r < 45 || r >= 88; /* what may move or evict live blocks */
+            if (r < 45 && n < LIVE) {
+                size_t sz = sizes[rand() % 8];
+                void *p = NULL;
+                bool handled = false;
+                cudaError_t err = rt_alloc(&f->rt, &p, sz,
+                                           rand() % 2 ? API_CUDA_MALLOC : API_CUDA_MALLOC_ASYNC,
+                                           rand() % 2 ? S1 : S2, &handled);
+                if (handled && err == cudaSuccess) {
+                    const struct block *b = map_find(&f->rt.map, (uintptr_t)p);
+                    assert_non_null(b);
+                    if (b->slab && b->slab->quarantined)
+                        fail_msg("seed %u op %d: a block served from a slab with a piece unmapped",
+                                 seed, op);
+                    size[n] = sz;
+                    mark[n] = (unsigned)rand();
+                    fill_every(p, sz, mark[n], SAMPLE);
+                    live[n++] = p;
+                }
+            } else if (r < 80 && n > 0) {
+                int k = rand() % n;
+                cudaError_t err;
+                rt_free(&f->rt, live[k], rand() % 2 ? S1 : S2, rand() % 2 ? MODE_ANY : MODE_STREAM,
+                        &err);
+                n--;
+                live[k] = live[n], size[k] = size[n], mark[k] = mark[n];
+            } else if (r < 88 && n > 0) {
+                note_saved(f, live[rand() % n]);
+            } else if (r < 96) {
+                if (depth > 0 && rand() % 2) {
+                    phase_exit(&f->rt);
+                    depth--;
+                } else if (depth < 3) {
+                    phase_enter(&f->rt, phases[rand() % 4]);
+                    depth++;
+                }
+            } else if (r < 98) {
+                pthread_mutex_lock(&f->rt.lock);
+                place_trim(&f->rt, -1, -1);
+                pthread_mutex_unlock(&f->rt.lock);
+            } else {
+                phase_mark(&f->rt, "x");
+            }
+            int fault = rand() % 100; /* CUDA fails now and then, and recovers */
+            if (fault < 3)
+                fake_set_vmm_map_fails(rand() % 4, 1 + rand() % 3);
+            else if (fault < 5)
+                fake_set_vmm_create_fails_after(rand() % 3);
+            else if (fault < 7)
+                fake_set_vmm_create_fails_after(-1);
+            else if (fault < 9)
+                fake_set_card_full_at(fake_resident_bytes() + fake_vmm_gpu_bytes() +
+                                      (uint64_t)(rand() % 200) * (1u << 20));
+            else if (fault < 11)
+                fake_set_card_full_at(0);
+            for (int k = 0; moved && k < n; k++) {
+                const struct block *b = map_find(&f->rt.map, (uintptr_t)live[k]);
+                const struct movable *mv = b && b->slab ? b->slab->backing : NULL;
+                if (mv && mv->lost)
+                    continue; /* a piece of it is unmapped until repaired: not to be touched */
+                if (!filled_every(live[k], size[k], mark[k], SAMPLE))
+                    fail_msg("seed %u op %d: a live block of %zu bytes lost its data", seed, op,
+                             size[k]);
+            }
+            if (f->rt.devices[0].known && pools_resident(f) != f->rt.devices[0].resident_bytes)
+                fail_msg("seed %u op %d: the budget counts %llu bytes, the pools hold %llu", seed,
+                         op, (unsigned long long)f->rt.devices[0].resident_bytes,
+                         (unsigned long long)pools_resident(f));
+        }
+        fake_set_vmm_map_fails(-1, 0);
+        fake_set_vmm_create_fails_after(-1);
+        fake_set_card_full_at(0);
+        while (depth-- > 0)
+            phase_exit(&f->rt);
+        for (int k = 0; k < n; k++) {
+            cudaError_t err;
+            rt_free(&f->rt, live[k], S1, MODE_ANY, &err);
+        }
+        pthread_mutex_lock(&f->rt.lock);
+        place_trim(&f->rt, -1, -1);
+        pthread_mutex_unlock(&f->rt.lock);
+        assert_int_equal(f->rt.devices[0].resident_bytes, 0);
+        assert_int_equal(f->rt.devices[0].managed_bytes, 0);
+        teardown(f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1825,6 +1980,7 @@ int main(void)
         cmocka_unit_test(test_runtime_spare),
         cmocka_unit_test(test_runtime_no_release_in_capture),
         cmocka_unit_test(test_runtime_no_futile_eviction),
+        cmocka_unit_test(test_runtime_random_operations),
         cmocka_unit_test(test_runtime_movable),
         cmocka_unit_test(test_runtime_movable_pressure),
         cmocka_unit_test(test_runtime_movable_card_full),
