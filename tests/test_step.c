@@ -473,9 +473,53 @@ static void test_step_found_by_repetition(void **state)
     assert_int_equal(f.state, FIND_FOUND);
     assert_int_equal(f.period, len); /* the step, not a layer */
     assert_true(f.anchor == enter_key(1) || f.anchor == enter_key(2));
-    assert_true(steps >= 2 && steps < 40);
+    /* Found once the later half of a look is steps (8192 events), taken at
+     * the next (16384). */
+    assert_true(steps >= 2 && steps <= (16384 - 3000) / len + 1);
     assert_null(step_find_said(&f));
     step_find_free(&f);
+}
+
+/* A deep model: 48 layers, whose forward allocations fill the whole first
+ * look (1024 events) after the start-up, and a backward that recomputes each
+ * layer in a phase of its own. A layer repeats; the step is all of it. */
+static size_t deep_step(uint32_t *out)
+{
+    size_t n = 0;
+    out[n++] = enter_key(1); /* forward */
+    for (int layer = 0; layer < 48; layer++)
+        for (uint64_t k = 0; k < 20; k++)
+            out[n++] = alloc_key(4096 * (k + 1));
+    out[n++] = step_key(STEP_EXIT, 0, 0);
+    out[n++] = enter_key(2); /* backward */
+    for (int layer = 0; layer < 48; layer++) {
+        out[n++] = enter_key(4); /* forward.recompute */
+        for (uint64_t k = 0; k < 20; k++)
+            out[n++] = alloc_key(4096 * (k + 1));
+        out[n++] = step_key(STEP_EXIT, 0, 0);
+        for (uint64_t k = 0; k < 10; k++)
+            out[n++] = alloc_key(8192 * (k + 1));
+    }
+    out[n++] = step_key(STEP_EXIT, 0, 0);
+    for (uint64_t k = 0; k < 5; k++)
+        out[n++] = alloc_key(1000000 + k);
+    return n;
+}
+
+static void test_step_found_past_a_deep_forward(void **state)
+{
+    (void)state;
+    uint32_t buf[4096];
+    size_t len = deep_step(buf);
+    for (size_t startup = 0; startup < 600; startup += 97) {
+        struct step_finder f = {0};
+        size_t steps = feed(&f, startup, deep_step);
+        assert_int_equal(f.state, FIND_FOUND);
+        assert_int_equal(f.period, len); /* not one layer's 20 */
+        assert_true(f.anchor == enter_key(1) || f.anchor == enter_key(2));
+        assert_true(steps >= 2 && steps <= 32768 / len + 1);
+        step_find_free(&f);
+    }
 }
 
 /* Four micro-steps then the optimizer: the step is all of it. */
@@ -553,7 +597,7 @@ static void test_step_runtime_learns_by_repetition(void **state)
     struct fixture *f = setup("umpol 1;\nslab 8MiB;\nlearn step;\nclass x { match any; }\n");
     assert_true(f->rt.learn);
     void *held[8];
-    for (int step = 0; step < 120; step++) {
+    for (int step = 0; step < 240; step++) {
         for (int k = 0; k < 8; k++)
             held[k] = alloc_tagged(f, NULL, 4096u * (unsigned)(k + 1));
         phase(f, "forward");
@@ -581,6 +625,7 @@ int main(void)
         cmocka_unit_test(test_step_prefetches_ahead_and_falls_back),
         cmocka_unit_test(test_step_off_without_learn),
         cmocka_unit_test(test_step_found_by_repetition),
+        cmocka_unit_test(test_step_found_past_a_deep_forward),
         cmocka_unit_test(test_step_found_over_accumulation),
         cmocka_unit_test(test_step_found_without_phases),
         cmocka_unit_test(test_step_not_found_without_repetition),

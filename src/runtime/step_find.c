@@ -13,12 +13,28 @@ static size_t periodic_tail(const uint32_t *k, size_t len, size_t p, size_t enou
     return run;
 }
 
-/* The shortest period whose repetition covers the later half, or 0. */
-static size_t find_period(const uint32_t *k, size_t len)
+static bool holds_enter(const uint32_t *k, size_t n)
 {
-    size_t half = len / 2;
+    for (size_t i = 0; i < n; i++)
+        if (step_kind_of(k[i]) == STEP_ENTER)
+            return true;
+    return false;
+}
+
+/* Does period P repeat over the later half of the first LEN events, and, in
+ * a job that opens phases (PHASED), hold a phase opening? A stretch of layers
+ * within one phase repeats but opens none. */
+static bool covers(const uint32_t *k, size_t len, size_t p, bool phased)
+{
+    return periodic_tail(k, len, p, len / 2) >= len / 2 &&
+           (!phased || holds_enter(k + len - p, p));
+}
+
+/* The shortest period that covers the later half, or 0. */
+static size_t find_period(const uint32_t *k, size_t len, bool phased)
+{
     for (size_t p = 1; p <= len / 4; p++)
-        if (periodic_tail(k, len, p, half) >= half)
+        if (covers(k, len, p, phased))
             return p;
     return 0;
 }
@@ -81,11 +97,17 @@ bool step_find_add(struct step_finder *f, uint32_t key)
         f->cap = cap;
     }
     f->keys[f->len++] = key;
+    f->phased |= step_kind_of(key) == STEP_ENTER;
     if (f->len < STEP_FIND_MIN || (f->len & (f->len - 1)) != 0)
         return false; /* look at each power of two */
-    f->period = find_period(f->keys, f->len);
-    if (!f->period)
+    /* A period is taken when the look after the one that found it, twice as
+     * long, still finds it: a run of layers can fill the later half of one
+     * look (a deep model's forward pass), the step's events follow it. */
+    if (!f->candidate || !covers(f->keys, f->len, f->candidate, f->phased)) {
+        f->candidate = find_period(f->keys, f->len, f->phased);
         return false;
+    }
+    f->period = f->candidate;
     f->state = pick_anchor(f);
     let_go(f);
     return true;

@@ -3,11 +3,13 @@
  * phase openings and marks repeats once a step. The finder keeps the events
  * from the start and, as their number reaches each power of two from 1024,
  * looks for the shortest period p whose repetition covers the later half of
- * everything seen (so a layer repeated within a step, whose repetition ends
- * where the step's other events begin, is not taken for the step). Then it
- * picks an event that occurs exactly once in a period, a phase opening or
- * mark first, as the step's first: each of its occurrences begins a step.
- * No CUDA, no lock, no runtime. */
+ * everything seen and, in a job that opens phases, holds a phase opening. A
+ * period is taken only when the next look, twice as long, finds it again: a
+ * layer repeated within a step can cover the later half of one look (a deep
+ * model's forward pass), but its repetition ends where the step's other
+ * events begin. Then it picks an event that occurs exactly once in a period,
+ * a phase opening or mark first, as the step's first: each of its
+ * occurrences begins a step. No CUDA, no lock, no runtime. */
 #ifndef UMPOL_RUNTIME_STEP_FIND_H
 #define UMPOL_RUNTIME_STEP_FIND_H
 
@@ -30,8 +32,10 @@ struct step_finder {
     uint32_t *keys;
     size_t len, cap;
     enum step_find_state state;
-    uint32_t anchor; /* FIND_FOUND: the key that begins each step */
-    size_t period;   /* FIND_FOUND or FIND_NO_ANCHOR: events in a step */
+    uint32_t anchor;  /* FIND_FOUND: the key that begins each step */
+    size_t period;    /* FIND_FOUND or FIND_NO_ANCHOR: events in a step */
+    size_t candidate; /* the period the last look found, to be confirmed by the next */
+    bool phased;      /* a phase was opened: a step holds a phase opening */
 };
 
 /* Add event KEY (a step_key). true when this event completed the search
