@@ -25,6 +25,7 @@
 #include <cuda_runtime.h>
 
 #include "../tests/gpu/cuda_check.h"
+#include "vmm_bench.h"
 
 __global__ void fill(uint4 *p, size_t n, unsigned seed)
 {
@@ -40,12 +41,6 @@ __global__ void checksum(const uint4 *p, size_t n, unsigned long long *sum)
          i += (size_t)gridDim.x * blockDim.x)
         local += (p[i].x ^ p[i].w) + p[i].y + ((unsigned long long)p[i].z << 20);
     atomicAdd(sum, local);
-}
-
-static double now()
-{
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
 }
 
 static double median(std::vector<double> v)
@@ -136,15 +131,7 @@ int main(int argc, char **argv)
     }
 
     vmm m;
-    m.dev_prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    m.dev_prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    m.dev_prop.location.id = dev;
-    m.host_prop = m.dev_prop;
-    m.host_prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
-    m.host_prop.location.id = numa_id < 0 ? 0 : numa_id;
-    m.access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    m.access.location.id = dev;
-    m.access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    vmm_props(dev, numa_id, &m.dev_prop, &m.host_prop, &m.access);
     size_t g1, g2;
     CU(cuMemGetAllocationGranularity(&g1, &m.dev_prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
     CU(cuMemGetAllocationGranularity(&g2, &m.host_prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));

@@ -17,7 +17,6 @@
 // Prints one JSON object.
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +27,7 @@
 #include <cuda_runtime.h>
 
 #include "../tests/gpu/cuda_check.h"
+#include "vmm_bench.h"
 
 static const size_t PIECE = 64u << 20;
 static const size_t WORK = 256u << 20; // the computation's buffer
@@ -41,19 +41,6 @@ __global__ void spin(float *a, size_t n, int iters)
             x = x * 0.999f + 0.001f;
         a[i] = x;
     }
-}
-
-__global__ void fill(uint32_t *p, size_t n, unsigned seed)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        p[i] = (uint32_t)i * 2654435761u ^ seed;
-}
-
-static double now()
-{
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
 }
 
 // The moved range: the job's addresses, each piece mapping either its GPU
@@ -181,15 +168,7 @@ int main(int argc, char **argv)
     r.pieces = bytes / PIECE;
     r.gpu.resize(r.pieces);
     r.host.resize(r.pieces);
-    r.dp.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    r.dp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    r.dp.location.id = dev;
-    r.hp = r.dp;
-    r.hp.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
-    r.hp.location.id = numa < 0 ? 0 : numa;
-    r.acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    r.acc.location.id = dev;
-    r.acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    vmm_props(dev, numa, &r.dp, &r.hp, &r.acc);
     CU(cuMemAddressReserve(&r.job, bytes, PIECE, 0, 0));
     CU(cuMemAddressReserve(&r.shadow, bytes, PIECE, 0, 0));
     CU(cuMemAddressReserve(&r.stage, bytes, PIECE, 0, 0));

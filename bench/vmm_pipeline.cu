@@ -9,7 +9,6 @@
 //        evicted block is mapped for the CPU too)
 // Prints one JSON object; uses the block's size of GPU memory and of pinned host memory.
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -20,19 +19,7 @@
 #include <cuda_runtime.h>
 
 #include "../tests/gpu/cuda_check.h"
-
-__global__ void fill(uint32_t *p, size_t n, unsigned seed)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        p[i] = (uint32_t)i * 2654435761u ^ seed;
-}
-
-static double now()
-{
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
+#include "vmm_bench.h"
 
 static size_t gpu_used()
 {
@@ -52,17 +39,9 @@ int main(int argc, char **argv)
     cuDeviceGetAttribute(&numa_id, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, dev);
     if (numa_id < 0)
         numa_id = 0;
-    CUmemAllocationProp dp{}, hp{};
-    dp.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    dp.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    dp.location.id = dev;
-    hp = dp;
-    hp.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
-    hp.location.id = numa_id;
+    CUmemAllocationProp dp, hp;
     CUmemAccessDesc acc[2]{};
-    acc[0].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    acc[0].location.id = dev;
-    acc[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    vmm_props(dev, numa_id, &dp, &hp, &acc[0]);
     acc[1].location.type = CU_MEM_LOCATION_TYPE_HOST;
     acc[1].location.id = 0;
     acc[1].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
