@@ -924,22 +924,28 @@ static void test_runtime_cap_refuses_then_trims(void **state)
     (void)state;
     setenv("FAKE_GPU_BYTES", "104857600", 1); /* 100 MiB GPU */
     struct fixture *f = setup("umpol 1;\ncap managed 12MiB;\nslab 4MiB;\n"
+                              "class h { match size == 1000; memory host; }\n"
                               "class a { match size < 2MiB; }\n"
                               "class b { match size >= 2MiB; }\n");
     void *blocks[3];
     for (int i = 0; i < 3; i++)
         blocks[i] = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, S1); /* class b: 3 x 2 MiB */
     void *s = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1);       /* class a: a 4 MiB slab */
+    release(f, alloc(f, 1000, API_CUDA_MALLOC_ASYNC, S1), S1, MODE_STREAM); /* class h: empty */
     assert_int_equal(f->rt.devices[0].managed_bytes, 12u << 20);
     void *p = NULL;
     bool handled;
     cudaError_t err = rt_alloc(&f->rt, &p, 3u << 20, API_CUDA_MALLOC_ASYNC, S1, &handled);
     assert_true(handled);
     assert_int_equal(err, cudaErrorMemoryAllocation);
-    assert_int_equal(f->rt.class_stats[1].cap_refusals, 1);
+    assert_int_equal(f->rt.class_stats[2].cap_refusals, 1);
     release(f, s, S1, MODE_STREAM); /* class a's slab is now empty: trimmed on demand */
     void *q = alloc(f, 3u << 20, API_CUDA_MALLOC_ASYNC, S1);
     assert_true(f->rt.devices[0].managed_bytes <= 12u << 20);
+    /* The pinned host slab stays: it holds no managed memory, and its release
+     * would wait for the GPU. */
+    assert_int_equal(DELTA(f, host_unregister), 0);
+    assert_int_equal(f->rt.class_stats[0].slabs, 1);
     release(f, q, S1, MODE_STREAM);
     for (int i = 0; i < 3; i++)
         release(f, blocks[i], S1, MODE_STREAM);

@@ -411,8 +411,11 @@ size_t place_trim(struct runtime *rt, int device, int class_idx)
         if (!dev->known || (device >= 0 && d != device))
             continue;
         for (size_t c = 0; c < rt->program->class_count; c++) {
-            struct pool *p = class_idx < 0 || (size_t)class_idx == c ? dev->pools[c] : NULL;
             const struct program_class *cls = &rt->program->classes[c];
+            bool chosen = class_idx == TRIM_ALL ||
+                          (class_idx == TRIM_CARD && cls->memory != MEMORY_HOST) ||
+                          (class_idx >= 0 && (size_t)class_idx == c);
+            struct pool *p = chosen ? dev->pools[c] : NULL;
             if (atomic_load(&rt->captures) > 0)
                 continue; /* a release (cudaFree, or a wait for the GPU) would invalidate it */
             for (struct slab *s = p ? pool_detach_empty_slabs(p) : NULL, *next; s; s = next) {
@@ -461,7 +464,7 @@ bool cap_admits(struct runtime *rt, int class_idx, int device, size_t size)
     struct device_state *dev = &rt->devices[device];
     if (dev->managed_bytes + size <= dev->cap_bytes)
         return true;
-    place_trim(rt, device, -1); /* give back empty slabs of this device before refusing */
+    place_trim(rt, device, TRIM_CARD); /* give back empty slabs of this device before refusing */
     if (dev->managed_bytes + size <= dev->cap_bytes)
         return true;
     rt->class_stats[class_idx].cap_refusals++;

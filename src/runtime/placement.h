@@ -36,7 +36,10 @@ int place_host_node(const struct runtime *rt, int class_idx, int device);
  * slabs if needed; a refusal is counted against CLASS_IDX. */
 bool cap_admits(struct runtime *rt, int class_idx, int device, size_t size);
 /* Release every slab with no live block: of every device, or only DEVICE's
- * when >= 0; of every class, or only CLASS_IDX's when >= 0. */
+ * when >= 0; of every class (TRIM_ALL), of every class whose memory is on the
+ * card or managed (TRIM_CARD: pinned host pools keep theirs, whose release
+ * frees no GPU memory and waits for the GPU), or only CLASS_IDX's when >= 0. */
+enum { TRIM_ALL = -1, TRIM_CARD = -2 };
 size_t place_trim(struct runtime *rt, int device, int class_idx);
 
 /* `spare`: the bytes DEVICE's budget (without one, its memory) has room for

@@ -173,7 +173,9 @@ static cudaError_t fixed_slab(struct runtime *rt, struct pool *p, enum memory_ki
     if (device)
         place_room_for_device_slab(rt, p->class_idx, p->device, size);
     cudaError_t err = mover_alloc(&rt->mover, kind, size, node, base);
-    if (err == cudaErrorMemoryAllocation && place_trim(rt, p->device, -1) > 0)
+    /* Pinned host memory short: any empty slab may help; GPU memory short: the card's. */
+    if (err == cudaErrorMemoryAllocation &&
+        place_trim(rt, p->device, kind == MEMORY_HOST ? TRIM_ALL : TRIM_CARD) > 0)
         err = mover_alloc(&rt->mover, kind, size, node, base);
     if (err == cudaErrorMemoryAllocation && device &&
         place_card_full(rt, p->class_idx, p->device, size) > 0)
@@ -207,7 +209,7 @@ static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool de
         size = (size + MOVABLE_GRANULE - 1) / MOVABLE_GRANULE * MOVABLE_GRANULE;
         bool on_gpu = place_movable_on_gpu(rt, p->class_idx, p->device, size, &node);
         err = mover_movable_alloc(&rt->mover, size, p->device, node, on_gpu, &mv);
-        if (err == cudaErrorMemoryAllocation && place_trim(rt, p->device, -1) > 0)
+        if (err == cudaErrorMemoryAllocation && place_trim(rt, p->device, TRIM_ALL) > 0)
             err = mover_movable_alloc(&rt->mover, size, p->device, node, on_gpu, &mv);
         if (err != cudaSuccess) { /* no pinned host memory for it: plain device memory */
             movable_failed(rt, p->class_idx, size);
