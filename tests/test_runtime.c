@@ -1855,6 +1855,96 @@ static uint64_t pools_resident(const struct fixture *f)
     return total;
 }
 
+/* A lost piece that was its slab's last on the GPU is mapped again though
+ * its class has no rule that moves it: the victim search repairs first. */
+static void test_runtime_lost_piece_repaired(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20;
+    struct fixture *f = setup("umpol 1;\nbudget gpu 100MiB;\nslab 64MiB;\n"
+                              "class weights { match size == 10MiB; memory movable; priority 20; }\n"
+                              "class acts { match size == 16MiB; prefetch gpu on alloc; priority 50; }\n"
+                              "class rest { match any; memory device; }\n");
+    void *w = alloc(f, 10 * MiB, API_CUDA_MALLOC, S1); /* a 64 MiB slab: one piece */
+    fill(w, 10 * MiB, 1);
+    void *a[3];
+    for (int i = 0; i < 2; i++)
+        a[i] = alloc(f, 16 * MiB, API_CUDA_MALLOC, S1); /* 96 MiB */
+    fake_set_vmm_map_fails(0, 3); /* the piece's remap to the host, back, and the repair */
+    a[2] = alloc(f, 16 * MiB, API_CUDA_MALLOC, S1);  /* the piece leaves: lost */
+    fake_set_vmm_map_fails(-1, 0);
+    struct slab *s = f->rt.devices[0].pools[0]->slabs;
+    struct movable *mv = s->backing;
+    assert_int_equal(mv->lost, 1);
+    assert_int_equal(mv->gpu_bytes, 0);
+    assert_true(s->quarantined);
+    void *b[4];
+    for (int i = 0; i < 4; i++) /* 48 + 64 MiB: pressure, and the victim search */
+        b[i] = alloc(f, 16 * MiB, API_CUDA_MALLOC, S1);
+    assert_int_equal(mv->lost, 0);
+    assert_false(s->quarantined);
+    assert_true(filled(w, 10 * MiB, 1));
+    for (int i = 0; i < 3; i++)
+        release(f, a[i], S1, MODE_ANY);
+    for (int i = 0; i < 4; i++)
+        release(f, b[i], S1, MODE_ANY);
+    release(f, w, S1, MODE_ANY);
+    place_trim(&f->rt, -1, -1); /* the fake GPU's memory, for the tests after */
+    teardown(f);
+}
+
+/* What eviction could free includes a slab with a lost piece, which the
+ * victim search repairs and evicts: the placement is not skipped. */
+static void test_runtime_room_counts_lost_slabs(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20;
+    struct fixture *f = setup("umpol 1;\nbudget gpu 100MiB;\nslab 64MiB;\n"
+                              "class weights { match size >= 64MiB; memory movable; priority 20; }\n"
+                              "class hi { match size == 16MiB; prefetch gpu on alloc; priority 50; }\n"
+                              "class acts { match size == 12MiB; prefetch gpu on alloc; priority 30; }\n"
+                              "class rest { match any; memory device; }\n");
+    void *w = alloc(f, 100 * MiB, API_CUDA_MALLOC, S1); /* pieces of 64 and 36 MiB */
+    fake_set_vmm_map_fails(0, 3); /* piece 0's remap, back, and the repair */
+    void *h[5];
+    h[0] = alloc(f, 16 * MiB, API_CUDA_MALLOC, S1);
+    fake_set_vmm_map_fails(-1, 0);
+    struct movable *mv = f->rt.devices[0].pools[0]->slabs->backing;
+    assert_int_equal(mv->lost, 1);
+    assert_int_equal(mv->gpu_bytes, 36 * MiB);
+    /* The lost piece is mapped again as the next placements look for room. */
+    for (int i = 1; i < 5; i++)
+        h[i] = alloc(f, 16 * MiB, API_CUDA_MALLOC, S1);
+    assert_int_equal(mv->lost, 0);
+    uint64_t skips = f->rt.class_stats[2].budget_skips;
+    void *x = alloc(f, 12 * MiB, API_CUDA_MALLOC, S1);
+    assert_int_equal(f->rt.class_stats[2].budget_skips, skips);
+    assert_true(f->rt.devices[0].resident_bytes <= 100 * MiB);
+    for (int i = 0; i < 5; i++)
+        release(f, h[i], S1, MODE_ANY);
+    release(f, x, S1, MODE_ANY);
+    release(f, w, S1, MODE_ANY);
+    place_trim(&f->rt, -1, -1); /* the fake GPU's memory, for the tests after */
+    teardown(f);
+}
+
+/* Each pool's byte counts of its on-GPU lists are their blocks' sizes. */
+static bool lists_counted(const struct fixture *f)
+{
+    const struct device_state *dev = &f->rt.devices[0];
+    for (size_t c = 0; dev->pools && c < f->rt.program->class_count; c++) {
+        const struct pool *p = dev->pools[c];
+        uint64_t lru = 0, idle = 0;
+        for (const struct block *b = p ? p->lru_head : NULL; b; b = b->gpu_next)
+            lru += b->size;
+        for (const struct block *b = p ? p->idle_head : NULL; b; b = b->gpu_next)
+            idle += b->size;
+        if (p && (lru != p->lru_bytes || idle != p->idle_bytes))
+            return false;
+    }
+    return true;
+}
+
 /* Random allocations, frees, saved blocks, phases, marks and trims, under a
  * budget, with CUDA failing now and then (remaps, GPU memory, a full card):
  * after every operation the budget's count is what the pools hold, and every
@@ -1953,6 +2043,8 @@ static void test_runtime_random_operations(void **state)
                     fail_msg("seed %u op %d: a live block of %zu bytes lost its data", seed, op,
                              size[k]);
             }
+            if (!lists_counted(f))
+                fail_msg("seed %u op %d: a pool's list bytes drifted from its blocks", seed, op);
             if (f->rt.devices[0].known && pools_resident(f) != f->rt.devices[0].resident_bytes)
                 fail_msg("seed %u op %d: the budget counts %llu bytes, the pools hold %llu", seed,
                          op, (unsigned long long)f->rt.devices[0].resident_bytes,
@@ -1987,6 +2079,8 @@ int main(void)
         cmocka_unit_test(test_runtime_no_release_in_capture),
         cmocka_unit_test(test_runtime_no_futile_eviction),
         cmocka_unit_test(test_runtime_random_operations),
+        cmocka_unit_test(test_runtime_lost_piece_repaired),
+        cmocka_unit_test(test_runtime_room_counts_lost_slabs),
         cmocka_unit_test(test_runtime_movable),
         cmocka_unit_test(test_runtime_movable_pressure),
         cmocka_unit_test(test_runtime_movable_card_full),

@@ -572,6 +572,40 @@ static void test_step_found_without_phases(void **state)
     step_find_free(&f);
 }
 
+/* A phase opened once while the job starts (loading, say), and steps that
+ * open none: the step is still found. */
+static void test_step_found_after_a_startup_phase(void **state)
+{
+    (void)state;
+    struct step_finder f = {0};
+    step_find_add(&f, enter_key(99));
+    step_find_add(&f, step_key(STEP_EXIT, 0, 0));
+    feed(&f, 10, plain_step);
+    assert_int_equal(f.state, FIND_FOUND);
+    assert_int_equal(f.period, 41);
+    step_find_free(&f);
+}
+
+/* A step of 40000 events: found at 262144 events, taken at the next look. */
+static void test_step_found_when_long(void **state)
+{
+    (void)state;
+    struct step_finder f = {0};
+    bool done = false;
+    for (size_t i = 0; !done && i < 100; i++)
+        done = step_find_add(&f, alloc_key(7 * i + 3));
+    for (int step = 0; !done && step < 20; step++) {
+        done = step_find_add(&f, enter_key(1));
+        for (uint64_t k = 0; !done && k < 39998; k++)
+            done = step_find_add(&f, alloc_key(4096 * (k + 1)));
+        if (!done)
+            done = step_find_add(&f, step_key(STEP_EXIT, 0, 0));
+    }
+    assert_int_equal(f.state, FIND_FOUND);
+    assert_int_equal(f.period, 40000);
+    step_find_free(&f);
+}
+
 static void test_step_not_found_without_repetition(void **state)
 {
     (void)state;
@@ -626,6 +660,8 @@ int main(void)
         cmocka_unit_test(test_step_off_without_learn),
         cmocka_unit_test(test_step_found_by_repetition),
         cmocka_unit_test(test_step_found_past_a_deep_forward),
+        cmocka_unit_test(test_step_found_after_a_startup_phase),
+        cmocka_unit_test(test_step_found_when_long),
         cmocka_unit_test(test_step_found_over_accumulation),
         cmocka_unit_test(test_step_found_without_phases),
         cmocka_unit_test(test_step_not_found_without_repetition),

@@ -306,6 +306,19 @@ uint64_t place_spare_room(const struct runtime *rt, int device)
     return limit > taken ? limit - taken : 0;
 }
 
+/* The pool's LRU of live blocks on the GPU, and the bytes in it. */
+static void lru_append(struct pool *p, struct block *b)
+{
+    gpu_list_append(&p->lru_head, &p->lru_tail, b);
+    p->lru_bytes += b->size;
+}
+
+static void lru_remove(struct pool *p, struct block *b)
+{
+    gpu_list_remove(&p->lru_head, &p->lru_tail, b);
+    p->lru_bytes -= b->size;
+}
+
 /* Count B's pages as on its pool's GPU; a live block joins the pool's LRU. */
 static void gpu_take(struct runtime *rt, struct block *b)
 {
@@ -314,14 +327,14 @@ static void gpu_take(struct runtime *rt, struct block *b)
     b->tick = ++rt->tick;
     resident_add(rt, &rt->devices[p->device], b->class_idx, b->size);
     if (!b->free)
-        gpu_list_append(&p->lru_head, &p->lru_tail, b);
+        lru_append(p, b);
 }
 
 /* Live block B leaves the GPU. */
 static void gpu_leave(struct runtime *rt, struct block *b)
 {
     struct pool *p = live_pool(rt, b);
-    gpu_list_remove(&p->lru_head, &p->lru_tail, b);
+    lru_remove(p, b);
     b->on_gpu = false;
     resident_sub(rt, &rt->devices[p->device], b->class_idx, b->size);
 }
@@ -330,7 +343,7 @@ static void gpu_leave(struct runtime *rt, struct block *b)
 static void gpu_take_live(struct runtime *rt, struct block *b)
 {
     struct pool *p = live_pool(rt, b);
-    gpu_list_append(&p->lru_head, &p->lru_tail, b);
+    lru_append(p, b);
     b->tick = ++rt->tick;
 }
 
@@ -338,7 +351,7 @@ static void gpu_take_live(struct runtime *rt, struct block *b)
 static void gpu_touch(struct runtime *rt, struct block *b)
 {
     struct pool *p = live_pool(rt, b);
-    gpu_list_remove(&p->lru_head, &p->lru_tail, b);
+    lru_remove(p, b);
     gpu_take_live(rt, b);
 }
 
@@ -414,6 +427,7 @@ size_t place_trim(struct runtime *rt, int device, int class_idx)
             const struct program_class *cls = &rt->program->classes[c];
             bool chosen = class_idx == TRIM_ALL ||
                           (class_idx == TRIM_CARD && cls->memory != MEMORY_HOST) ||
+                          (class_idx == TRIM_MANAGED && cls->memory == MEMORY_MANAGED) ||
                           (class_idx >= 0 && (size_t)class_idx == c);
             struct pool *p = chosen ? dev->pools[c] : NULL;
             if (atomic_load(&rt->captures) > 0)
@@ -464,7 +478,7 @@ bool cap_admits(struct runtime *rt, int class_idx, int device, size_t size)
     struct device_state *dev = &rt->devices[device];
     if (dev->managed_bytes + size <= dev->cap_bytes)
         return true;
-    place_trim(rt, device, TRIM_CARD); /* give back empty slabs of this device before refusing */
+    place_trim(rt, device, TRIM_MANAGED); /* empty managed slabs go before a refusal */
     if (dev->managed_bytes + size <= dev->cap_bytes)
         return true;
     rt->class_stats[class_idx].cap_refusals++;
@@ -673,7 +687,7 @@ static struct slab *movable_victim(struct runtime *rt, int device, uint32_t max_
         long use = by_next_use ? class_next_use(rt, c, step_pos(&rt->step)) : 0;
         for (struct slab *s = pool->slabs; s; s = s->next) {
             const struct movable *mv = s->backing;
-            if (!mv || !mv->gpu_bytes || s->tick > rt->round_floor || !movable_mapped(rt, s))
+            if (!mv || !movable_mapped(rt, s) || !mv->gpu_bytes || s->tick > rt->round_floor)
                 continue;
             if (by_next_use && rt->ahead_use >= 0 && use <= rt->ahead_use)
                 continue; /* placing ahead of a use: only what is needed later leaves */
@@ -703,14 +717,14 @@ static bool evict_movable(struct runtime *rt, int device, struct slab *s, size_t
     size_t limit = (need + MOVABLE_PIECE - 1) / MOVABLE_PIECE * MOVABLE_PIECE;
     uint64_t t0 = now_ns();
     size_t moved = mover_movable_move(&rt->mover, dev, mv, false, limit < before ? limit : before);
-    s->quarantined = mv->lost > 0;
+    movable_mapped(rt, s); /* a piece lost on the way: mapped again at once where it can be */
     uint64_t took = now_ns() - t0;
     rt->evict_ns += took;
     st->movable_move_ns += took;
     resident_sub(rt, dev, c, before - mv->gpu_bytes);
     st->movable_to_host_bytes += moved;
     if (!moved)
-        return false;
+        return before != mv->gpu_bytes; /* a lost piece's GPU memory went all the same */
     st->evictions++;
     st->evict_bytes += moved;
     timeline_add(rt, TL_EVICT, c, device, moved);
@@ -740,10 +754,6 @@ static bool evict_one(struct runtime *rt, int device, uint32_t max_priority, siz
     if (!b)
         return false;
     uint64_t t0 = now_ns();
-    /* After the placements queued so far, one of which may bring this very
-     * block in: otherwise it could land on the GPU counted as off it. */
-    if (dev->evict_stream && dev->stream)
-        mover_follow(&rt->mover, dev, dev->evict_stream, dev->stream);
     mover_prefetch(&rt->mover, b->addr, b->size, host_of(rt, b->class_idx, device),
                  dev->evict_stream ? dev->evict_stream : dev->stream);
     rt->evict_ns += now_ns() - t0;
@@ -755,29 +765,26 @@ static bool evict_one(struct runtime *rt, int device, uint32_t max_priority, siz
 }
 
 /* Could reclaim_idle and evict_one free SHORT bytes on DEVICE for a class of
- * PRIORITY? What they may take, summed until it is enough (at most: a block
- * evict_one would pass over when placing ahead still counts). */
+ * PRIORITY? At most: the free space still on the GPU, and the live blocks and
+ * movable pieces of classes of no higher priority there, counted whole
+ * (blocks placed this round or needed sooner are not told apart: a guess too
+ * high only costs the evictions made before a skip). No list is walked. */
 static bool room_can_be_made(struct runtime *rt, int device, uint64_t short_by, uint32_t priority)
 {
     struct device_state *dev = &rt->devices[device];
     bool captured = atomic_load(&rt->captures) > 0;
     uint64_t bytes = 0;
     for (size_t c = 0; c < rt->program->class_count && bytes < short_by; c++) {
-        struct pool *p = dev->pools[c];
+        const struct pool *p = dev->pools[c];
         if (!p)
             continue;
-        for (struct block *b = p->idle_head; b && bytes < short_by; b = b->gpu_next)
-            bytes += b->size;
+        bytes += p->idle_bytes;
         if (rt->program->classes[c].priority > priority)
             continue;
-        for (struct block *b = p->lru_head; b && b->tick <= rt->round_floor && bytes < short_by;
-             b = b->gpu_next)
-            bytes += b->size;
-        for (struct slab *s = captured ? NULL : p->slabs; s && bytes < short_by; s = s->next) {
-            const struct movable *mv = s->backing;
-            if (mv && !mv->lost && s->tick <= rt->round_floor)
-                bytes += mv->gpu_bytes;
-        }
+        bytes += p->lru_bytes;
+        if (rt->program->classes[c].memory == MEMORY_MOVABLE && !captured)
+            for (const struct slab *s = p->slabs; s; s = s->next)
+                bytes += s->backing ? ((const struct movable *)s->backing)->gpu_bytes : 0;
     }
     return bytes >= short_by;
 }
@@ -790,9 +797,17 @@ static bool make_room(struct runtime *rt, int device, size_t need, uint32_t prio
     struct device_state *dev = &rt->devices[device];
     if (dev->budget_bytes == UINT64_MAX)
         return true;
-    if (dev->resident_bytes + need > dev->budget_bytes &&
-        !room_can_be_made(rt, device, dev->resident_bytes + need - dev->budget_bytes, priority))
+    if (dev->resident_bytes + need <= dev->budget_bytes)
+        return true;
+    if (!room_can_be_made(rt, device, dev->resident_bytes + need - dev->budget_bytes, priority))
         return false;
+    /* Evictions to the host come after the placements the runtime queued so
+     * far, one of which may bring in a block about to leave: otherwise it
+     * could land on the GPU counted as off it. (Placements the job's own
+     * stream carries are not followed: an event on each would cost every
+     * allocation; such a block is counted again when next placed.) */
+    if (dev->evict_stream && dev->stream)
+        mover_follow(&rt->mover, dev, dev->evict_stream, dev->stream);
     while (dev->resident_bytes + need > dev->budget_bytes)
         if (!reclaim_idle(rt, device) &&
             !evict_one(rt, device, priority, dev->resident_bytes + need - dev->budget_bytes))
@@ -971,7 +986,7 @@ bool place_reclassify(struct runtime *rt, struct block *b, int to)
         return false;
     struct pool *src = live_pool(rt, b);
     if (b->on_gpu) {
-        gpu_list_remove(&src->lru_head, &src->lru_tail, b);
+        lru_remove(src, b);
         resident_sub(rt, &rt->devices[device], from, b->size);
         resident_add(rt, &rt->devices[device], to, b->size);
     }
@@ -998,7 +1013,7 @@ void place_on_free(struct runtime *rt, struct block *b)
         return;
     struct pool *p = live_pool(rt, b);
     if (b->on_gpu) {
-        gpu_list_remove(&p->lru_head, &p->lru_tail, b);
+        lru_remove(p, b);
         b->tick = ++rt->tick;
     }
     if (b->moved_in) { /* free space is its slab's class's again */

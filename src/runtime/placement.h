@@ -38,8 +38,9 @@ bool cap_admits(struct runtime *rt, int class_idx, int device, size_t size);
 /* Release every slab with no live block: of every device, or only DEVICE's
  * when >= 0; of every class (TRIM_ALL), of every class whose memory is on the
  * card or managed (TRIM_CARD: pinned host pools keep theirs, whose release
- * frees no GPU memory and waits for the GPU), or only CLASS_IDX's when >= 0. */
-enum { TRIM_ALL = -1, TRIM_CARD = -2 };
+ * frees no GPU memory and waits for the GPU), of managed classes alone
+ * (TRIM_MANAGED, for the cap), or only CLASS_IDX's when >= 0. */
+enum { TRIM_ALL = -1, TRIM_CARD = -2, TRIM_MANAGED = -3 };
 size_t place_trim(struct runtime *rt, int device, int class_idx);
 
 /* `spare`: the bytes DEVICE's budget (without one, its memory) has room for

@@ -61,8 +61,10 @@ static void bin_insert(struct pool *p, struct block *b)
         (*bin)->link_prev = b;
     *bin = b;
     p->bin_mask[b->on_gpu] |= 1ull << i;
-    if (b->on_gpu)
+    if (b->on_gpu) {
         gpu_list_append(&p->idle_head, &p->idle_tail, b);
+        p->idle_bytes += b->size;
+    }
 }
 
 static void bin_remove(struct pool *p, struct block *b)
@@ -75,8 +77,10 @@ static void bin_remove(struct pool *p, struct block *b)
     if (b->link_next)
         b->link_next->link_prev = b->link_prev;
     b->link_prev = b->link_next = NULL;
-    if (b->on_gpu)
+    if (b->on_gpu) {
         gpu_list_remove(&p->idle_head, &p->idle_tail, b);
+        p->idle_bytes -= b->size;
+    }
 }
 
 /* ---- slabs ---- */

@@ -77,6 +77,7 @@ struct pool {
     uint64_t bin_mask[2];                /* bit i: bins[k][i] is not empty */
     struct block *lru_head, *lru_tail;   /* live blocks on the GPU, least recent first */
     struct block *idle_head, *idle_tail; /* free blocks still on the GPU, oldest first */
+    uint64_t lru_bytes, idle_bytes;      /* the bytes in those two lists */
     struct block *guests; /* live blocks of other pools' slabs moved to this pool's class */
     /* Its memory never moves (device or pinned host memory): every free block
      * is already where it is used, so any may serve a large request, as free

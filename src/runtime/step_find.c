@@ -13,28 +13,12 @@ static size_t periodic_tail(const uint32_t *k, size_t len, size_t p, size_t enou
     return run;
 }
 
-static bool holds_enter(const uint32_t *k, size_t n)
+/* The shortest period whose repetition covers the later half, or 0. */
+static size_t find_period(const uint32_t *k, size_t len)
 {
-    for (size_t i = 0; i < n; i++)
-        if (step_kind_of(k[i]) == STEP_ENTER)
-            return true;
-    return false;
-}
-
-/* Does period P repeat over the later half of the first LEN events, and, in
- * a job that opens phases (PHASED), hold a phase opening? A stretch of layers
- * within one phase repeats but opens none. */
-static bool covers(const uint32_t *k, size_t len, size_t p, bool phased)
-{
-    return periodic_tail(k, len, p, len / 2) >= len / 2 &&
-           (!phased || holds_enter(k + len - p, p));
-}
-
-/* The shortest period that covers the later half, or 0. */
-static size_t find_period(const uint32_t *k, size_t len, bool phased)
-{
+    size_t half = len / 2;
     for (size_t p = 1; p <= len / 4; p++)
-        if (covers(k, len, p, phased))
+        if (periodic_tail(k, len, p, half) >= half)
             return p;
     return 0;
 }
@@ -97,15 +81,18 @@ bool step_find_add(struct step_finder *f, uint32_t key)
         f->cap = cap;
     }
     f->keys[f->len++] = key;
-    f->phased |= step_kind_of(key) == STEP_ENTER;
     if (f->len < STEP_FIND_MIN || (f->len & (f->len - 1)) != 0)
         return false; /* look at each power of two */
     /* A period is taken when the look after the one that found it, twice as
      * long, still finds it: a run of layers can fill the later half of one
-     * look (a deep model's forward pass), the step's events follow it. */
-    if (!f->candidate || !covers(f->keys, f->len, f->candidate, f->phased)) {
-        f->candidate = find_period(f->keys, f->len, f->phased);
-        return false;
+     * look (a deep model's forward pass), the step's events follow it. At the
+     * last look there is no next one: what it finds is taken. */
+    size_t half = f->len / 2;
+    bool last = f->len == STEP_FIND_MAX;
+    if (!f->candidate || periodic_tail(f->keys, f->len, f->candidate, half) < half) {
+        f->candidate = find_period(f->keys, f->len);
+        if (!last || !f->candidate)
+            return false;
     }
     f->period = f->candidate;
     f->state = pick_anchor(f);
@@ -123,7 +110,7 @@ const char *step_find_said(const struct step_finder *f)
     switch (f->state) {
     case FIND_LOOKING: return "no repetition found yet";
     case FIND_FOUND: return NULL;
-    case FIND_NO_PERIOD: return "no repetition within the first 262144 events";
+    case FIND_NO_PERIOD: return "no repetition within the first 524288 events";
     case FIND_NO_ANCHOR: return "the events repeat, but none occurs once a step to begin it";
     case FIND_NO_MEMORY: return "no memory to look for the repetition";
     }

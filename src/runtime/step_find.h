@@ -3,8 +3,8 @@
  * phase openings and marks repeats once a step. The finder keeps the events
  * from the start and, as their number reaches each power of two from 1024,
  * looks for the shortest period p whose repetition covers the later half of
- * everything seen and, in a job that opens phases, holds a phase opening. A
- * period is taken only when the next look, twice as long, finds it again: a
+ * everything seen. A period is taken only when the next look, twice as long,
+ * finds it again (or at the last look, which has no next): a
  * layer repeated within a step can cover the later half of one look (a deep
  * model's forward pass), but its repetition ends where the step's other
  * events begin. Then it picks an event that occurs exactly once in a period,
@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #define STEP_FIND_MIN 1024u      /* events before the first look */
-#define STEP_FIND_MAX (1u << 18) /* events after which the finder gives up */
+#define STEP_FIND_MAX (1u << 19) /* events after which the finder gives up */
 
 enum step_find_state {
     FIND_LOOKING,
@@ -35,7 +35,6 @@ struct step_finder {
     uint32_t anchor;  /* FIND_FOUND: the key that begins each step */
     size_t period;    /* FIND_FOUND or FIND_NO_ANCHOR: events in a step */
     size_t candidate; /* the period the last look found, to be confirmed by the next */
-    bool phased;      /* a phase was opened: a step holds a phase opening */
 };
 
 /* Add event KEY (a step_key). true when this event completed the search
