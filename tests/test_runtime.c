@@ -1946,7 +1946,8 @@ static bool lists_counted(const struct fixture *f)
 }
 
 /* Random allocations, frees, saved blocks, phases, marks and trims, under a
- * budget, with CUDA failing now and then (remaps, GPU memory, a full card):
+ * budget (of the GPU, or of the card), with CUDA failing now and then (remaps,
+ * GPU memory, a full card, memory used outside the runtime):
  * after every operation the budget's count is what the pools hold, and every
  * live block still holds its data. UMPOL_TEST_SEED and UMPOL_TEST_ROUNDS
  * explore further. */
@@ -1961,9 +1962,20 @@ static void test_runtime_random_operations(void **state)
                                    25u << 20, 50u << 20, 70u << 20};
     static const char *const phases[] = {"forward", "backward", "optimizer.step",
                                          "forward.recompute"};
+    static const char card_policy[] =
+        "umpol 1;\nbudget card 256MiB;\nslab 16MiB;\n"
+        "class opt_gpu { match phase \"optimizer*\" and spare; memory device; }\n"
+        "class opt { match phase \"optimizer*\"; memory host; }\n"
+        "class w { match size >= 48MiB; memory movable; priority 20;\n"
+        "    prefetch gpu on enter \"forward*\"; }\n"
+        "class acts { match phase \"forward*\" or phase \"backward\"; memory device; priority 50; }\n"
+        "class rest { match any; memory device; }\n";
     for (int round = 0; round < rounds; round++, seed++) {
         srand(seed);
-        struct fixture *f = setup(
+        /* Odd rounds: the card's own budget over device, pinned host and
+         * movable memory, a class taking the spare room, and a card whose
+         * use outside the runtime changes. */
+        struct fixture *f = setup(round % 2 ? card_policy :
             "umpol 1;\nbudget gpu 256MiB;\nslab 16MiB;\nlearn step \"forward\";\n"
             "class saved_acts { match phase \"forward*\" and saved; place host; priority 1;\n"
             "    prefetch gpu on enter \"backward\"; prefetch host on exit \"forward\"; }\n"
@@ -2012,6 +2024,8 @@ static void test_runtime_random_operations(void **state)
                     phase_exit(&f->rt);
                     depth--;
                 } else if (depth < 3) {
+                    if (round % 2)
+                        usleep(1100); /* the card is read at most once a millisecond */
                     phase_enter(&f->rt, phases[rand() % 4]);
                     depth++;
                 }
@@ -2034,6 +2048,8 @@ static void test_runtime_random_operations(void **state)
                                       (uint64_t)(rand() % 200) * (1u << 20));
             else if (fault < 11)
                 fake_set_card_full_at(0);
+            else if (fault < 14)
+                fake_set_other_used((uint64_t)(rand() % 700) * (1u << 20));
             for (int k = 0; moved && k < n; k++) {
                 const struct block *b = map_find(&f->rt.map, (uintptr_t)live[k]);
                 const struct movable *mv = b && b->slab ? b->slab->backing : NULL;
@@ -2053,6 +2069,7 @@ static void test_runtime_random_operations(void **state)
         fake_set_vmm_map_fails(-1, 0);
         fake_set_vmm_create_fails_after(-1);
         fake_set_card_full_at(0);
+        fake_set_other_used(0);
         while (depth-- > 0)
             phase_exit(&f->rt);
         for (int k = 0; k < n; k++) {
