@@ -419,6 +419,8 @@ void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s)
 size_t place_trim(struct runtime *rt, int device, int class_idx)
 {
     size_t released = 0;
+    if (atomic_load(&rt->captures) > 0)
+        return 0; /* a release (cudaFree, or a wait for the GPU) would invalidate a capture */
     for (int d = 0; d < RT_MAX_DEVICES; d++) {
         struct device_state *dev = &rt->devices[d];
         if (!dev->known || (device >= 0 && d != device))
@@ -430,8 +432,6 @@ size_t place_trim(struct runtime *rt, int device, int class_idx)
                           (class_idx == TRIM_MANAGED && cls->memory == MEMORY_MANAGED) ||
                           (class_idx >= 0 && (size_t)class_idx == c);
             struct pool *p = chosen ? dev->pools[c] : NULL;
-            if (atomic_load(&rt->captures) > 0)
-                continue; /* a release (cudaFree, or a wait for the GPU) would invalidate it */
             for (struct slab *s = p ? pool_detach_empty_slabs(p) : NULL, *next; s; s = next) {
                 next = s->next;
                 uintptr_t base = s->base;
@@ -1139,8 +1139,7 @@ static void move_movable(struct runtime *rt, size_t c, int device, struct progra
             limit = short_of_room ? (size_t)room : limit;
         }
         size_t moved = limit ? mover_movable_move(&rt->mover, dev, mv, to_gpu, limit) : 0;
-        if (mv->lost || s->quarantined)
-            movable_mapped(rt, s);
+        movable_mapped(rt, s); /* a piece lost on the way: mapped again at once where it can be */
         if (short_of_room)
             st->movable_budget_left += mv->size - mv->gpu_bytes;
         if (to_gpu) {

@@ -13,12 +13,17 @@ static size_t periodic_tail(const uint32_t *k, size_t len, size_t p, size_t enou
     return run;
 }
 
-/* The shortest period whose repetition covers the later half, or 0. */
+/* Does period P repeat over the later half of the first LEN events? */
+static bool covers(const uint32_t *k, size_t len, size_t p)
+{
+    return periodic_tail(k, len, p, len / 2) >= len / 2;
+}
+
+/* The shortest period that covers the later half, or 0. */
 static size_t find_period(const uint32_t *k, size_t len)
 {
-    size_t half = len / 2;
     for (size_t p = 1; p <= len / 4; p++)
-        if (periodic_tail(k, len, p, half) >= half)
+        if (covers(k, len, p))
             return p;
     return 0;
 }
@@ -87,9 +92,8 @@ bool step_find_add(struct step_finder *f, uint32_t key)
      * long, still finds it: a run of layers can fill the later half of one
      * look (a deep model's forward pass), the step's events follow it. At the
      * last look there is no next one: what it finds is taken. */
-    size_t half = f->len / 2;
     bool last = f->len == STEP_FIND_MAX;
-    if (!f->candidate || periodic_tail(f->keys, f->len, f->candidate, half) < half) {
+    if (!f->candidate || !covers(f->keys, f->len, f->candidate)) {
         f->candidate = find_period(f->keys, f->len);
         if (!last || !f->candidate)
             return false;
