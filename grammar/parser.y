@@ -57,7 +57,7 @@ static void skipped_item(struct parse_state *st);
 
 %token UMPOL "umpol" BUDGET "budget" CAP "cap" SLAB "slab" CLASS "class"
 %token MATCH "match" MEMORY "memory" ADVISE "advise" PLACE "place" ACCESS "access"
-%token PREFETCH "prefetch" PRIORITY "priority" ON "on" ALLOC "alloc" ENTER "enter"
+%token PREFETCH "prefetch" PRIORITY "priority" STREAM "stream" ON "on" ALLOC "alloc" ENTER "enter"
 %token EXIT "exit" MARK "mark" GPU "gpu" HOST "host" NUMA "numa" NEAR "near" NONE "none"
 %token MANAGED "managed" DEVICE "device" MOVABLE "movable" READ_MOSTLY "read_mostly"
 %token SIZE_KW "size" PHASE "phase" TAG "tag" API "api" NTH "nth" ANY "any"
@@ -307,6 +307,23 @@ directive:
             d->priority = $2;
             d->value_loc = @2;
             add_directive(st, d);
+        }
+    | STREAM IDENT STRING semi
+        {
+            /* `stream written "GLOB";`: "written" is a word of this directive alone. */
+            if (strcmp($2, "written") != 0) {
+                diag_add(st->diags, DIAG_ERROR, E_UNKNOWN_KEYWORD, @2,
+                         "unknown word '%s': write 'stream written \"PHASE-GLOB\";'", $2);
+                free($2);
+                free($3);
+            } else {
+                free($2);
+                struct directive *d = directive_new(DIR_STREAM, @1);
+                if (!d) { free($3); YYNOMEM; }
+                d->written = $3;
+                d->value_loc = @3;
+                add_directive(st, d);
+            }
         }
     | error ';'   { st->current_class->had_error = true; yyerrok; }
     ;
@@ -736,7 +753,7 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, stru
     if (got == YYSYMBOL_IDENT)
         len += snprintf(msg + len, sizeof msg - (size_t)len, " '%s'", st->last_ident);
     for (int i = 0; i < n; i++) {
-        if (i == 8) {
+        if (i == 9) {
             len += snprintf(msg + len, sizeof msg - (size_t)len, ", ...");
             break;
         }

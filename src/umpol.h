@@ -66,6 +66,16 @@ int umpol_class_stats(int index, struct umpol_class_stats *stats);
  * Returns the class index, or -1 when PTR is in no live block of the runtime. */
 int umpol_note_saved(const void *ptr);
 
+/* Does a class of the policy stream ahead of use (`stream written`)? 1 or 0. */
+int umpol_streaming(void);
+/* The job is about to queue, on STREAM (a cudaStream_t; NULL: the default
+ * stream), work that reads the blocks starting at PTRS[0..COUNT) (the
+ * Python package calls it before each module runs, with its parameters).
+ * Classes with `stream written` learn the order of these uses from one write
+ * phase to the next and bring the next uses' pieces to the GPU ahead of them.
+ * Returns 0, or -1 when no policy is loaded. */
+int umpol_use(const void *const *ptrs, size_t count, void *stream);
+
 /* PyTorch pluggable allocator entry points
  * (torch.cuda.memory.CUDAPluggableAllocator(path, "umpol_torch_alloc", "umpol_torch_free")). */
 void *umpol_torch_alloc(ssize_t size, int device, void *stream);

@@ -40,6 +40,7 @@ static struct fixture *setup(const char *policy_text)
     f->before = *fake_counters();
     f->resident_before = fake_resident_bytes();
     fake_set_streams_busy(0);
+    fake_set_busy_stream(NULL);
     fake_set_capturing(0);
     fake_set_card_full_at(0); /* a failed test may have left it set */
     cudaSetDevice(0);
@@ -486,6 +487,153 @@ static const char movable_device_policy[] =
     "umpol 1;\nbudget gpu 200MiB;\nslab 64MiB;\n"
     "class weights { match size >= 100MiB; memory movable; priority 20; }\n"
     "class acts { match any; memory device; priority 50; }\n";
+
+/* `stream written`: six weights of one piece each, all on the host, a budget
+ * of three pieces, and the optimizer ("opt") the only phase that writes. */
+static const char stream_policy[] =
+    "umpol 1;\nbudget gpu 192MiB;\nslab 64MiB;\n"
+    "class weights { match phase \"init\" and size >= 32MiB; memory movable; place host;\n"
+    "  stream written \"opt*\"; priority 20; }\n"
+    "class acts { match any; memory device; priority 50; }\n";
+
+/* The bytes of movable pieces the job's ranges map on the GPU. */
+static uint64_t mapped_on_gpu(struct fixture *f)
+{
+    uint64_t n = 0;
+    const struct pool *p = f->rt.devices[0].pools[0];
+    for (const struct slab *s = p ? p->slabs : NULL; s; s = s->next)
+        n += ((const struct movable *)s->backing)->gpu_bytes;
+    return n;
+}
+
+/* Does the job's range of the one-piece weight W map GPU memory? */
+static bool piece_on_gpu(struct fixture *f, void *w)
+{
+    struct block *b = map_find(&f->rt.map, (uintptr_t)w);
+    return ((const struct movable *)b->slab->backing)->gpu[0] != 0;
+}
+
+static void use_one(struct fixture *f, void *w)
+{
+    const void *ptrs[1] = {w};
+    rt_use(&f->rt, ptrs, 1, S1);
+}
+
+static void test_runtime_stream_ahead(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20;
+    enum { N = 6 };
+    uint64_t vmm_before = fake_vmm_gpu_bytes();
+    struct fixture *f = setup(stream_policy);
+    const struct class_stats *st = &f->rt.class_stats[0];
+    const struct device_state *dev = &f->rt.devices[0];
+#define ASSERT_STREAM_COUNTED()                                                               \
+    do {                                                                                      \
+        assert_int_equal(dev->resident_bytes, fake_vmm_gpu_bytes() - vmm_before);            \
+        assert_true(dev->resident_bytes <= 192 * MiB);                                       \
+    } while (0)
+    void *w[N];
+    phase_enter(&f->rt, "init");
+    for (int i = 0; i < N; i++) {
+        w[i] = alloc(f, 64 * MiB, API_CUDA_MALLOC, S1);
+        fill(w[i], 64 * MiB, 1 + i);
+    }
+    phase_exit(&f->rt);
+    assert_int_equal(fake_vmm_gpu_bytes() - vmm_before, 0); /* `place host` */
+
+    /* The first cycle is only learned: every use reads over the link. */
+    for (int i = 0; i < N; i++)
+        use_one(f, w[i]);
+    assert_int_equal(st->stream_uses, N);
+    assert_int_equal(st->stream_late_bytes, N * 64 * MiB);
+    assert_int_equal(fake_vmm_gpu_bytes() - vmm_before, 0);
+    phase_enter(&f->rt, "opt.step"); /* written where they lie: on the host */
+    for (int i = 0; i < N; i++)
+        fill(w[i], 64 * MiB, 10 + i);
+    phase_exit(&f->rt);
+
+    /* From the second on, the next uses' pieces come ahead, within the
+     * budget, and those used leave with no copy once the GPU is past them. */
+    uint64_t to_host = DELTA(f, memcpy_bytes_to_host);
+    use_one(f, w[0]);
+    assert_int_equal(mapped_on_gpu(f), 3 * 64 * MiB); /* w1..w3: the budget's room */
+    assert_int_equal(st->stream_fetch_bytes, 3 * 64 * MiB);
+    ASSERT_STREAM_COUNTED();
+    for (int i = 1; i < N; i++) {
+        use_one(f, w[i]);
+        ASSERT_STREAM_COUNTED();
+    }
+    assert_true(st->stream_ready_bytes >= 3 * 64 * MiB);
+    assert_true(st->stream_drop_bytes > 0);
+    assert_int_equal(DELTA(f, memcpy_bytes_to_host), to_host); /* dropped, not copied */
+    for (int i = 0; i < N; i++)
+        assert_true(filled(w[i], 64 * MiB, 10 + i));
+
+    /* While the GPU has not finished the work queued at a piece's last use,
+     * that piece is not remapped, whatever comes next (copies may start). */
+    fake_set_busy_stream(S1); /* the job's stream; the runtime's copies are done */
+    bool kept[N];
+    int held = 0;
+    for (int i = 0; i < N; i++) {
+        use_one(f, w[i]);
+        kept[i] = piece_on_gpu(f, w[i]);
+        held += kept[i];
+        ASSERT_STREAM_COUNTED();
+    }
+    assert_true(held > 0);
+    for (int i = 0; i < N; i++) /* on the GPU at its use: still there */
+        assert_true(!kept[i] || piece_on_gpu(f, w[i]));
+    fake_set_busy_stream(NULL);
+    use_one(f, w[0]);
+    ASSERT_STREAM_COUNTED();
+
+    /* A write phase: pieces on their way in are given up; the writes land
+     * where each piece lies, and the pieces the stream brought are copied
+     * back after it, so that they can leave later with no copy and no loss. */
+    phase_enter(&f->rt, "opt.step");
+    uint64_t streamed_on_gpu = mapped_on_gpu(f);
+    assert_true(streamed_on_gpu > 0);
+    ASSERT_STREAM_COUNTED();
+    for (int i = 0; i < N; i++)
+        fill(w[i], 64 * MiB, 20 + i);
+    to_host = DELTA(f, memcpy_bytes_to_host);
+    phase_exit(&f->rt);
+    assert_int_equal(DELTA(f, memcpy_bytes_to_host) - to_host, streamed_on_gpu);
+    assert_int_equal(st->stream_save_bytes, streamed_on_gpu);
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < N; i++) {
+            use_one(f, w[i]);
+            ASSERT_STREAM_COUNTED();
+        }
+    for (int i = 0; i < N; i++)
+        assert_true(filled(w[i], 64 * MiB, 20 + i));
+
+    /* A use the learned cycle does not have predicts nothing, and says so. */
+    phase_enter(&f->rt, "init");
+    void *stray = alloc(f, 64 * MiB, API_CUDA_MALLOC, S1);
+    phase_exit(&f->rt);
+    uint64_t unlearned = st->stream_unlearned;
+    use_one(f, stray);
+    assert_int_equal(st->stream_unlearned, unlearned + 1);
+    release(f, stray, S1, MODE_ANY);
+
+    /* A budget move takes the streamed pieces first, with no copy. */
+    to_host = DELTA(f, memcpy_bytes_to_host);
+    void *a = alloc(f, 128 * MiB, API_CUDA_MALLOC, S1);
+    assert_true(dev->resident_bytes <= 192 * MiB);
+    assert_int_equal(DELTA(f, memcpy_bytes_to_host), to_host);
+    release(f, a, S1, MODE_ANY);
+    for (int i = 0; i < N; i++) {
+        assert_true(filled(w[i], 64 * MiB, 20 + i));
+        release(f, w[i], S1, MODE_ANY);
+    }
+    place_trim(&f->rt, -1, -1);
+    assert_int_equal(fake_vmm_gpu_bytes(), vmm_before);
+    assert_int_equal(dev->resident_bytes, 0);
+#undef ASSERT_STREAM_COUNTED
+    teardown(f);
+}
 
 static void test_runtime_movable_pressure(void **state)
 {
@@ -2100,6 +2248,7 @@ int main(void)
         cmocka_unit_test(test_runtime_room_counts_lost_slabs),
         cmocka_unit_test(test_runtime_movable),
         cmocka_unit_test(test_runtime_movable_pressure),
+        cmocka_unit_test(test_runtime_stream_ahead),
         cmocka_unit_test(test_runtime_movable_card_full),
         cmocka_unit_test(test_runtime_budget_card),
         cmocka_unit_test(test_runtime_host_class_falls_back),

@@ -19,6 +19,7 @@ class Runtime:
 
     def __init__(self, lib=None):
         self.active = False
+        self.streaming = False  # a class streams ahead of the uses announced by use()
         self._names = {}
         try:
             lib = lib if lib is not None else ctypes.CDLL(None)
@@ -44,6 +45,13 @@ class Runtime:
         self._class_stats.restype = ctypes.c_int
         self._note_saved.argtypes, self._note_saved.restype = [ctypes.c_void_p], ctypes.c_int
         self.active = self._class_count() >= 0
+        self._use = getattr(lib, "umpol_use", None)
+        streaming = getattr(lib, "umpol_streaming", None)
+        if self.active and self._use is not None and streaming is not None:
+            streaming.argtypes, streaming.restype = [], ctypes.c_int
+            self._use.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+            self._use.restype = ctypes.c_int
+            self.streaming = streaming() == 1
 
     def _b(self, name):
         b = self._names.get(name)
@@ -76,6 +84,12 @@ class Runtime:
     def mark(self, name):
         if self.active:
             self._mark(self._b(name))
+
+    def use(self, ptrs, stream=None):
+        """The job is about to queue, on STREAM (a cudaStream_t as an int), work that
+        reads the blocks at PTRS (addresses)."""
+        if self.streaming and ptrs:
+            self._use((ctypes.c_void_p * len(ptrs))(*ptrs), len(ptrs), stream)
 
     def note_saved(self, ptr):
         return self._note_saved(ptr) if self.active else -1

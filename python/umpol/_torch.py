@@ -37,6 +37,7 @@ class Auto:
     def __init__(self, torch, rt, saved=True):
         self.torch, self.rt, self.saved = torch, rt, saved
         self.t = _Thread()
+        self.streaming = getattr(rt, "streaming", False)  # umpol_use wanted (stream written)
         self.backwards = 0  # backward passes running, on any thread
         self.steps = 0      # optimizer steps completed
         self.lock = threading.Lock()
@@ -78,9 +79,18 @@ class Auto:
 
     # ---- forward: global module hooks ----
 
+    def _announce(self, ptrs):
+        """The module or autograd node about to run reads the blocks at PTRS."""
+        self.rt.use(ptrs, self.torch.cuda.current_stream().cuda_stream)
+
     def forward_pre(self, module, args):
         if self.compiling():
             return None
+        if self.streaming:  # every module that holds parameters, nested ones too
+            ptrs = [p.data_ptr() for p in module._parameters.values()
+                    if p is not None and p.is_cuda]
+            if ptrs:
+                self._announce(ptrs)
         t = self.t
         t.modules += 1
         if t.modules > 1:
@@ -164,8 +174,11 @@ class Auto:
                 self.rt.note_saved(ptr)
         return tensor
 
-    @staticmethod
-    def _unpack(tensor):
+    def _unpack(self, tensor):
+        # A tensor saved for backward (a weight, without autocast's copy) is
+        # read by the node about to run: announced, so that streaming leaves it be.
+        if self.streaming and tensor.is_cuda and not self.compiling():
+            self._announce([tensor.data_ptr()])
         return tensor
 
     # ---- backward: torch.autograd.backward and grad ----

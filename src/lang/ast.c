@@ -39,6 +39,7 @@ void directive_free(struct directive *d)
         struct directive *next = d->next;
         expr_free(d->match);
         free(d->prefetch.pattern);
+        free(d->written);
         free(d);
         d = next;
     }

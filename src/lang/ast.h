@@ -70,6 +70,7 @@ enum directive_kind {
     DIR_ACCESS,
     DIR_PREFETCH,
     DIR_PRIORITY,
+    DIR_STREAM, /* `stream written "GLOB";` */
 };
 
 struct directive {
@@ -82,6 +83,7 @@ struct directive {
     int access_count;
     struct prefetch prefetch;
     uint64_t priority;
+    char *written;       /* STREAM: the glob of the phases that write the class */
     struct loc value_loc;
     struct directive *next;
 };

@@ -68,7 +68,7 @@ static void check_expr(const struct expr *e, struct diag_list *diags)
 static const char *directive_name(enum directive_kind kind)
 {
     static const char *const names[] = {"match",  "memory",   "advise",  "place",
-                                        "access", "prefetch", "priority"};
+                                        "access", "prefetch", "priority", "stream"};
     return names[kind];
 }
 
@@ -160,7 +160,7 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
                         struct diag_list *diags)
 {
     const char *name = class_label(c);
-    const struct directive *first[DIR_PRIORITY + 1] = {0};
+    const struct directive *first[DIR_STREAM + 1] = {0};
     const struct directive *memory_other = NULL, *prefetch_gpu = NULL; /* not managed memory */
     const struct expr *takes_saved = NULL, *spare = NULL;
     bool access_gpu = false;
@@ -222,6 +222,10 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
                 prefetch_gpu = d;
             break;
         }
+        case DIR_STREAM:
+            if (!d->written[0])
+                diag_add(diags, DIAG_ERROR, E_EMPTY_PATTERN, d->value_loc, "empty phase pattern");
+            break;
         case DIR_PRIORITY:
             if (d->priority > POLICY_MAX_PRIORITY)
                 diag_add(diags, DIAG_ERROR, E_OUT_OF_RANGE, d->value_loc,
@@ -234,6 +238,16 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
     if (!first[DIR_MATCH] && complete(c))
         diag_add(diags, DIAG_ERROR, E_NO_MATCH, c->name_loc,
                  "class '%s' has no 'match' directive: say which allocations it takes", name);
+    /* Streaming moves pieces of movable memory; other memory has none. */
+    if (first[DIR_STREAM] && !(memory_other && memory_other->memory == MEMORY_MOVABLE)) {
+        const char *word = memory_kind_name(memory_other ? memory_other->memory : MEMORY_MANAGED);
+        struct diag *dg = diag_add(diags, DIAG_ERROR, E_CONFLICT, first[DIR_STREAM]->loc,
+                                   "'stream' needs 'memory movable', but class '%s' uses "
+                                   "'memory %s'%s",
+                                   name, word, memory_other ? "" : " (the default)");
+        if (memory_other)
+            diag_note(dg, memory_other->loc, "'memory %s' given here", word);
+    }
     if (memory_other && memory_other->memory == MEMORY_MOVABLE)
         check_movable(c, first, memory_other, diags);
     else if (memory_other)
@@ -253,7 +267,7 @@ static void check_class(const struct class_decl *c, const struct global_decl *bu
      * budget's pressure: a class with neither never moves. */
     bool placed_host = first[DIR_PLACE] && first[DIR_PLACE]->place.kind != LOC_GPU;
     if (memory_other && memory_other->memory == MEMORY_MOVABLE && !first[DIR_PREFETCH] &&
-        (placed_host || !budget) && complete(c))
+        !first[DIR_STREAM] && (placed_host || !budget) && complete(c))
         diag_add(diags, DIAG_WARNING, W_MOVABLE_STILL, memory_other->loc,
                  "class '%s' uses 'memory movable' but has no 'prefetch' rule and %s, so it "
                  "never moves: add 'prefetch host on …' and 'prefetch gpu on …', or say "

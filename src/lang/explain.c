@@ -192,6 +192,13 @@ void program_explain(FILE *out, const struct program *p)
                          "prefetch fires,\n               and leave the GPU under budget "
                          "pressure by priority; the card gets\n               the memory back; "
                          "the job's thread waits for the GPU\n");
+        if (c->stream_written >= 0)
+            fprintf(out, "     stream:   written only in phases \"%s\"; outside them, its pieces "
+                         "on the host\n               are copied to the GPU ahead of the uses "
+                         "the Python package\n               announces (learned from one write "
+                         "phase to the next)\n               and leave with no copy once not "
+                         "needed soon\n",
+                    p->phase_globs[c->stream_written]);
         if (c->uses_spare)
             fprintf(out, "     spare:    takes a block while the GPU's budget has room for it beside "
                          "the\n               job's peak there and a fifth more (at least 1/32 of "
@@ -299,7 +306,12 @@ void program_explain_json(FILE *out, const struct program *p)
                 fputs("null", out);
             fputc('}', out);
         }
-        fprintf(out, "],\"priority\":%u,\"doc\":", c->priority);
+        fprintf(out, "],\"priority\":%u,\"stream_written\":", c->priority);
+        if (c->stream_written >= 0)
+            json_print_string(out, p->phase_globs[c->stream_written]);
+        else
+            fputs("null", out);
+        fputs(",\"doc\":", out);
         if (c->doc)
             json_print_string(out, c->doc);
         else

@@ -157,6 +157,7 @@ static void compile_class(struct compiler *cc, const struct class_decl *c, struc
     pc->memory = MEMORY_MANAGED;
     pc->priority = PROGRAM_DEFAULT_PRIORITY;
     pc->prefetch_first = (uint32_t)p->prefetch_count;
+    pc->stream_written = -1;
     for (const struct directive *d = c->directives; d; d = d->next) {
         switch (d->kind) {
         case DIR_MATCH:
@@ -196,6 +197,7 @@ static void compile_class(struct compiler *cc, const struct class_decl *c, struc
             break;
         }
         case DIR_PRIORITY: pc->priority = (uint32_t)d->priority; break;
+        case DIR_STREAM: pc->stream_written = (int32_t)intern(cc, &cc->phases, d->written); break;
         }
     }
     pc->prefetch_count = (uint32_t)p->prefetch_count - pc->prefetch_first;

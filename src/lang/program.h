@@ -61,6 +61,9 @@ struct program_class {
     int access_count;
     uint32_t prefetch_first, prefetch_count;
     uint32_t priority;
+    /* `stream written "GLOB"`: the phase glob of its writes, whose pieces
+     * stream ahead of use outside them; -1: it does not stream. */
+    int32_t stream_written;
 };
 
 /* Necessary conditions of a class's predicate, checked before evaluating it:

@@ -6,6 +6,7 @@
 
 #include "runtime/mover.h"
 #include "runtime/runtime.h"
+#include "runtime/stream.h"
 #include "umpol.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -99,6 +100,21 @@ EXPORT int umpol_class_stats(int index, struct umpol_class_stats *stats)
         .saved_bytes = saved_bytes ? saved_bytes[index] : 0,
     };
     pthread_mutex_unlock(&rt->lock);
+    return 0;
+}
+
+EXPORT int umpol_streaming(void)
+{
+    struct runtime *rt = runtime_loaded();
+    return rt && stream_enabled(rt);
+}
+
+EXPORT int umpol_use(const void *const *ptrs, size_t count, void *stream)
+{
+    struct runtime *rt = runtime_loaded();
+    if (!rt || (!ptrs && count))
+        return -1;
+    rt_use(rt, ptrs, count, (cudaStream_t)stream);
     return 0;
 }
 

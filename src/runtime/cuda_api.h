@@ -62,6 +62,7 @@ struct cuda_api {
     cudaError_t (*event_record)(cudaEvent_t event, cudaStream_t stream);
     cudaError_t (*event_destroy)(cudaEvent_t event);
     cudaError_t (*event_synchronize)(cudaEvent_t event);
+    cudaError_t (*event_query)(cudaEvent_t event);
     cudaError_t (*memcpy_async)(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                                 cudaStream_t stream);
     /* May be NULL: the driver's functions (the mover takes its virtual

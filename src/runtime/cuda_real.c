@@ -62,6 +62,7 @@ int cuda_api_resolve_real(struct cuda_api *api, const char **missing)
         SLOT(event_record, "cudaEventRecord", 1),
         SLOT(event_destroy, "cudaEventDestroy", 1),
         SLOT(event_synchronize, "cudaEventSynchronize", 1),
+        SLOT(event_query, "cudaEventQuery", 1),
         SLOT(memcpy_async, "cudaMemcpyAsync", 1),
         SLOT(driver_entry, "cudaGetDriverEntryPointByVersion", 0),
         SLOT(get_last_error, "cudaGetLastError", 1),

@@ -22,9 +22,12 @@ bool device_open(struct device_state *dev, const struct cuda_api *cuda, int devi
         numa = -1;
     dev->host_numa_id = numa;
     /* Evictions get a stream of their own: a slow move to the host must not
-     * hold up placements, which the job's stream waits for. */
+     * hold up placements, which the job's stream waits for. So do the copies
+     * of streaming ahead, which wait for nothing. */
     if (cuda->stream_create_with_flags(&dev->evict_stream, cudaStreamNonBlocking) != cudaSuccess)
         dev->evict_stream = NULL;
+    if (cuda->stream_create_with_flags(&dev->fetch_stream, cudaStreamNonBlocking) != cudaSuccess)
+        dev->fetch_stream = NULL;
     /* One event orders every stream after another (mover_follow). */
     if (cuda->event_create_with_flags(&dev->follow_event, cudaEventDisableTiming) != cudaSuccess)
         dev->follow_event = NULL;

@@ -47,6 +47,7 @@ struct device_state {
     int host_numa_id;          /* -1: unknown */
     cudaStream_t stream;       /* runtime-owned stream for placements and triggers */
     cudaStream_t evict_stream; /* runtime-owned stream for evictions (NULL: stream) */
+    cudaStream_t fetch_stream; /* runtime-owned stream for streaming ahead (NULL: stream) */
     cudaEvent_t follow_event;  /* orders one stream after another (NULL: one per wait) */
     struct pool **pools;       /* one per class, created on first use */
 };

@@ -366,6 +366,12 @@ static void movable_free(struct mover *m, struct movable *mv)
         }
         if (mv->gpu[i])
             m->vmm.release(mv->gpu[i]);
+        if (mv->incoming && mv->incoming[i]) {
+            m->vmm.unmap(mv->stage + off, len);
+            m->vmm.release(mv->incoming[i]);
+        }
+        if (mv->copied && mv->copied[i])
+            m->cuda->event_destroy(mv->copied[i]);
     }
     if (mv->base)
         m->vmm.free(mv->base, mv->size);
@@ -378,6 +384,11 @@ static void movable_free(struct mover *m, struct movable *mv)
 
 void mover_movable_forget(struct movable *mv)
 {
+    free(mv->incoming);
+    free(mv->copied);
+    free(mv->clean);
+    free(mv->streamed);
+    free(mv->last_use);
     free(mv->unmapped);
     free(mv->host);
     free(mv->gpu);
@@ -405,9 +416,15 @@ cudaError_t mover_movable_alloc(struct mover *m, size_t size, int device, int no
     *mv = (struct movable){.size = size, .pieces = pieces, .device = device, .node = node,
                            .host = calloc(pieces, sizeof *mv->host),
                            .gpu = calloc(pieces, sizeof *mv->gpu),
-                           .unmapped = calloc(pieces, sizeof *mv->unmapped)};
+                           .unmapped = calloc(pieces, sizeof *mv->unmapped),
+                           .incoming = calloc(pieces, sizeof *mv->incoming),
+                           .copied = calloc(pieces, sizeof *mv->copied),
+                           .clean = calloc(pieces, sizeof *mv->clean),
+                           .streamed = calloc(pieces, sizeof *mv->streamed),
+                           .last_use = calloc(pieces, sizeof *mv->last_use)};
     CUdeviceptr va[3] = {0};
-    bool ok = mv->host && mv->gpu && mv->unmapped;
+    bool ok = mv->host && mv->gpu && mv->unmapped && mv->incoming && mv->copied && mv->clean &&
+              mv->streamed && mv->last_use;
     for (int r = 0; ok && r < 3; r++)
         ok = m->vmm.reserve(&va[r], size, MOVABLE_GRANULE, 0, 0) == CUDA_SUCCESS;
     mv->base = va[0], mv->shadow = va[1], mv->stage = va[2];
@@ -486,7 +503,7 @@ static void abandon_way_in(struct mover *m, struct movable *mv, size_t i)
 }
 
 size_t mover_movable_move(struct mover *m, struct device_state *dev, struct movable *mv,
-                          bool to_gpu, size_t limit)
+                          bool to_gpu, size_t limit, bool clean)
 {
     enum { MAX_EVENTS = 64 }; /* pieces in flight at once: 4 GiB */
     cudaEvent_t ev[MAX_EVENTS];
@@ -497,6 +514,9 @@ size_t mover_movable_move(struct mover *m, struct device_state *dev, struct mova
         m->cuda->get_last_error();
         return 0;
     }
+    for (size_t i = 0; i < mv->pieces; i++) /* the GPU was waited for: their copies are done */
+        if (mv->incoming[i])
+            mover_piece_cancel(m, mv, i);
     const CUmemAllocationProp gpu_prop = vmm_prop(true, mv->device, mv->node);
     for (size_t first = 0; first < mv->pieces && !failed;) {
         /* Queue a round of copies, the GPU memory of each made first on the way in. */
@@ -506,6 +526,13 @@ size_t mover_movable_move(struct mover *m, struct device_state *dev, struct mova
             size_t len = piece_size(mv, i);
             if ((mv->gpu[i] != 0) == to_gpu || moved + len > limit)
                 continue;
+            if (!to_gpu && mv->clean[i]) { /* its host memory holds its bytes: no copy */
+                if (mover_piece_drop(m, mv, i))
+                    moved += len;
+                else
+                    failed = true;
+                continue;
+            }
             if (to_gpu) {
                 if (m->vmm.create(&mv->gpu[i], len, &gpu_prop, 0) != CUDA_SUCCESS) {
                     mv->gpu[i] = 0;
@@ -577,6 +604,8 @@ size_t mover_movable_move(struct mover *m, struct device_state *dev, struct mova
                 failed = true;
                 continue;
             }
+            mv->streamed[j] = false;
+            mv->clean[j] = to_gpu && clean;
             if (!to_gpu) {
                 m->vmm.release(mv->gpu[j]); /* the card gets it back now */
                 mv->gpu[j] = 0;
@@ -590,4 +619,156 @@ size_t mover_movable_move(struct mover *m, struct device_state *dev, struct mova
     if (failed)
         m->cuda->get_last_error(); /* returned here, not left for the job's next check */
     return moved;
+}
+
+/* ---- one piece at a time: streaming ahead of use ---- */
+
+/* Record piece I's copy, queued on STREAM just now. */
+static bool record_copy(struct mover *m, struct movable *mv, size_t i, cudaStream_t stream)
+{
+    if (!mv->copied[i] &&
+        m->cuda->event_create_with_flags(&mv->copied[i], cudaEventDisableTiming) != cudaSuccess) {
+        mv->copied[i] = NULL;
+        return false;
+    }
+    return m->cuda->event_record(mv->copied[i], stream) == cudaSuccess;
+}
+
+bool mover_event_done(struct mover *m, cudaEvent_t event)
+{
+    cudaError_t err = m->cuda->event_query(event);
+    if (err == cudaSuccess)
+        return true;
+    if (err != cudaErrorNotReady)
+        m->cuda->get_last_error();
+    return false;
+}
+
+bool mover_piece_copied(struct mover *m, const struct movable *mv, size_t i)
+{
+    return !mv->copied[i] || mover_event_done(m, mv->copied[i]);
+}
+
+bool mover_piece_fetch(struct mover *m, struct movable *mv, size_t i, cudaStream_t stream)
+{
+    uintptr_t off = i * MOVABLE_PIECE;
+    size_t len = piece_size(mv, i);
+    const CUmemAllocationProp gpu_prop = vmm_prop(true, mv->device, mv->node);
+    CUmemGenericAllocationHandle h = 0;
+    if (mv->gpu[i] || mv->incoming[i] || mv->unmapped[i])
+        return false;
+    if (m->vmm.create(&h, len, &gpu_prop, 0) != CUDA_SUCCESS)
+        return false; /* the GPU is full: it stays on the host */
+    if (!vmm_map(m, mv, mv->stage + off, len, h)) {
+        m->vmm.release(h);
+        m->cuda->get_last_error();
+        return false;
+    }
+    mv->incoming[i] = h;
+    mv->incoming_bytes += len;
+    if (m->cuda->memcpy_async((void *)(mv->stage + off), (void *)(mv->shadow + off), len,
+                              cudaMemcpyHostToDevice, stream) != cudaSuccess ||
+        !record_copy(m, mv, i, stream)) {
+        m->cuda->get_last_error();
+        wait_device(m, mv->device); /* a copy may be queued without its event */
+        m->vmm.unmap(mv->stage + off, len);
+        m->vmm.release(h);
+        mv->incoming[i] = 0;
+        mv->incoming_bytes -= len;
+        return false;
+    }
+    return true;
+}
+
+void mover_piece_cancel(struct mover *m, struct movable *mv, size_t i)
+{
+    if (!mv->incoming[i])
+        return;
+    if (mv->copied[i] && m->cuda->event_synchronize(mv->copied[i]) != cudaSuccess) {
+        m->cuda->get_last_error();
+        wait_device(m, mv->device); /* the copy may still be writing the stage */
+    }
+    m->vmm.unmap(mv->stage + i * MOVABLE_PIECE, piece_size(mv, i));
+    m->vmm.release(mv->incoming[i]);
+    mv->incoming[i] = 0;
+    mv->incoming_bytes -= piece_size(mv, i);
+}
+
+/* The job's range of piece I maps FROM; make it map TO. On failure FROM is
+ * mapped again, or, where neither can be, the piece is lost (said so). */
+static bool remap_piece(struct mover *m, struct movable *mv, size_t i,
+                        CUmemGenericAllocationHandle from, CUmemGenericAllocationHandle to)
+{
+    uintptr_t at = mv->base + i * MOVABLE_PIECE;
+    size_t len = piece_size(mv, i);
+    if (m->vmm.unmap(at, len) != CUDA_SUCCESS)
+        return false;
+    if (vmm_map(m, mv, at, len, to))
+        return true;
+    if (!vmm_map(m, mv, at, len, from)) {
+        mv->unmapped[i] = true;
+        mv->lost++;
+        LOG(LOG_ERROR, "a movable piece at %#lx could be mapped neither way: the job must not "
+            "touch it until it is mapped again", (unsigned long)at);
+    }
+    m->cuda->get_last_error();
+    return false;
+}
+
+bool mover_piece_swap_in(struct mover *m, struct movable *mv, size_t i, cudaStream_t job)
+{
+    if (!mv->incoming[i] || mv->gpu[i])
+        return false;
+    /* Ordered first, so no work queued after the remap can run before the copy. */
+    if (mv->copied[i] && m->cuda->stream_wait_event(job, mv->copied[i], 0) != cudaSuccess) {
+        m->cuda->get_last_error();
+        return false;
+    }
+    if (!remap_piece(m, mv, i, mv->host[i], mv->incoming[i])) {
+        if (mv->unmapped[i]) /* its data is in its host memory: the way in is given up */
+            mover_piece_cancel(m, mv, i);
+        return false;
+    }
+    m->vmm.unmap(mv->stage + i * MOVABLE_PIECE, piece_size(mv, i));
+    mv->gpu[i] = mv->incoming[i];
+    mv->incoming[i] = 0;
+    mv->incoming_bytes -= piece_size(mv, i);
+    mv->gpu_bytes += piece_size(mv, i);
+    mv->clean[i] = true;
+    return true;
+}
+
+bool mover_piece_drop(struct mover *m, struct movable *mv, size_t i)
+{
+    if (!mv->gpu[i] || !mv->clean[i] || !mover_piece_copied(m, mv, i))
+        return false;
+    if (!remap_piece(m, mv, i, mv->gpu[i], mv->host[i])) {
+        if (mv->unmapped[i]) { /* its host memory holds its data: the GPU memory goes */
+            m->vmm.release(mv->gpu[i]);
+            mv->gpu[i] = 0;
+            mv->gpu_bytes -= piece_size(mv, i);
+        }
+        return false;
+    }
+    m->vmm.release(mv->gpu[i]);
+    mv->gpu[i] = 0;
+    mv->gpu_bytes -= piece_size(mv, i);
+    mv->clean[i] = mv->streamed[i] = false;
+    return true;
+}
+
+bool mover_piece_save(struct mover *m, struct movable *mv, size_t i, cudaStream_t stream)
+{
+    uintptr_t off = i * MOVABLE_PIECE;
+    if (!mv->gpu[i])
+        return false;
+    if (m->cuda->memcpy_async((void *)(mv->shadow + off), (void *)(mv->base + off),
+                              piece_size(mv, i), cudaMemcpyDeviceToHost, stream) != cudaSuccess ||
+        !record_copy(m, mv, i, stream)) {
+        m->cuda->get_last_error();
+        mv->clean[i] = false;
+        return false;
+    }
+    mv->clean[i] = true;
+    return true;
 }

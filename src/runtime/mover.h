@@ -58,14 +58,32 @@ struct movable {
     uintptr_t base, shadow, stage; /* the job's range, the host memory's, the way in's */
     size_t size, pieces;
     int device, node;
-    size_t gpu_bytes; /* of the pieces on the GPU */
+    size_t gpu_bytes;      /* of the pieces on the GPU */
+    size_t incoming_bytes; /* of the pieces on their way in (GPU memory made already) */
     /* Pieces a failed remap left mapped neither way (their data is in their
      * host memory): the slab does not move, and none of its free space is
      * handed out, until mover_movable_repair maps them again. */
     size_t lost;
     bool *unmapped; /* per piece: one of the lost */
     CUmemGenericAllocationHandle *host, *gpu; /* per piece; gpu[i] == 0: on the host */
+    /* Streaming ahead of use (`stream written`, decided by stream.c). Per
+     * piece: GPU memory on its way in (mapped at the stage, its copy queued,
+     * the job's range still on the host memory), 0: none; the event of the
+     * piece's last copy either way (NULL: none yet); whether its host memory
+     * holds what its GPU memory holds once that copy is done (then it may
+     * leave with no copy); whether the stream brought it, so takes it away;
+     * and the count of the job's uses (stream.c) at its last use. */
+    CUmemGenericAllocationHandle *incoming;
+    cudaEvent_t *copied;
+    bool *clean, *streamed;
+    uint64_t *last_use;
 };
+
+/* The GPU memory MV holds: its pieces on the GPU and on their way in. */
+static inline size_t mover_movable_held(const struct movable *mv)
+{
+    return mv->gpu_bytes + mv->incoming_bytes;
+}
 
 /* Can this process make movable slabs on DEVICE (the driver's calls, the
  * GPU's support for GPU and host memory at reserved ranges, granules that
@@ -86,11 +104,37 @@ void mover_movable_forget(struct movable *mv);
 /* Move MV's pieces to the GPU (TO_GPU) or to the host, on DEV's stream, at
  * most LIMIT bytes of them: first all of MV's GPU's work so far is waited for
  * (a remap does not wait for kernels), then the copies are queued and each
- * piece is remapped as its copy completes. Returns the bytes moved; a piece
+ * piece is remapped as its copy completes. A clean piece leaves with no copy;
+ * pieces brought in are clean when CLEAN says no write can come. Pieces on
+ * their way in are dropped first. Returns the bytes moved; a piece
  * that cannot move stays where it is, mapped and intact, or, where it can be
  * mapped neither way, is lost until repaired (nothing moves until then). */
 size_t mover_movable_move(struct mover *m, struct device_state *dev, struct movable *mv,
-                          bool to_gpu, size_t limit);
+                          bool to_gpu, size_t limit, bool clean);
+
+/* One piece at a time, for streaming ahead of use. The caller makes sure no
+ * work queued or running on the GPU touches piece I when it is remapped
+ * (swap_in, drop); the copies need no such care. */
+/* Piece I, on the host, starts on its way in: new GPU memory mapped at the
+ * stage and the copy from its host memory queued on STREAM. false: no GPU
+ * memory or a failed call (nothing changed). */
+bool mover_piece_fetch(struct mover *m, struct movable *mv, size_t i, cudaStream_t stream);
+/* Is piece I's last copy done (or was there none)? */
+bool mover_piece_copied(struct mover *m, const struct movable *mv, size_t i);
+/* The job's range of piece I, on its way in, maps its new GPU memory; work
+ * queued on JOB from now on waits for the copy. false: it stays on the host
+ * (lost, and said so, where it can be mapped neither way). */
+bool mover_piece_swap_in(struct mover *m, struct movable *mv, size_t i, cudaStream_t job);
+/* Piece I's way in is given up (its copy waited for first). */
+void mover_piece_cancel(struct mover *m, struct movable *mv, size_t i);
+/* Piece I, on the GPU and clean, leaves with no copy: the job's range maps
+ * its host memory again and the card gets the GPU memory back. */
+bool mover_piece_drop(struct mover *m, struct movable *mv, size_t i);
+/* Queue on STREAM a copy of piece I's GPU memory to its host memory (the
+ * caller orders STREAM after the writes); clean once it is done. */
+bool mover_piece_save(struct mover *m, struct movable *mv, size_t i, cudaStream_t stream);
+/* Has EVENT completed? (A failed query counts as not done.) */
+bool mover_event_done(struct mover *m, cudaEvent_t event);
 
 void mover_init(struct mover *m, const struct cuda_api *cuda);
 

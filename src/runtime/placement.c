@@ -16,6 +16,8 @@
 #endif
 #include "runtime/mover.h"
 #include "runtime/placement.h"
+#include "runtime/residency.h"
+#include "runtime/stream.h"
 #include "runtime/state.h"
 #include "util/clock.h"
 
@@ -271,25 +273,6 @@ static struct pool *live_pool(struct runtime *rt, const struct block *b)
     return b->moved_in ? rt->devices[p->device].pools[b->class_idx] : p;
 }
 
-/* DEV holds BYTES more (fewer) of class CLS on the GPU. `spare` measures its
- * room against the peak of what the classes that do not read it hold. */
-static void resident_add(struct runtime *rt, struct device_state *dev, int cls, uint64_t bytes)
-{
-    dev->resident_bytes += bytes;
-    if (rt->program->classes[cls].uses_spare) {
-        dev->spare_held += bytes;
-        dev->spare_judged_by = dev->others_peak;
-    } else if (dev->resident_bytes - dev->spare_held > dev->others_peak)
-        dev->others_peak = dev->resident_bytes - dev->spare_held;
-}
-
-static void resident_sub(struct runtime *rt, struct device_state *dev, int cls, uint64_t bytes)
-{
-    dev->resident_bytes -= bytes;
-    if (rt->program->classes[cls].uses_spare)
-        dev->spare_held -= bytes;
-}
-
 uint64_t place_spare_room(const struct runtime *rt, int device)
 {
     if (device < 0 || device >= RT_MAX_DEVICES || !rt->devices[device].known)
@@ -440,7 +423,7 @@ size_t place_trim(struct runtime *rt, int device, int class_idx)
                 enum memory_kind kind = mv ? MEMORY_MOVABLE
                                         : cls->memory == MEMORY_MOVABLE ? MEMORY_DEVICE
                                                                         : cls->memory;
-                resident_sub(rt, dev, (int)c, slab_gpu_bytes(s) + (mv ? mv->gpu_bytes : 0));
+                resident_sub(rt, dev, (int)c, slab_gpu_bytes(s) + (mv ? mover_movable_held(mv) : 0));
                 slab_destroy(p, s);
                 cudaError_t err = mv ? mover_movable_release(&rt->mover, mv)
                                      : mover_release(&rt->mover, kind, base, size);
@@ -452,7 +435,7 @@ size_t place_trim(struct runtime *rt, int device, int class_idx)
                                                    : "");
                 if (err != cudaSuccess && (cls->memory == MEMORY_HOST || mv)) {
                     if (mv) /* still on the card: the budget counts it */
-                        resident_add(rt, dev, (int)c, mv->gpu_bytes);
+                        resident_add(rt, dev, (int)c, mover_movable_held(mv));
                     rt->class_stats[c].slabs--; /* no longer the pool's, still the process's */
                     rt->class_stats[c].slab_bytes -= size;
                     continue;
@@ -687,7 +670,7 @@ static struct slab *movable_victim(struct runtime *rt, int device, uint32_t max_
         long use = by_next_use ? class_next_use(rt, c, step_pos(&rt->step)) : 0;
         for (struct slab *s = pool->slabs; s; s = s->next) {
             const struct movable *mv = s->backing;
-            if (!mv || !movable_mapped(rt, s) || !mv->gpu_bytes || s->tick > rt->round_floor)
+            if (!mv || !movable_mapped(rt, s) || !mover_movable_held(mv) || s->tick > rt->round_floor)
                 continue;
             if (by_next_use && rt->ahead_use >= 0 && use <= rt->ahead_use)
                 continue; /* placing ahead of a use: only what is needed later leaves */
@@ -713,18 +696,19 @@ static bool evict_movable(struct runtime *rt, int device, struct slab *s, size_t
     struct movable *mv = s->backing;
     int c = s->pool->class_idx;
     struct class_stats *st = &rt->class_stats[c];
-    size_t before = mv->gpu_bytes;
+    size_t before = mover_movable_held(mv);
     size_t limit = (need + MOVABLE_PIECE - 1) / MOVABLE_PIECE * MOVABLE_PIECE;
     uint64_t t0 = now_ns();
-    size_t moved = mover_movable_move(&rt->mover, dev, mv, false, limit < before ? limit : before);
+    size_t moved = mover_movable_move(&rt->mover, dev, mv, false,
+                                      limit < mv->gpu_bytes ? limit : mv->gpu_bytes, false);
     movable_mapped(rt, s); /* a piece lost on the way: mapped again at once where it can be */
     uint64_t took = now_ns() - t0;
     rt->evict_ns += took;
     st->movable_move_ns += took;
-    resident_sub(rt, dev, c, before - mv->gpu_bytes);
+    resident_sub(rt, dev, c, before - mover_movable_held(mv));
     st->movable_to_host_bytes += moved;
-    if (!moved)
-        return before != mv->gpu_bytes; /* a lost piece's GPU memory went all the same */
+    if (!moved) /* pieces on their way in, or a lost piece's GPU memory, went all the same */
+        return before != mover_movable_held(mv);
     st->evictions++;
     st->evict_bytes += moved;
     timeline_add(rt, TL_EVICT, c, device, moved);
@@ -784,7 +768,7 @@ static bool room_can_be_made(struct runtime *rt, int device, uint64_t short_by, 
         bytes += p->lru_bytes;
         if (rt->program->classes[c].memory == MEMORY_MOVABLE && !captured)
             for (const struct slab *s = p->slabs; s; s = s->next)
-                bytes += s->backing ? ((const struct movable *)s->backing)->gpu_bytes : 0;
+                bytes += s->backing ? mover_movable_held(s->backing) : 0;
     }
     return bytes >= short_by;
 }
@@ -797,6 +781,10 @@ static bool make_room(struct runtime *rt, int device, size_t need, uint32_t prio
     struct device_state *dev = &rt->devices[device];
     if (dev->budget_bytes == UINT64_MAX)
         return true;
+    if (dev->resident_bytes + need <= dev->budget_bytes)
+        return true;
+    /* Pieces streamed ahead leave first: no copy, no wait. */
+    stream_yield(rt, device, dev->resident_bytes + need - dev->budget_bytes);
     if (dev->resident_bytes + need <= dev->budget_bytes)
         return true;
     if (!room_can_be_made(rt, device, dev->resident_bytes + need - dev->budget_bytes, priority))
@@ -824,6 +812,7 @@ static size_t movable_give_way(struct runtime *rt, int class_idx, int device, si
     bool by_next_use = rt->learn && step_predicting(&rt->step);
     uint64_t before = dev->resident_bytes;
     rt->round_floor = rt->tick;
+    stream_yield(rt, device, need); /* pieces streamed ahead first: no copy, no wait */
     while (before - dev->resident_bytes < need) {
         long use;
         struct slab *s = movable_victim(rt, device, priority, by_next_use, &use);
@@ -1104,6 +1093,14 @@ static void move_class(struct runtime *rt, size_t c, int device, struct program_
  * budget (what does not fit stays on the host, where the GPU reads it over
  * the link). The mover waits for the GPU's work first: the job's thread
  * waits for the moves. */
+/* Class C is written only in its write phases (`stream written`), and none
+ * is open: what it brings to the GPU now stays the same as its host memory. */
+static bool written_elsewhere(const struct runtime *rt, size_t c)
+{
+    int32_t g = rt->program->classes[c].stream_written;
+    return g >= 0 && !((atomic_load(&rt->phase_bits[g / 64]) >> (g % 64)) & 1);
+}
+
 static void move_movable(struct runtime *rt, size_t c, int device, struct program_place dest)
 {
     struct device_state *dev = &rt->devices[device];
@@ -1125,8 +1122,8 @@ static void move_movable(struct runtime *rt, size_t c, int device, struct progra
         struct movable *mv = s->backing;
         if (!mv) /* plain device memory: movable memory was not to be had */
             continue;
-        size_t before = mv->gpu_bytes;
-        size_t limit = to_gpu ? mv->size - before : before;
+        size_t before = mover_movable_held(mv);
+        size_t limit = to_gpu ? mv->size - mv->gpu_bytes : mv->gpu_bytes;
         bool short_of_room = false;
         if (to_gpu && limit && dev->budget_bytes != UINT64_MAX) {
             /* Freed space still on the GPU makes room first: its data is dead. */
@@ -1138,17 +1135,23 @@ static void move_movable(struct runtime *rt, size_t c, int device, struct progra
             short_of_room = room < limit;
             limit = short_of_room ? (size_t)room : limit;
         }
-        size_t moved = limit ? mover_movable_move(&rt->mover, dev, mv, to_gpu, limit) : 0;
+        size_t moved = limit ? mover_movable_move(&rt->mover, dev, mv, to_gpu, limit,
+                                                  written_elsewhere(rt, c))
+                             : 0;
         movable_mapped(rt, s); /* a piece lost on the way: mapped again at once where it can be */
         if (short_of_room)
             st->movable_budget_left += mv->size - mv->gpu_bytes;
+        /* Pieces on their way in (streaming ahead) were given up first. */
+        size_t after = mover_movable_held(mv);
+        if (after > before)
+            resident_add(rt, dev, (int)c, after - before);
+        else
+            resident_sub(rt, dev, (int)c, before - after);
         if (to_gpu) {
-            resident_add(rt, dev, (int)c, mv->gpu_bytes - before);
             st->movable_to_gpu_bytes += moved;
             if (moved)
                 s->tick = ++rt->tick;
         } else {
-            resident_sub(rt, dev, (int)c, before - mv->gpu_bytes);
             st->movable_to_host_bytes += moved;
         }
         if (moved)

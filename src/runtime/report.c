@@ -113,6 +113,15 @@ static void write_class(FILE *f, const struct runtime *rt, size_t c)
                 ", \"skipped_in_capture\": %" PRIu64 "}",
                 s->movable_to_gpu_bytes, s->movable_to_host_bytes, s->movable_move_ns,
                 s->movable_budget_left, s->movable_capture_skips);
+    if (cls->stream_written >= 0) /* streamed ahead of the uses the job announced */
+        fprintf(f,
+                ", \"stream\": {\"uses\": %" PRIu64 ", \"ready_bytes\": %" PRIu64
+                ", \"late_bytes\": %" PRIu64 ", \"fetched_bytes\": %" PRIu64
+                ", \"dropped_bytes\": %" PRIu64 ", \"saved_bytes\": %" PRIu64
+                ", \"unlearned_uses\": %" PRIu64 "}",
+                s->stream_uses, s->stream_ready_bytes, s->stream_late_bytes,
+                s->stream_fetch_bytes, s->stream_drop_bytes, s->stream_save_bytes,
+                s->stream_unlearned);
     if (rt->learn) /* predicted uses against the actual ones, and how bytes reached the GPU */
         fprintf(f,
                 ", \"next_use\": {\"predictions\": %" PRIu64 ", \"hits\": %" PRIu64

@@ -11,6 +11,7 @@
 #include "runtime/placement.h"
 #include "runtime/profile.h"
 #include "runtime/runtime.h"
+#include "runtime/stream.h"
 
 int runtime_init(struct runtime *rt, const struct program *program, const struct cuda_api *cuda)
 {
@@ -28,6 +29,8 @@ int runtime_init(struct runtime *rt, const struct program *program, const struct
     if (!rt->pinning_off)
         return -1;
     rt->ahead_use = -1;
+    if (!stream_init(rt))
+        return -1;
     rt->learn = program->step_glob >= 0 || program->step_by_repetition;
     if (rt->learn) {
         rt->predicted_use = malloc(program->class_count * sizeof *rt->predicted_use);
@@ -63,6 +66,7 @@ void runtime_destroy(struct runtime *rt)
     trace_free(rt->trace);
     step_free(&rt->step);
     step_find_free(&rt->finder);
+    stream_destroy(rt, true);
     free(rt->predicted_use);
     free(rt->pinning_off);
     pthread_mutex_destroy(&rt->range_lock);
@@ -685,6 +689,7 @@ void phase_enter(struct runtime *rt, const char *name)
         learn_phase(rt, STEP_ENTER, bits, name_hash(name), phases_depth());
     rt->phase_tick = rt->tick;
     sample_card(rt); /* before the phase's moves: what the last phase left on the card */
+    stream_phases(rt);
     place_trigger(rt, TRIGGER_ENTER, bits, -1);
     place_ahead(rt);
     pthread_mutex_unlock(&rt->lock);
@@ -698,6 +703,7 @@ static void phase_closed(struct runtime *rt, uint64_t *bits)
     pthread_mutex_lock(&rt->lock);
     if (rt->learn)
         learn_phase(rt, STEP_EXIT, bits, 0, 0);
+    stream_phases(rt);
     place_trigger(rt, TRIGGER_EXIT, bits, -1);
     rt->phase_tick = rt->tick;
     place_ahead(rt);
@@ -728,5 +734,23 @@ void phase_mark(struct runtime *rt, const char *name)
     }
     place_trigger(rt, TRIGGER_MARK, NULL, mark);
     place_ahead(rt);
+    pthread_mutex_unlock(&rt->lock);
+}
+
+/* ---- uses the job announces: streaming ahead ---- */
+
+void rt_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStream_t stream)
+{
+    enum { CHUNK = 64 };
+    uintptr_t addrs[CHUNK];
+    if (!stream_enabled(rt) || !ptrs)
+        return;
+    pthread_mutex_lock(&rt->lock);
+    for (size_t at = 0; at < n; at += CHUNK) {
+        size_t k = n - at < CHUNK ? n - at : CHUNK;
+        for (size_t i = 0; i < k; i++)
+            addrs[i] = (uintptr_t)ptrs[at + i];
+        stream_use(rt, addrs, k, stream);
+    }
     pthread_mutex_unlock(&rt->lock);
 }

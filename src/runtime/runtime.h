@@ -48,4 +48,8 @@ void phase_exit(struct runtime *rt);
 void phase_exit_named(struct runtime *rt, const char *name);
 void phase_mark(struct runtime *rt, const char *name);
 
+/* The job is about to queue, on STREAM, work that reads the blocks at
+ * PTRS[0..N): classes that stream bring the next uses' pieces ahead. */
+void rt_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStream_t stream);
+
 #endif

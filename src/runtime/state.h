@@ -21,6 +21,7 @@
 #include "runtime/stats.h"
 #include "runtime/step.h"
 #include "runtime/step_find.h"
+#include "runtime/stream_state.h"
 #include "runtime/trace.h"
 
 struct runtime {
@@ -101,6 +102,7 @@ struct runtime {
     /* Blocks placed or used after this tick serve the phase open now: placing
      * ahead does not evict them. */
     uint64_t phase_tick;
+    struct stream_state stream; /* `stream written` (rt->lock) */
 };
 
 #endif

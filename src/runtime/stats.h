@@ -41,6 +41,13 @@ struct class_stats {
      * budget. */
     uint64_t movable_to_gpu_bytes, movable_to_host_bytes, movable_move_ns, movable_budget_left;
     uint64_t movable_capture_skips; /* rules that fired during a stream capture: not moved */
+    /* `stream written`: the uses the job announced (umpol_use), the bytes of
+     * the pieces they needed that were on the GPU by then and that were
+     * still on the host (read over the link); pieces copied in ahead, left
+     * with no copy, copied back after a write phase; uses not found in the
+     * learned cycle. */
+    uint64_t stream_uses, stream_ready_bytes, stream_late_bytes;
+    uint64_t stream_fetch_bytes, stream_drop_bytes, stream_save_bytes, stream_unlearned;
     struct um_counters um;
 };
 

@@ -29,6 +29,7 @@ const struct cuda_api fake_api = {
     .event_record = cudaEventRecord,
     .event_destroy = cudaEventDestroy,
     .event_synchronize = cudaEventSynchronize,
+    .event_query = cudaEventQuery,
     .memcpy_async = cudaMemcpyAsync,
     .driver_entry = cudaGetDriverEntryPointByVersion,
     .get_last_error = cudaGetLastError,

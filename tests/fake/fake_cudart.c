@@ -389,14 +389,20 @@ EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned flags)
 {
     (void)flags;
     COUNT(event_create);
-    *event = (cudaEvent_t)malloc(16);
+    *event = (cudaEvent_t)calloc(1, 16);
     return *event ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+
+static cudaStream_t busy_stream; /* events recorded on it are not done */
+
+EXPORT void fake_set_busy_stream(void *stream)
+{
+    busy_stream = (cudaStream_t)stream;
 }
 
 EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 {
-    (void)event;
-    (void)stream;
+    memcpy(event, &stream, sizeof stream); /* its stream, for cudaEventQuery */
     COUNT(event_record);
     return cudaSuccess;
 }
@@ -428,6 +434,15 @@ EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
     (void)event;
     return cudaSuccess;
+}
+
+/* An event is done unless the streams are marked busy (fake_set_streams_busy)
+ * or it was recorded on the busy stream (fake_set_busy_stream). */
+EXPORT cudaError_t cudaEventQuery(cudaEvent_t event)
+{
+    cudaStream_t on;
+    memcpy(&on, event, sizeof on);
+    return streams_busy || (busy_stream && on == busy_stream) ? cudaErrorNotReady : cudaSuccess;
 }
 
 EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count,

@@ -22,6 +22,8 @@ struct fake_counters {
 const struct fake_counters *fake_counters(void);
 /* Make cudaStreamQuery answer "not ready" / cudaStreamIsCapturing "active". */
 void fake_set_streams_busy(int busy);
+/* Events recorded on STREAM report not done (NULL: none). */
+void fake_set_busy_stream(void *stream); /* a cudaStream_t */
 void fake_set_capturing(int on);
 /* Make cudaHostRegister fail as when pinned memory runs out. */
 void fake_set_host_register_fails(int on);

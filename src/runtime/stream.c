@@ -1,0 +1,451 @@
+/* Floor 3, policy: streaming ahead of use (stream.h says what and why). */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/log.h"
+#include "runtime/mover.h"
+#include "runtime/residency.h"
+#include "runtime/state.h"
+#include "runtime/stream.h"
+
+#define AHEAD_PIECES (STREAM_AHEAD_BYTES / MOVABLE_PIECE)
+
+bool stream_init(struct runtime *rt)
+{
+    const struct program *p = rt->program;
+    bool any = false;
+    for (size_t c = 0; c < p->class_count; c++)
+        any |= p->classes[c].stream_written >= 0;
+    if (!any)
+        return true;
+    rt->stream.classes = calloc(p->class_count, sizeof *rt->stream.classes);
+    return rt->stream.classes != NULL;
+}
+
+void stream_destroy(struct runtime *rt, bool no_cuda)
+{
+    struct stream_state *st = &rt->stream;
+    for (size_t d = 0; d < sizeof st->marks / sizeof st->marks[0]; d++) {
+        struct stream_marks *m = st->marks[d];
+        for (size_t k = 0; m && !no_cuda && k < STREAM_MARKS; k++)
+            if (m->ev[k])
+                rt->cuda->event_destroy(m->ev[k]);
+        free(m);
+        st->marks[d] = NULL;
+    }
+    for (size_t c = 0; st->classes && c < rt->program->class_count; c++) {
+        free(st->classes[c].ref);
+        free(st->classes[c].cur);
+    }
+    free(st->classes);
+    st->classes = NULL;
+}
+
+bool stream_enabled(const struct runtime *rt)
+{
+    return rt->stream.classes != NULL;
+}
+
+static bool streams(const struct runtime *rt, int c)
+{
+    return rt->stream.classes && c >= 0 && rt->program->classes[c].stream_written >= 0;
+}
+
+/* ---- marks: how far the GPU has got through the job's uses ---- */
+
+static void marks_advance(struct runtime *rt, struct stream_marks *m)
+{
+    while (m->count && mover_event_done(&rt->mover, m->ev[m->head])) {
+        m->done = m->use[m->head];
+        m->head = (m->head + 1) % STREAM_MARKS;
+        m->count--;
+    }
+}
+
+/* Record on STREAM the mark of use U: once it completes, every use before U
+ * has finished on the GPU. The job moving to another stream: the old one is
+ * waited for once, so that no mark on it is needed any more. */
+/* Slot K's event, made on first use; NULL: none could be. */
+static cudaEvent_t slot_event(struct runtime *rt, struct stream_marks *m, size_t k)
+{
+    if (!m->ev[k] &&
+        rt->mover.cuda->event_create_with_flags(&m->ev[k], cudaEventDisableTiming) != cudaSuccess) {
+        m->ev[k] = NULL;
+        rt->mover.cuda->get_last_error();
+    }
+    return m->ev[k];
+}
+
+static void marks_record(struct runtime *rt, struct stream_marks *m, cudaStream_t stream,
+                         uint64_t u)
+{
+    const struct cuda_api *cuda = rt->mover.cuda;
+    if (m->known && m->stream != stream) {
+        /* All of the old stream's work is waited for, once: marks on the new
+         * stream say nothing of it. (A failed wait: done is not raised.) */
+        size_t k = m->count ? (m->head + m->count - 1) % STREAM_MARKS : m->head;
+        cudaEvent_t e = slot_event(rt, m, k);
+        if (e && cuda->event_record(e, m->stream) == cudaSuccess &&
+            cuda->event_synchronize(e) == cudaSuccess)
+            m->done = u;
+        else
+            cuda->get_last_error();
+        m->head = m->count = 0;
+    }
+    m->stream = stream;
+    m->known = true;
+    marks_advance(rt, m);
+    if (m->count == STREAM_MARKS)
+        return; /* the GPU is far behind: this use gets no mark of its own */
+    size_t k = (m->head + m->count) % STREAM_MARKS;
+    cudaEvent_t e = slot_event(rt, m, k);
+    if (!e || cuda->event_record(e, stream) != cudaSuccess) {
+        cuda->get_last_error();
+        return;
+    }
+    m->use[k] = u;
+    m->count++;
+}
+
+static struct stream_marks *marks_of(struct runtime *rt, int device)
+{
+    struct stream_marks **m = &rt->stream.marks[device];
+    if (!*m)
+        *m = calloc(1, sizeof **m);
+    return *m;
+}
+
+/* May piece I of MV be remapped: has the GPU finished the work queued up to
+ * the piece's last use? */
+static bool piece_free(const struct stream_marks *m, const struct movable *mv, size_t i)
+{
+    return m && m->done > mv->last_use[i];
+}
+
+/* ---- the learned cycle ---- */
+
+static void cycle_note(struct stream_class *sc, uintptr_t addr)
+{
+    if (sc->overflow || (sc->cur_len && sc->cur[sc->cur_len - 1] == addr))
+        return;
+    if (sc->cur_len == sc->cur_cap) {
+        size_t cap = sc->cur_cap ? sc->cur_cap * 2 : 256;
+        uintptr_t *grown = cap <= STREAM_CYCLE_MAX ? realloc(sc->cur, cap * sizeof *grown) : NULL;
+        if (!grown) {
+            sc->overflow = true; /* too long to learn: this cycle predicts nothing */
+            return;
+        }
+        sc->cur = grown;
+        sc->cur_cap = cap;
+    }
+    sc->cur[sc->cur_len++] = addr;
+}
+
+/* Where ADDR is in the learned cycle: the cursor moves past it; false (and
+ * no prediction until found again) where it is not there. */
+static bool cycle_find(struct stream_class *sc, uintptr_t addr)
+{
+    for (size_t k = 0; k < STREAM_SEARCH && sc->cursor + k < sc->ref_len; k++)
+        if (sc->ref[sc->cursor + k] == addr) {
+            sc->cursor += k + 1;
+            return !(sc->lost = false);
+        }
+    for (size_t k = 0; k < sc->ref_len; k++)
+        if (sc->ref[k] == addr) {
+            sc->cursor = k + 1;
+            return !(sc->lost = false);
+        }
+    sc->lost = true;
+    return false;
+}
+
+/* ---- moving pieces ---- */
+
+struct piece_ref {
+    struct slab *slab;
+    size_t i;
+};
+
+static size_t first_piece(const struct block *b)
+{
+    return (b->addr - b->slab->base) / MOVABLE_PIECE;
+}
+
+static size_t end_piece(const struct block *b)
+{
+    return (b->addr + b->size - 1 - b->slab->base) / MOVABLE_PIECE + 1;
+}
+
+/* The live block at ADDR, of a movable slab of a class that streams. */
+static struct block *streamed_block(struct runtime *rt, uintptr_t addr)
+{
+    struct block *b = map_find(&rt->map, addr);
+    if (!b || b->free || !b->slab || !b->slab->backing || b->moved_in ||
+        !streams(rt, b->slab->pool->class_idx))
+        return NULL;
+    return b;
+}
+
+static size_t len_of(const struct movable *mv, size_t i)
+{
+    size_t off = i * MOVABLE_PIECE;
+    return mv->size - off < MOVABLE_PIECE ? mv->size - off : MOVABLE_PIECE;
+}
+
+static void swap_in(struct runtime *rt, struct slab *s, size_t i, cudaStream_t job)
+{
+    struct movable *mv = s->backing;
+    if (mover_piece_swap_in(&rt->mover, mv, i, job))
+        return;
+    if (!mv->incoming[i]) { /* given up: it stays on the host, counted off the GPU */
+        resident_sub(rt, &rt->devices[s->pool->device], s->pool->class_idx, len_of(mv, i));
+        mv->streamed[i] = false;
+    }
+    s->quarantined = mv->lost > 0;
+}
+
+static bool drop(struct runtime *rt, struct slab *s, size_t i)
+{
+    struct movable *mv = s->backing;
+    bool on_gpu = mv->gpu[i] != 0;
+    bool dropped = mover_piece_drop(&rt->mover, mv, i);
+    if (on_gpu && !mv->gpu[i]) { /* dropped, or lost with its GPU memory given back */
+        int c = s->pool->class_idx;
+        resident_sub(rt, &rt->devices[s->pool->device], c, len_of(mv, i));
+        rt->class_stats[c].stream_drop_bytes += dropped ? len_of(mv, i) : 0;
+    }
+    s->quarantined = mv->lost > 0;
+    return dropped;
+}
+
+static void cancel(struct runtime *rt, struct slab *s, size_t i)
+{
+    struct movable *mv = s->backing;
+    mover_piece_cancel(&rt->mover, mv, i);
+    resident_sub(rt, &rt->devices[s->pool->device], s->pool->class_idx, len_of(mv, i));
+    mv->streamed[i] = false;
+}
+
+static bool wanted(const struct piece_ref *want, size_t n, const struct slab *s, size_t i)
+{
+    for (size_t k = 0; k < n; k++)
+        if (want[k].slab == s && want[k].i == i)
+            return true;
+    return false;
+}
+
+/* After a use of class C on DEVICE: the pieces of the next uses in the
+ * learned cycle come to the GPU (copies queued, remapped where the GPU is
+ * done with them), and those the stream brought that are not among them
+ * leave where the GPU is done with them. */
+static void ahead(struct runtime *rt, int c, int device, cudaStream_t job)
+{
+    struct stream_class *sc = &rt->stream.classes[c];
+    struct stream_marks *m = rt->stream.marks[device];
+    struct device_state *dev = &rt->devices[device];
+    struct pool *pool = dev->pools[c];
+    struct class_stats *cs = &rt->class_stats[c];
+    struct piece_ref want[AHEAD_PIECES];
+    size_t n = 0;
+    if (!pool || !m || sc->lost || sc->writing)
+        return;
+    marks_advance(rt, m);
+    for (size_t k = sc->cursor; k < sc->ref_len && n < AHEAD_PIECES; k++) {
+        struct block *b = streamed_block(rt, sc->ref[k]);
+        if (!b || b->slab->pool != pool || b->slab->quarantined)
+            continue;
+        for (size_t i = first_piece(b); i < end_piece(b) && n < AHEAD_PIECES; i++)
+            if (!wanted(want, n, b->slab, i))
+                want[n++] = (struct piece_ref){b->slab, i};
+    }
+    for (struct slab *s = pool->slabs; s; s = s->next) {
+        struct movable *mv = s->backing;
+        for (size_t i = 0; mv && i < mv->pieces; i++) {
+            if (!mv->streamed[i] || wanted(want, n, s, i) || !piece_free(m, mv, i))
+                continue;
+            if (mv->incoming[i] && mover_piece_copied(&rt->mover, mv, i))
+                cancel(rt, s, i);
+            else if (mv->gpu[i])
+                drop(rt, s, i);
+        }
+    }
+    cudaStream_t copy = dev->fetch_stream ? dev->fetch_stream : dev->stream;
+    for (size_t k = 0; k < n; k++) {
+        struct slab *s = want[k].slab;
+        struct movable *mv = s->backing;
+        size_t i = want[k].i, len = len_of(mv, i);
+        if (!mv->gpu[i] && !mv->incoming[i]) {
+            if (dev->budget_bytes != UINT64_MAX && dev->resident_bytes + len > dev->budget_bytes)
+                break; /* no room: the rest is read where it lies */
+            if (!copy || !mover_piece_fetch(&rt->mover, mv, i, copy))
+                break;
+            resident_add(rt, dev, c, len);
+            mv->streamed[i] = true;
+            cs->stream_fetch_bytes += len;
+        }
+        if (mv->incoming[i] && piece_free(m, mv, i))
+            swap_in(rt, s, i, job);
+    }
+}
+
+void stream_use(struct runtime *rt, const uintptr_t *addrs, size_t n, cudaStream_t stream)
+{
+    struct stream_state *st = &rt->stream;
+    uint64_t marked = 0; /* bit d: device d's mark recorded for this use */
+    int touched_class = -1, touched_device = -1;
+    if (!st->classes || !n)
+        return;
+    uint64_t u = ++st->uses;
+    for (size_t k = 0; k < n; k++) {
+        struct block *b = streamed_block(rt, addrs[k]);
+        if (!b)
+            continue;
+        int c = b->slab->pool->class_idx, d = b->slab->pool->device;
+        struct stream_class *sc = &st->classes[c];
+        struct class_stats *cs = &rt->class_stats[c];
+        struct stream_marks *m = marks_of(rt, d);
+        if (!m)
+            continue;
+        if (!(marked >> (d & 63) & 1)) {
+            marks_record(rt, m, stream, u);
+            marked |= 1ull << (d & 63);
+        }
+        cs->stream_uses++;
+        if (sc->writing)
+            continue;
+        cycle_note(sc, b->addr);
+        if (sc->ref_len && !cycle_find(sc, b->addr))
+            cs->stream_unlearned++;
+        struct movable *mv = b->slab->backing;
+        for (size_t i = first_piece(b); i < end_piece(b); i++) {
+            if (mv->incoming[i] && piece_free(m, mv, i))
+                swap_in(rt, b->slab, i, stream);
+            if (mv->gpu[i])
+                cs->stream_ready_bytes += len_of(mv, i);
+            else
+                cs->stream_late_bytes += len_of(mv, i);
+            mv->last_use[i] = u;
+        }
+        if (touched_class >= 0 && (touched_class != c || touched_device != d))
+            ahead(rt, touched_class, touched_device, stream);
+        touched_class = c;
+        touched_device = d;
+    }
+    if (touched_class >= 0)
+        ahead(rt, touched_class, touched_device, stream);
+}
+
+static bool writing_now(const struct runtime *rt, int c)
+{
+    int32_t g = rt->program->classes[c].stream_written;
+    return (atomic_load(&rt->phase_bits[g / 64]) >> (g % 64)) & 1;
+}
+
+/* Class C's write phases open: pieces on their way in are given up (the
+ * writes go to the memory the job maps, and a copy made before would miss
+ * them), pieces on the GPU are no longer clean, and the uses seen since the
+ * last write phase become the learned cycle. */
+static void writes_begin(struct runtime *rt, int c)
+{
+    struct stream_class *sc = &rt->stream.classes[c];
+    sc->writing = true;
+    if (sc->cur_len && !sc->overflow) {
+        uintptr_t *t = sc->ref;
+        size_t cap = sc->ref_cap;
+        sc->ref = sc->cur;
+        sc->ref_len = sc->cur_len;
+        sc->ref_cap = sc->cur_cap;
+        sc->cur = t;
+        sc->cur_cap = cap;
+    }
+    sc->cur_len = sc->cursor = 0;
+    sc->overflow = sc->lost = false;
+    for (int d = 0; d < RT_MAX_DEVICES; d++) {
+        struct pool *pool = rt->devices[d].known ? rt->devices[d].pools[c] : NULL;
+        for (struct slab *s = pool ? pool->slabs : NULL; s; s = s->next) {
+            struct movable *mv = s->backing;
+            for (size_t i = 0; mv && i < mv->pieces; i++) {
+                if (mv->incoming[i])
+                    cancel(rt, s, i);
+                mv->clean[i] = false;
+            }
+        }
+    }
+}
+
+/* Class C's write phases closed: every piece counts as used by the writes
+ * (marked after them), and the pieces the stream brought are copied back to
+ * their host memory after the writes, so that they can leave with no copy. */
+static void writes_end(struct runtime *rt, int c)
+{
+    struct stream_class *sc = &rt->stream.classes[c];
+    uint64_t u = ++rt->stream.uses;
+    sc->writing = false;
+    for (int d = 0; d < RT_MAX_DEVICES; d++) {
+        struct device_state *dev = &rt->devices[d];
+        struct pool *pool = dev->known ? dev->pools[c] : NULL;
+        struct stream_marks *m = pool ? marks_of(rt, d) : NULL;
+        if (!m)
+            continue;
+        cudaStream_t job = m->known ? m->stream : 0;
+        cudaStream_t copy = dev->fetch_stream ? dev->fetch_stream : dev->stream;
+        bool ordered = copy && mover_follow(&rt->mover, dev, copy, job);
+        for (struct slab *s = pool->slabs; s; s = s->next) {
+            struct movable *mv = s->backing;
+            for (size_t i = 0; mv && i < mv->pieces; i++) {
+                mv->last_use[i] = u;
+                if (mv->streamed[i] && mv->gpu[i] && ordered &&
+                    mover_piece_save(&rt->mover, mv, i, copy))
+                    rt->class_stats[c].stream_save_bytes += len_of(mv, i);
+            }
+        }
+        marks_record(rt, m, job, u + 1);
+    }
+    rt->stream.uses++;
+}
+
+void stream_phases(struct runtime *rt)
+{
+    const struct program *p = rt->program;
+    for (size_t c = 0; rt->stream.classes && c < p->class_count; c++) {
+        if (!streams(rt, (int)c))
+            continue;
+        bool now = writing_now(rt, (int)c);
+        if (now && !rt->stream.classes[c].writing)
+            writes_begin(rt, (int)c);
+        else if (!now && rt->stream.classes[c].writing)
+            writes_end(rt, (int)c);
+    }
+}
+
+uint64_t stream_yield(struct runtime *rt, int device, uint64_t need)
+{
+    const struct program *p = rt->program;
+    struct device_state *dev = &rt->devices[device];
+    struct stream_marks *m = rt->stream.marks[device];
+    uint64_t freed = 0;
+    if (!m)
+        return 0;
+    marks_advance(rt, m);
+    for (size_t c = 0; c < p->class_count && freed < need; c++) {
+        struct pool *pool = dev->pools[c];
+        if (!streams(rt, (int)c) || !pool || rt->stream.classes[c].writing)
+            continue;
+        for (struct slab *s = pool->slabs; s && freed < need; s = s->next) {
+            struct movable *mv = s->backing;
+            for (size_t i = 0; mv && i < mv->pieces && freed < need; i++) {
+                if (!mv->streamed[i] || !piece_free(m, mv, i))
+                    continue;
+                size_t len = len_of(mv, i);
+                if (mv->incoming[i] && mover_piece_copied(&rt->mover, mv, i)) {
+                    cancel(rt, s, i);
+                    freed += len;
+                } else if (mv->gpu[i] && drop(rt, s, i)) {
+                    freed += len;
+                }
+            }
+        }
+    }
+    return freed;
+}

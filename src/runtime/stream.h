@@ -1,0 +1,42 @@
+/* Floor 3, policy. Streaming ahead of use (`stream written "optimizer*";` on a
+ * class of movable memory): the job says which blocks it is about to use
+ * (umpol_use, called by the Python package before each module runs), the
+ * order of those uses between two of the class's write phases is learned as
+ * one cycle, and from the next cycle on, the pieces the next uses need are
+ * copied to the GPU on the runtime's own stream while the job computes, and
+ * the pieces it brought that are not needed soon leave with no copy (the
+ * class is written only in its write phases, so their host memory holds the
+ * same bytes). A piece is remapped only once the GPU has finished all the
+ * work the job had queued when it last used the piece: a mark (an event) is
+ * recorded on the job's stream at each use, and a remap waits for nothing.
+ * See src/runtime/README.md. */
+#ifndef UMPOL_RUNTIME_STREAM_H
+#define UMPOL_RUNTIME_STREAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/cuda_api.h"
+#include "runtime/stream_state.h"
+
+struct runtime;
+
+/* Set up for RT's program (rt->lock not needed yet); false: out of memory. */
+bool stream_init(struct runtime *rt);
+/* Give back the marks' events and the records (at exit: NO_CUDA skips CUDA). */
+void stream_destroy(struct runtime *rt, bool no_cuda);
+/* Does any class of the program stream? */
+bool stream_enabled(const struct runtime *rt);
+
+/* The job is about to queue, on STREAM, work that uses the blocks at
+ * ADDRS[0..N) (rt->lock held). */
+void stream_use(struct runtime *rt, const uintptr_t *addrs, size_t n, cudaStream_t stream);
+/* Phases opened or closed: start or end the write phases (rt->lock held). */
+void stream_phases(struct runtime *rt);
+/* Placement needs NEED bytes of DEVICE's budget: pieces the stream brought
+ * that are safe to drop leave, farthest from their next use first, no copy
+ * and no wait. Returns the bytes given back. */
+uint64_t stream_yield(struct runtime *rt, int device, uint64_t need);
+
+#endif
