@@ -556,11 +556,16 @@ static void test_runtime_stream_ahead(void **state)
     /* From the second on, the next uses' pieces come ahead, within the
      * budget, and those used leave with no copy once the GPU is past them. */
     uint64_t to_host = DELTA(f, memcpy_bytes_to_host);
+    fake_set_busy_stream(dev->fetch_stream); /* the copies in are not done yet */
     use_one(f, w[0]);
-    assert_int_equal(mapped_on_gpu(f), 3 * 64 * MiB); /* w1..w3: the budget's room */
-    assert_int_equal(st->stream_fetch_bytes, 3 * 64 * MiB);
+    assert_int_equal(st->stream_fetch_bytes, 3 * 64 * MiB); /* w1..w3: the budget's room */
+    assert_int_equal(mapped_on_gpu(f), 0); /* a copy writes through the stage: no remap yet */
     ASSERT_STREAM_COUNTED();
-    for (int i = 1; i < N; i++) {
+    fake_set_busy_stream(NULL);
+    use_one(f, w[1]);
+    assert_int_equal(mapped_on_gpu(f), 3 * 64 * MiB);
+    ASSERT_STREAM_COUNTED();
+    for (int i = 2; i < N; i++) {
         use_one(f, w[i]);
         ASSERT_STREAM_COUNTED();
     }
@@ -601,6 +606,15 @@ static void test_runtime_stream_ahead(void **state)
     phase_exit(&f->rt);
     assert_int_equal(DELTA(f, memcpy_bytes_to_host) - to_host, streamed_on_gpu);
     assert_int_equal(st->stream_save_bytes, streamed_on_gpu);
+    /* Until the runtime's copies are done nothing is remapped: neither a
+     * piece brought in (its copy writes through the stage) nor one copied back. */
+    fake_set_busy_stream(dev->fetch_stream);
+    uint64_t mapped = mapped_on_gpu(f);
+    for (int i = 0; i < N; i++)
+        use_one(f, w[i]);
+    assert_int_equal(mapped_on_gpu(f), mapped);
+    ASSERT_STREAM_COUNTED();
+    fake_set_busy_stream(NULL);
     for (int round = 0; round < 2; round++)
         for (int i = 0; i < N; i++) {
             use_one(f, w[i]);

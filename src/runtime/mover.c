@@ -715,15 +715,11 @@ static bool remap_piece(struct mover *m, struct movable *mv, size_t i,
     return false;
 }
 
-bool mover_piece_swap_in(struct mover *m, struct movable *mv, size_t i, cudaStream_t job)
+bool mover_piece_swap_in(struct mover *m, struct movable *mv, size_t i)
 {
-    if (!mv->incoming[i] || mv->gpu[i])
+    /* Only once its copy is done: the copy writes through the stage, which goes. */
+    if (!mv->incoming[i] || mv->gpu[i] || !mover_piece_copied(m, mv, i))
         return false;
-    /* Ordered first, so no work queued after the remap can run before the copy. */
-    if (mv->copied[i] && m->cuda->stream_wait_event(job, mv->copied[i], 0) != cudaSuccess) {
-        m->cuda->get_last_error();
-        return false;
-    }
     if (!remap_piece(m, mv, i, mv->host[i], mv->incoming[i])) {
         if (mv->unmapped[i]) /* its data is in its host memory: the way in is given up */
             mover_piece_cancel(m, mv, i);

@@ -121,10 +121,10 @@ size_t mover_movable_move(struct mover *m, struct device_state *dev, struct mova
 bool mover_piece_fetch(struct mover *m, struct movable *mv, size_t i, cudaStream_t stream);
 /* Is piece I's last copy done (or was there none)? */
 bool mover_piece_copied(struct mover *m, const struct movable *mv, size_t i);
-/* The job's range of piece I, on its way in, maps its new GPU memory; work
- * queued on JOB from now on waits for the copy. false: it stays on the host
- * (lost, and said so, where it can be mapped neither way). */
-bool mover_piece_swap_in(struct mover *m, struct movable *mv, size_t i, cudaStream_t job);
+/* The job's range of piece I, on its way in and its copy done, maps its new
+ * GPU memory, and the stage no longer does. false: its copy is not done, or
+ * it stays on the host (lost, and said so, where it can be mapped neither way). */
+bool mover_piece_swap_in(struct mover *m, struct movable *mv, size_t i);
 /* Piece I's way in is given up (its copy waited for first). */
 void mover_piece_cancel(struct mover *m, struct movable *mv, size_t i);
 /* Piece I, on the GPU and clean, leaves with no copy: the job's range maps

@@ -193,10 +193,10 @@ static size_t len_of(const struct movable *mv, size_t i)
     return mv->size - off < MOVABLE_PIECE ? mv->size - off : MOVABLE_PIECE;
 }
 
-static void swap_in(struct runtime *rt, struct slab *s, size_t i, cudaStream_t job)
+static void swap_in(struct runtime *rt, struct slab *s, size_t i)
 {
     struct movable *mv = s->backing;
-    if (mover_piece_swap_in(&rt->mover, mv, i, job))
+    if (mover_piece_swap_in(&rt->mover, mv, i))
         return;
     if (!mv->incoming[i]) { /* given up: it stays on the host, counted off the GPU */
         resident_sub(rt, &rt->devices[s->pool->device], s->pool->class_idx, len_of(mv, i));
@@ -239,7 +239,7 @@ static bool wanted(const struct piece_ref *want, size_t n, const struct slab *s,
  * learned cycle come to the GPU (copies queued, remapped where the GPU is
  * done with them), and those the stream brought that are not among them
  * leave where the GPU is done with them. */
-static void ahead(struct runtime *rt, int c, int device, cudaStream_t job)
+static void ahead(struct runtime *rt, int c, int device)
 {
     struct stream_class *sc = &rt->stream.classes[c];
     struct stream_marks *m = rt->stream.marks[device];
@@ -285,7 +285,7 @@ static void ahead(struct runtime *rt, int c, int device, cudaStream_t job)
             cs->stream_fetch_bytes += len;
         }
         if (mv->incoming[i] && piece_free(m, mv, i))
-            swap_in(rt, s, i, job);
+            swap_in(rt, s, i);
     }
 }
 
@@ -320,7 +320,7 @@ void stream_use(struct runtime *rt, const uintptr_t *addrs, size_t n, cudaStream
         struct movable *mv = b->slab->backing;
         for (size_t i = first_piece(b); i < end_piece(b); i++) {
             if (mv->incoming[i] && piece_free(m, mv, i))
-                swap_in(rt, b->slab, i, stream);
+                swap_in(rt, b->slab, i);
             if (mv->gpu[i])
                 cs->stream_ready_bytes += len_of(mv, i);
             else
@@ -328,12 +328,12 @@ void stream_use(struct runtime *rt, const uintptr_t *addrs, size_t n, cudaStream
             mv->last_use[i] = u;
         }
         if (touched_class >= 0 && (touched_class != c || touched_device != d))
-            ahead(rt, touched_class, touched_device, stream);
+            ahead(rt, touched_class, touched_device);
         touched_class = c;
         touched_device = d;
     }
     if (touched_class >= 0)
-        ahead(rt, touched_class, touched_device, stream);
+        ahead(rt, touched_class, touched_device);
 }
 
 static bool writing_now(const struct runtime *rt, int c)
