@@ -396,10 +396,11 @@ void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s)
     }
 }
 
-/* Give back every slab of DEVICE (all when < 0) and of class CLASS_IDX (all
- * when < 0) with no live block. Safe: cudaFree waits for the work that may
- * still use it. */
-size_t place_trim(struct runtime *rt, int device, int class_idx)
+/* Give back slabs with no live block, of DEVICE (all when < 0) and of the
+ * classes CLASS_IDX names (place_trim), until a device's budget has ROOM
+ * bytes free (UINT64_MAX: all of them). Safe: cudaFree waits for the work
+ * that may still use it. */
+static size_t trim(struct runtime *rt, int device, int class_idx, uint64_t room)
 {
     size_t released = 0;
     if (atomic_load(&rt->captures) > 0)
@@ -417,6 +418,11 @@ size_t place_trim(struct runtime *rt, int device, int class_idx)
             struct pool *p = chosen ? dev->pools[c] : NULL;
             for (struct slab *s = p ? pool_detach_empty_slabs(p) : NULL, *next; s; s = next) {
                 next = s->next;
+                if (room != UINT64_MAX && dev->budget_bytes != UINT64_MAX &&
+                    dev->resident_bytes + room <= dev->budget_bytes) {
+                    pool_reattach_slab(p, s); /* room enough: the rest stay */
+                    continue;
+                }
                 uintptr_t base = s->base;
                 size_t size = s->size;
                 struct movable *mv = s->backing;
@@ -454,6 +460,21 @@ size_t place_trim(struct runtime *rt, int device, int class_idx)
         }
     }
     return released;
+}
+
+size_t place_trim(struct runtime *rt, int device, int class_idx)
+{
+    return trim(rt, device, class_idx, UINT64_MAX);
+}
+
+void place_room_for_stream(struct runtime *rt, uint64_t bytes)
+{
+    for (int d = 0; d < RT_MAX_DEVICES; d++) {
+        const struct device_state *dev = &rt->devices[d];
+        if (dev->known && dev->budget_bytes != UINT64_MAX &&
+            dev->resident_bytes + bytes > dev->budget_bytes)
+            trim(rt, d, TRIM_CARD, bytes);
+    }
 }
 
 bool cap_admits(struct runtime *rt, int class_idx, int device, size_t size)

@@ -146,6 +146,12 @@ size_t slab_gpu_bytes(const struct slab *s)
     return bytes;
 }
 
+void pool_reattach_slab(struct pool *p, struct slab *s)
+{
+    s->next = p->slabs;
+    p->slabs = s;
+}
+
 void slab_destroy(struct pool *p, struct slab *s)
 {
     for (struct block *b = s->first, *next; b; b = next) {

@@ -176,6 +176,8 @@ bool pool_has_empty_slab(const struct pool *p);
 struct slab *pool_detach_empty_slabs(struct pool *p);
 /* Bytes of detached slab S counted as on the GPU (its free blocks on_gpu). */
 size_t slab_gpu_bytes(const struct slab *s);
+/* Detached slab S, kept after all, joins P's slabs again (its blocks never left the bins). */
+void pool_reattach_slab(struct pool *p, struct slab *s);
 /* Release a detached slab's records. */
 void slab_destroy(struct pool *p, struct slab *s);
 /* Release every record of P and P itself. */

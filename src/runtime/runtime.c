@@ -703,7 +703,8 @@ static void phase_closed(struct runtime *rt, uint64_t *bits)
     pthread_mutex_lock(&rt->lock);
     if (rt->learn)
         learn_phase(rt, STEP_EXIT, bits, 0, 0);
-    stream_phases(rt);
+    if (stream_phases(rt)) /* the next pass streams: room for it from empty slabs */
+        place_room_for_stream(rt, STREAM_AHEAD_BYTES);
     place_trigger(rt, TRIGGER_EXIT, bits, -1);
     rt->phase_tick = rt->tick;
     place_ahead(rt);

@@ -405,18 +405,22 @@ static void writes_end(struct runtime *rt, int c)
     rt->stream.uses++;
 }
 
-void stream_phases(struct runtime *rt)
+bool stream_phases(struct runtime *rt)
 {
     const struct program *p = rt->program;
+    bool ended = false;
     for (size_t c = 0; rt->stream.classes && c < p->class_count; c++) {
         if (!streams(rt, (int)c))
             continue;
         bool now = writing_now(rt, (int)c);
         if (now && !rt->stream.classes[c].writing)
             writes_begin(rt, (int)c);
-        else if (!now && rt->stream.classes[c].writing)
+        else if (!now && rt->stream.classes[c].writing) {
             writes_end(rt, (int)c);
+            ended = true;
+        }
     }
+    return ended;
 }
 
 uint64_t stream_yield(struct runtime *rt, int device, uint64_t need)

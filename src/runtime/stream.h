@@ -32,8 +32,9 @@ bool stream_enabled(const struct runtime *rt);
 /* The job is about to queue, on STREAM, work that uses the blocks at
  * ADDRS[0..N) (rt->lock held). */
 void stream_use(struct runtime *rt, const uintptr_t *addrs, size_t n, cudaStream_t stream);
-/* Phases opened or closed: start or end the write phases (rt->lock held). */
-void stream_phases(struct runtime *rt);
+/* Phases opened or closed: start or end the write phases (rt->lock held).
+ * Returns true when one ended. */
+bool stream_phases(struct runtime *rt);
 /* Placement needs NEED bytes of DEVICE's budget: pieces the stream brought
  * that are safe to drop leave, farthest from their next use first, no copy
  * and no wait. Returns the bytes given back. */
