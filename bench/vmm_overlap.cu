@@ -53,7 +53,21 @@ struct range {
     CUmemAllocationProp dp{}, hp{};
     CUmemAccessDesc acc{};
     double max_call_ms = 0; // the longest single unmap, map or access call
+    // Every call of the moves by kind, whole run: count and total time, for
+    // what one piece's way in and out costs the thread that makes it.
+    enum { CREATE, MAP, ACCESS, UNMAP, RELEASE, KINDS };
+    long calls[KINDS] = {0};
+    double call_ms[KINDS] = {0};
 };
+
+// Time one driver call of KIND made by the moves.
+#define TIMED(r, kind, call)                                                                   \
+    do {                                                                                       \
+        double t_ = now();                                                                     \
+        CU(call);                                                                              \
+        (r).call_ms[range::kind] += (now() - t_) * 1e3;                                        \
+        (r).calls[range::kind]++;                                                              \
+    } while (0)
 
 static void timed(range &r, CUresult res, double t0, const char *what)
 {
@@ -71,10 +85,13 @@ static void remap(range &r, size_t i, CUmemGenericAllocationHandle h)
     CUdeviceptr at = r.job + i * PIECE;
     double t0 = now();
     timed(r, cuMemUnmap(at, PIECE), t0, "cuMemUnmap");
+    r.call_ms[range::UNMAP] += (now() - t0) * 1e3, r.calls[range::UNMAP]++;
     t0 = now();
     timed(r, cuMemMap(at, PIECE, 0, h, 0), t0, "cuMemMap");
+    r.call_ms[range::MAP] += (now() - t0) * 1e3, r.calls[range::MAP]++;
     t0 = now();
     timed(r, cuMemSetAccess(at, PIECE, &r.acc, 1), t0, "cuMemSetAccess");
+    r.call_ms[range::ACCESS] += (now() - t0) * 1e3, r.calls[range::ACCESS]++;
 }
 
 // Every piece to the host: copies queued on S, each piece remapped once its
@@ -90,7 +107,7 @@ static double move_out(range &r, cudaStream_t s, std::vector<cudaEvent_t> &ev)
     for (size_t i = 0; i < r.pieces; i++) {
         CHECK(cudaEventSynchronize(ev[i]));
         remap(r, i, r.host[i]);
-        CU(cuMemRelease(r.gpu[i]));
+        TIMED(r, RELEASE, cuMemRelease(r.gpu[i]));
     }
     return now() - t0;
 }
@@ -101,9 +118,9 @@ static double move_in(range &r, cudaStream_t s, std::vector<cudaEvent_t> &ev)
 {
     double t0 = now();
     for (size_t i = 0; i < r.pieces; i++) {
-        CU(cuMemCreate(&r.gpu[i], PIECE, &r.dp, 0));
-        CU(cuMemMap(r.stage + i * PIECE, PIECE, 0, r.gpu[i], 0));
-        CU(cuMemSetAccess(r.stage + i * PIECE, PIECE, &r.acc, 1));
+        TIMED(r, CREATE, cuMemCreate(&r.gpu[i], PIECE, &r.dp, 0));
+        TIMED(r, MAP, cuMemMap(r.stage + i * PIECE, PIECE, 0, r.gpu[i], 0));
+        TIMED(r, ACCESS, cuMemSetAccess(r.stage + i * PIECE, PIECE, &r.acc, 1));
         CHECK(cudaMemcpyAsync((void *)(r.stage + i * PIECE), (void *)(r.job + i * PIECE), PIECE,
                               cudaMemcpyHostToDevice, s));
         CHECK(cudaEventRecord(ev[i], s));
@@ -111,7 +128,7 @@ static double move_in(range &r, cudaStream_t s, std::vector<cudaEvent_t> &ev)
     for (size_t i = 0; i < r.pieces; i++) {
         CHECK(cudaEventSynchronize(ev[i]));
         remap(r, i, r.gpu[i]);
-        CU(cuMemUnmap(r.stage + i * PIECE, PIECE));
+        TIMED(r, UNMAP, cuMemUnmap(r.stage + i * PIECE, PIECE));
     }
     return now() - t0;
 }
@@ -281,13 +298,20 @@ int main(int argc, char **argv)
            "\"max_call_alone_ms\": %.3f, \"max_call_together_ms\": %.3f, "
            "\"bad_alone\": %ld, \"bad_together\": %ld, "
            "\"gate_timed_out\": %s, \"gate_held_ms\": %.1f, \"out_gated_gbps\": %.2f, "
-           "\"in_gated_gbps\": %.2f, \"max_call_gated_ms\": %.3f, \"bad_gated\": %ld}\n",
+           "\"in_gated_gbps\": %.2f, \"max_call_gated_ms\": %.3f, \"bad_gated\": %ld, "
+           "\"mean_call_ms\": {\"create\": %.4f, \"map\": %.4f, \"access\": %.4f, \"unmap\": %.4f, "
+           "\"release\": %.4f}}\n",
            bytes >> 20, PIECE >> 20, kernels, ms, compute_alone, compute_together,
            compute_together / compute_alone, compute_differs,
            compute_was_running ? "true" : "false", bytes / out_alone / 1e9,
            bytes / in_alone / 1e9, bytes / out_together / 1e9, bytes / in_together / 1e9,
            call_alone, call_together, bad_alone, bad_together,
            g.timed_out.load() ? "true" : "false", gate_held_ms, bytes / out_gated / 1e9,
-           bytes / in_gated / 1e9, r.max_call_ms, bad_gated);
+           bytes / in_gated / 1e9, r.max_call_ms, bad_gated,
+           r.call_ms[range::CREATE] / std::max(1L, r.calls[range::CREATE]),
+           r.call_ms[range::MAP] / std::max(1L, r.calls[range::MAP]),
+           r.call_ms[range::ACCESS] / std::max(1L, r.calls[range::ACCESS]),
+           r.call_ms[range::UNMAP] / std::max(1L, r.calls[range::UNMAP]),
+           r.call_ms[range::RELEASE] / std::max(1L, r.calls[range::RELEASE]));
     return bad_alone || bad_together || bad_gated || compute_differs ? 1 : 0;
 }
