@@ -655,6 +655,98 @@ static void test_runtime_stream_ahead(void **state)
     teardown(f);
 }
 
+/* A block carved, outside the write phases, from a piece the stream brought
+ * in is written by the job: that piece no longer leaves without a copy. */
+static void test_runtime_stream_new_block_in_clean_piece(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20;
+    enum { N = 6 };
+    struct fixture *f = setup(stream_policy);
+    void *w[N];
+    phase_enter(&f->rt, "init");
+    for (int i = 0; i < N; i++) {
+        w[i] = alloc(f, (i == 1 ? 32 : 64) * MiB, API_CUDA_MALLOC, S1);
+        fill(w[i], (i == 1 ? 32 : 64) * MiB, 1 + i);
+    }
+    phase_exit(&f->rt);
+    for (int i = 0; i < N; i++)
+        use_one(f, w[i]);
+    phase_enter(&f->rt, "opt.step");
+    phase_exit(&f->rt);
+    use_one(f, w[0]); /* w1's piece comes in, clean */
+    assert_true(piece_on_gpu(f, w[1]));
+    phase_enter(&f->rt, "init");
+    void *x = alloc(f, 32 * MiB, API_CUDA_MALLOC, S1);
+    phase_exit(&f->rt);
+    assert_ptr_equal(map_find(&f->rt.map, (uintptr_t)x)->slab,
+                     map_find(&f->rt.map, (uintptr_t)w[1])->slab); /* the same piece */
+    fill(x, 32 * MiB, 99);
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < N; i++)
+            use_one(f, w[i]);
+    assert_true(filled(x, 32 * MiB, 99));
+    assert_true(filled(w[1], 32 * MiB, 2));
+    release(f, x, S1, MODE_ANY);
+    for (int i = 0; i < N; i++)
+        release(f, w[i], S1, MODE_ANY);
+    place_trim(&f->rt, -1, -1);
+    assert_int_equal(f->rt.devices[0].resident_bytes, 0);
+    teardown(f);
+}
+
+/* A stream capture stops streaming for good: nothing is remapped, fetched or
+ * dropped any more, and pieces on the GPU are no longer clean, so a move to
+ * the host copies them (a graph's replays may have written nothing, or
+ * anything). */
+static void test_runtime_stream_off_after_capture(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20;
+    enum { N = 6 };
+    struct fixture *f = setup(stream_policy);
+    const struct class_stats *st = &f->rt.class_stats[0];
+    void *w[N];
+    phase_enter(&f->rt, "init");
+    for (int i = 0; i < N; i++) {
+        w[i] = alloc(f, 64 * MiB, API_CUDA_MALLOC, S1);
+        fill(w[i], 64 * MiB, 1 + i);
+    }
+    phase_exit(&f->rt);
+    for (int i = 0; i < N; i++)
+        use_one(f, w[i]);
+    phase_enter(&f->rt, "opt.step");
+    phase_exit(&f->rt);
+    use_one(f, w[0]);
+    uint64_t mapped = mapped_on_gpu(f), fetched = st->stream_fetch_bytes;
+    assert_true(mapped > 0);
+    atomic_store(&f->rt.captures, 1);
+    for (int i = 0; i < N; i++)
+        use_one(f, w[i]);
+    atomic_store(&f->rt.captures, 0);
+    for (int i = 0; i < N; i++)
+        use_one(f, w[i]);
+    assert_true(f->rt.stream.off);
+    assert_int_equal(mapped_on_gpu(f), mapped);
+    assert_int_equal(st->stream_fetch_bytes, fetched);
+    phase_enter(&f->rt, "opt.step");
+    for (int i = 0; i < N; i++)
+        fill(w[i], 64 * MiB, 30 + i); /* written where each lies, the GPU pieces too */
+    phase_exit(&f->rt);
+    uint64_t to_host = DELTA(f, memcpy_bytes_to_host);
+    void *a = alloc(f, 128 * MiB, API_CUDA_MALLOC, S1); /* the weights give way */
+    assert_true(mapped_on_gpu(f) < mapped);
+    assert_true(DELTA(f, memcpy_bytes_to_host) > to_host); /* copied, not dropped */
+    for (int i = 0; i < N; i++)
+        assert_true(filled(w[i], 64 * MiB, 30 + i));
+    release(f, a, S1, MODE_ANY);
+    for (int i = 0; i < N; i++)
+        release(f, w[i], S1, MODE_ANY);
+    place_trim(&f->rt, -1, -1);
+    assert_int_equal(f->rt.devices[0].resident_bytes, 0);
+    teardown(f);
+}
+
 static void test_runtime_movable_pressure(void **state)
 {
     (void)state;
@@ -2269,6 +2361,8 @@ int main(void)
         cmocka_unit_test(test_runtime_movable),
         cmocka_unit_test(test_runtime_movable_pressure),
         cmocka_unit_test(test_runtime_stream_ahead),
+        cmocka_unit_test(test_runtime_stream_new_block_in_clean_piece),
+        cmocka_unit_test(test_runtime_stream_off_after_capture),
         cmocka_unit_test(test_runtime_movable_card_full),
         cmocka_unit_test(test_runtime_budget_card),
         cmocka_unit_test(test_runtime_host_class_falls_back),

@@ -79,18 +79,31 @@ class Auto:
 
     # ---- forward: global module hooks ----
 
-    def _announce(self, ptrs):
-        """The module or autograd node about to run reads the blocks at PTRS."""
-        self.rt.use(ptrs, self.torch.cuda.current_stream().cuda_stream)
+    def _announce(self, tensors):
+        """The module or autograd node about to run reads TENSORS: their storages'
+        addresses (the blocks the runtime handed out, also for views), with the
+        current stream of each one's GPU."""
+        by_device = {}
+        for t in tensors:
+            if t is not None and t.is_cuda:
+                by_device.setdefault(t.device, []).append(t.untyped_storage().data_ptr())
+        for device, ptrs in by_device.items():
+            self.rt.use(ptrs, self.torch.cuda.current_stream(device).cuda_stream)
+
+    def _announce_module(self, module):
+        """Its own parameters; all of them for a compiled module, whose inner
+        modules run no hooks."""
+        if type(module).__name__ == "OptimizedModule" or \
+                getattr(module, "_compiled_call_impl", None) is not None:
+            self._announce(list(module.parameters()))
+        elif module._parameters:
+            self._announce(module._parameters.values())
 
     def forward_pre(self, module, args):
         if self.compiling():
             return None
         if self.streaming:  # every module that holds parameters, nested ones too
-            ptrs = [p.data_ptr() for p in module._parameters.values()
-                    if p is not None and p.is_cuda]
-            if ptrs:
-                self._announce(ptrs)
+            self._announce_module(module)
         t = self.t
         t.modules += 1
         if t.modules > 1:
@@ -178,7 +191,10 @@ class Auto:
         # A tensor saved for backward (a weight, without autocast's copy) is
         # read by the node about to run: announced, so that streaming leaves it be.
         if self.streaming and tensor.is_cuda and not self.compiling():
-            self._announce([tensor.data_ptr()])
+            try:
+                self._announce((tensor,))
+            except (RuntimeError, AttributeError):
+                pass
         return tensor
 
     # ---- backward: torch.autograd.backward and grad ----

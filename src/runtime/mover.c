@@ -515,8 +515,10 @@ size_t mover_movable_move(struct mover *m, struct device_state *dev, struct mova
         return 0;
     }
     for (size_t i = 0; i < mv->pieces; i++) /* the GPU was waited for: their copies are done */
-        if (mv->incoming[i])
+        if (mv->incoming[i]) {
             mover_piece_cancel(m, mv, i);
+            mv->streamed[i] = false;
+        }
     const CUmemAllocationProp gpu_prop = vmm_prop(true, mv->device, mv->node);
     for (size_t first = 0; first < mv->pieces && !failed;) {
         /* Queue a round of copies, the GPU memory of each made first on the way in. */
@@ -634,6 +636,14 @@ static bool record_copy(struct mover *m, struct movable *mv, size_t i, cudaStrea
     return m->cuda->event_record(mv->copied[i], stream) == cudaSuccess;
 }
 
+void mover_movable_written(struct movable *mv, size_t offset, size_t size)
+{
+    for (size_t i = offset / MOVABLE_PIECE; size && i <= (offset + size - 1) / MOVABLE_PIECE &&
+                                            i < mv->pieces;
+         i++)
+        mv->clean[i] = false;
+}
+
 bool mover_event_done(struct mover *m, cudaEvent_t event)
 {
     cudaError_t err = m->cuda->event_query(event);
@@ -720,12 +730,16 @@ bool mover_piece_swap_in(struct mover *m, struct movable *mv, size_t i)
     /* Only once its copy is done: the copy writes through the stage, which goes. */
     if (!mv->incoming[i] || mv->gpu[i] || !mover_piece_copied(m, mv, i))
         return false;
+    size_t len = piece_size(mv, i);
+    if (m->vmm.unmap(mv->stage + i * MOVABLE_PIECE, len) != CUDA_SUCCESS)
+        return false; /* still on its way in, mapped at the stage */
     if (!remap_piece(m, mv, i, mv->host[i], mv->incoming[i])) {
-        if (mv->unmapped[i]) /* its data is in its host memory: the way in is given up */
-            mover_piece_cancel(m, mv, i);
+        /* On the host, or lost with its data in its host memory: the way in is given up. */
+        m->vmm.release(mv->incoming[i]);
+        mv->incoming[i] = 0;
+        mv->incoming_bytes -= len;
         return false;
     }
-    m->vmm.unmap(mv->stage + i * MOVABLE_PIECE, piece_size(mv, i));
     mv->gpu[i] = mv->incoming[i];
     mv->incoming[i] = 0;
     mv->incoming_bytes -= piece_size(mv, i);

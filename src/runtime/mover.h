@@ -133,6 +133,8 @@ bool mover_piece_drop(struct mover *m, struct movable *mv, size_t i);
 /* Queue on STREAM a copy of piece I's GPU memory to its host memory (the
  * caller orders STREAM after the writes); clean once it is done. */
 bool mover_piece_save(struct mover *m, struct movable *mv, size_t i, cudaStream_t stream);
+/* [OFFSET, OFFSET+SIZE) of MV may be written: its pieces are not clean. */
+void mover_movable_written(struct movable *mv, size_t offset, size_t size);
 /* Has EVENT completed? (A failed query counts as not done.) */
 bool mover_event_done(struct mover *m, cudaEvent_t event);
 

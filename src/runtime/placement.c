@@ -1114,14 +1114,6 @@ static void move_class(struct runtime *rt, size_t c, int device, struct program_
  * budget (what does not fit stays on the host, where the GPU reads it over
  * the link). The mover waits for the GPU's work first: the job's thread
  * waits for the moves. */
-/* Class C is written only in its write phases (`stream written`), and none
- * is open: what it brings to the GPU now stays the same as its host memory. */
-static bool written_elsewhere(const struct runtime *rt, size_t c)
-{
-    int32_t g = rt->program->classes[c].stream_written;
-    return g >= 0 && !((atomic_load(&rt->phase_bits[g / 64]) >> (g % 64)) & 1);
-}
-
 static void move_movable(struct runtime *rt, size_t c, int device, struct program_place dest)
 {
     struct device_state *dev = &rt->devices[device];
@@ -1157,7 +1149,7 @@ static void move_movable(struct runtime *rt, size_t c, int device, struct progra
             limit = short_of_room ? (size_t)room : limit;
         }
         size_t moved = limit ? mover_movable_move(&rt->mover, dev, mv, to_gpu, limit,
-                                                  written_elsewhere(rt, c))
+                                                  stream_unwritten(rt, (int)c))
                              : 0;
         movable_mapped(rt, s); /* a piece lost on the way: mapped again at once where it can be */
         if (short_of_room)

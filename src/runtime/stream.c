@@ -47,6 +47,38 @@ bool stream_enabled(const struct runtime *rt)
     return rt->stream.classes != NULL;
 }
 
+bool stream_unwritten(const struct runtime *rt, int c)
+{
+    const struct stream_state *st = &rt->stream;
+    return st->classes && !st->off && rt->program->classes[c].stream_written >= 0 &&
+           !st->classes[c].writing;
+}
+
+/* A stream capture in progress: a graph's replays will use the pieces with no
+ * announcement, and waiting on or remapping now would break the capture.
+ * Streaming stops for good: nothing is clean any more (every later move to
+ * the host copies), and pieces stay where they are until placement moves
+ * them. True when off. */
+static bool captured(struct runtime *rt)
+{
+    struct stream_state *st = &rt->stream;
+    if (st->off || atomic_load(&rt->captures) == 0)
+        return st->off;
+    st->off = true;
+    LOG(LOG_WARN, "a stream capture began: `stream written` stops streaming for the rest of the "
+                  "run (a graph's replays read the pieces unannounced)");
+    for (int d = 0; d < RT_MAX_DEVICES; d++)
+        for (size_t c = 0; rt->devices[d].known && c < rt->program->class_count; c++) {
+            struct pool *pool = rt->devices[d].pools[c];
+            for (struct slab *s = pool ? pool->slabs : NULL; s; s = s->next) {
+                struct movable *mv = s->backing;
+                for (size_t i = 0; mv && i < mv->pieces; i++)
+                    mv->clean[i] = false;
+            }
+        }
+    return true;
+}
+
 static bool streams(const struct runtime *rt, int c)
 {
     return rt->stream.classes && c >= 0 && rt->program->classes[c].stream_written >= 0;
@@ -66,7 +98,7 @@ static void marks_advance(struct runtime *rt, struct stream_marks *m)
 /* Record on STREAM the mark of use U: once it completes, every use before U
  * has finished on the GPU. The job moving to another stream: the old one is
  * waited for once, so that no mark on it is needed any more. */
-/* Slot K's event, made on first use; NULL: none could be. */
+/* Slot K's event, made on first use (on the current device); NULL: none could be. */
 static cudaEvent_t slot_event(struct runtime *rt, struct stream_marks *m, size_t k)
 {
     if (!m->ev[k] &&
@@ -77,8 +109,7 @@ static cudaEvent_t slot_event(struct runtime *rt, struct stream_marks *m, size_t
     return m->ev[k];
 }
 
-static void marks_record(struct runtime *rt, struct stream_marks *m, cudaStream_t stream,
-                         uint64_t u)
+static void record_on(struct runtime *rt, struct stream_marks *m, cudaStream_t stream, uint64_t u)
 {
     const struct cuda_api *cuda = rt->mover.cuda;
     if (m->known && m->stream != stream) {
@@ -101,11 +132,32 @@ static void marks_record(struct runtime *rt, struct stream_marks *m, cudaStream_
     size_t k = (m->head + m->count) % STREAM_MARKS;
     cudaEvent_t e = slot_event(rt, m, k);
     if (!e || cuda->event_record(e, stream) != cudaSuccess) {
-        cuda->get_last_error();
+        cuda->get_last_error(); /* a stream of another GPU: no mark, nothing freed by it */
         return;
     }
     m->use[k] = u;
     m->count++;
+}
+
+/* Record on STREAM, a stream of GPU DEVICE, the mark of use U: once it
+ * completes, every use before U has finished on the GPU. The events are
+ * made on DEVICE (made current for it). */
+static void marks_record(struct runtime *rt, struct stream_marks *m, int device,
+                         cudaStream_t stream, uint64_t u)
+{
+    const struct cuda_api *cuda = rt->mover.cuda;
+    int current = -1;
+    if (cuda->get_device(&current) != cudaSuccess) {
+        cuda->get_last_error();
+        return;
+    }
+    if (current != device && cuda->set_device(device) != cudaSuccess) {
+        cuda->get_last_error();
+        return;
+    }
+    record_on(rt, m, stream, u);
+    if (current != device)
+        cuda->set_device(current);
 }
 
 static struct stream_marks *marks_of(struct runtime *rt, int device)
@@ -142,20 +194,20 @@ static void cycle_note(struct stream_class *sc, uintptr_t addr)
     sc->cur[sc->cur_len++] = addr;
 }
 
-/* Where ADDR is in the learned cycle: the cursor moves past it; false (and
- * no prediction until found again) where it is not there. */
+/* Where ADDR is in the learned cycle: the cursor moves past it, searching
+ * on from the cursor, then from the start; false (and no prediction until
+ * found again) where it is not there. A use repeated at once stays put. */
 static bool cycle_find(struct stream_class *sc, uintptr_t addr)
 {
-    for (size_t k = 0; k < STREAM_SEARCH && sc->cursor + k < sc->ref_len; k++)
-        if (sc->ref[sc->cursor + k] == addr) {
-            sc->cursor += k + 1;
+    if (sc->cursor && sc->ref[sc->cursor - 1] == addr)
+        return !(sc->lost = false);
+    for (size_t k = 0; k < sc->ref_len; k++) {
+        size_t at = (sc->cursor + k) % sc->ref_len;
+        if (sc->ref[at] == addr) {
+            sc->cursor = at + 1;
             return !(sc->lost = false);
         }
-    for (size_t k = 0; k < sc->ref_len; k++)
-        if (sc->ref[k] == addr) {
-            sc->cursor = k + 1;
-            return !(sc->lost = false);
-        }
+    }
     sc->lost = true;
     return false;
 }
@@ -193,6 +245,18 @@ static size_t len_of(const struct movable *mv, size_t i)
     return mv->size - off < MOVABLE_PIECE ? mv->size - off : MOVABLE_PIECE;
 }
 
+/* A piece a failed remap left mapped neither way is mapped to its host
+ * memory again at once, before the job queues work on it; until then the
+ * slab hands out none of its free space. */
+static void settle(struct runtime *rt, struct slab *s)
+{
+    struct movable *mv = s->backing;
+    if (mv->lost && !mover_movable_repair(&rt->mover, mv))
+        LOG(LOG_ERROR, "class '%s': a streamed piece could not be mapped again",
+            rt->program->classes[s->pool->class_idx].name);
+    s->quarantined = mv->lost > 0;
+}
+
 static void swap_in(struct runtime *rt, struct slab *s, size_t i)
 {
     struct movable *mv = s->backing;
@@ -202,7 +266,7 @@ static void swap_in(struct runtime *rt, struct slab *s, size_t i)
         resident_sub(rt, &rt->devices[s->pool->device], s->pool->class_idx, len_of(mv, i));
         mv->streamed[i] = false;
     }
-    s->quarantined = mv->lost > 0;
+    settle(rt, s);
 }
 
 static bool drop(struct runtime *rt, struct slab *s, size_t i)
@@ -215,7 +279,7 @@ static bool drop(struct runtime *rt, struct slab *s, size_t i)
         resident_sub(rt, &rt->devices[s->pool->device], c, len_of(mv, i));
         rt->class_stats[c].stream_drop_bytes += dropped ? len_of(mv, i) : 0;
     }
-    s->quarantined = mv->lost > 0;
+    settle(rt, s);
     return dropped;
 }
 
@@ -251,7 +315,8 @@ static void ahead(struct runtime *rt, int c, int device)
     if (!pool || !m || sc->lost || sc->writing)
         return;
     marks_advance(rt, m);
-    for (size_t k = sc->cursor; k < sc->ref_len && n < AHEAD_PIECES; k++) {
+    size_t end = sc->ref_len - sc->cursor > STREAM_SCAN ? sc->cursor + STREAM_SCAN : sc->ref_len;
+    for (size_t k = sc->cursor; k < end && n < AHEAD_PIECES; k++) {
         struct block *b = streamed_block(rt, sc->ref[k]);
         if (!b || b->slab->pool != pool || b->slab->quarantined)
             continue;
@@ -271,21 +336,23 @@ static void ahead(struct runtime *rt, int c, int device)
         }
     }
     cudaStream_t copy = dev->fetch_stream ? dev->fetch_stream : dev->stream;
-    for (size_t k = 0; k < n; k++) {
-        struct slab *s = want[k].slab;
-        struct movable *mv = s->backing;
+    for (size_t k = 0; k < n && copy && !sc->unordered; k++) {
+        struct movable *mv = want[k].slab->backing;
         size_t i = want[k].i, len = len_of(mv, i);
-        if (!mv->gpu[i] && !mv->incoming[i]) {
-            if (dev->budget_bytes != UINT64_MAX && dev->resident_bytes + len > dev->budget_bytes)
-                break; /* no room: the rest is read where it lies */
-            if (!copy || !mover_piece_fetch(&rt->mover, mv, i, copy))
-                break;
-            resident_add(rt, dev, c, len);
-            mv->streamed[i] = true;
-            cs->stream_fetch_bytes += len;
-        }
-        if (mv->incoming[i] && piece_free(m, mv, i))
-            swap_in(rt, s, i);
+        if (mv->gpu[i] || mv->incoming[i])
+            continue;
+        if (dev->budget_bytes != UINT64_MAX && dev->resident_bytes + len > dev->budget_bytes)
+            break; /* no room: the rest is read where it lies */
+        if (!mover_piece_fetch(&rt->mover, mv, i, copy))
+            break;
+        resident_add(rt, dev, c, len);
+        mv->streamed[i] = true;
+        cs->stream_fetch_bytes += len;
+    }
+    for (size_t k = 0; k < n; k++) { /* copied in and free: the job's range maps them */
+        struct movable *mv = want[k].slab->backing;
+        if (mv->incoming[want[k].i] && piece_free(m, mv, want[k].i))
+            swap_in(rt, want[k].slab, want[k].i);
     }
 }
 
@@ -294,7 +361,7 @@ void stream_use(struct runtime *rt, const uintptr_t *addrs, size_t n, cudaStream
     struct stream_state *st = &rt->stream;
     uint64_t marked = 0; /* bit d: device d's mark recorded for this use */
     int touched_class = -1, touched_device = -1;
-    if (!st->classes || !n)
+    if (!st->classes || !n || captured(rt))
         return;
     uint64_t u = ++st->uses;
     for (size_t k = 0; k < n; k++) {
@@ -308,7 +375,7 @@ void stream_use(struct runtime *rt, const uintptr_t *addrs, size_t n, cudaStream
         if (!m)
             continue;
         if (!(marked >> (d & 63) & 1)) {
-            marks_record(rt, m, stream, u);
+            marks_record(rt, m, d, stream, u);
             marked |= 1ull << (d & 63);
         }
         cs->stream_uses++;
@@ -350,7 +417,9 @@ static void writes_begin(struct runtime *rt, int c)
 {
     struct stream_class *sc = &rt->stream.classes[c];
     sc->writing = true;
-    if (sc->cur_len && !sc->overflow) {
+    if (sc->overflow) {
+        sc->ref_len = 0; /* too long to learn: the next cycle predicts nothing */
+    } else if (sc->cur_len) {
         uintptr_t *t = sc->ref;
         size_t cap = sc->ref_cap;
         sc->ref = sc->cur;
@@ -382,6 +451,7 @@ static void writes_end(struct runtime *rt, int c)
     struct stream_class *sc = &rt->stream.classes[c];
     uint64_t u = ++rt->stream.uses;
     sc->writing = false;
+    sc->unordered = false;
     for (int d = 0; d < RT_MAX_DEVICES; d++) {
         struct device_state *dev = &rt->devices[d];
         struct pool *pool = dev->known ? dev->pools[c] : NULL;
@@ -390,7 +460,11 @@ static void writes_end(struct runtime *rt, int c)
             continue;
         cudaStream_t job = m->known ? m->stream : 0;
         cudaStream_t copy = dev->fetch_stream ? dev->fetch_stream : dev->stream;
-        bool ordered = copy && mover_follow(&rt->mover, dev, copy, job);
+        /* Every copy from now on, in or back, comes after the writes. Where
+         * that cannot be ordered (or the job's stream is not known yet),
+         * nothing is fetched until the next write phase ends ordered. */
+        bool ordered = copy && m->known && mover_follow(&rt->mover, dev, copy, job);
+        sc->unordered |= !ordered;
         for (struct slab *s = pool->slabs; s; s = s->next) {
             struct movable *mv = s->backing;
             for (size_t i = 0; mv && i < mv->pieces; i++) {
@@ -400,7 +474,7 @@ static void writes_end(struct runtime *rt, int c)
                     rt->class_stats[c].stream_save_bytes += len_of(mv, i);
             }
         }
-        marks_record(rt, m, job, u + 1);
+        marks_record(rt, m, d, job, u + 1);
     }
     rt->stream.uses++;
 }
@@ -409,6 +483,8 @@ bool stream_phases(struct runtime *rt)
 {
     const struct program *p = rt->program;
     bool ended = false;
+    if (!rt->stream.classes || captured(rt))
+        return false;
     for (size_t c = 0; rt->stream.classes && c < p->class_count; c++) {
         if (!streams(rt, (int)c))
             continue;
@@ -429,7 +505,7 @@ uint64_t stream_yield(struct runtime *rt, int device, uint64_t need)
     struct device_state *dev = &rt->devices[device];
     struct stream_marks *m = rt->stream.marks[device];
     uint64_t freed = 0;
-    if (!m)
+    if (!m || captured(rt))
         return 0;
     marks_advance(rt, m);
     for (size_t c = 0; c < p->class_count && freed < need; c++) {

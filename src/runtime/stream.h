@@ -28,6 +28,9 @@ bool stream_init(struct runtime *rt);
 void stream_destroy(struct runtime *rt, bool no_cuda);
 /* Does any class of the program stream? */
 bool stream_enabled(const struct runtime *rt);
+/* Class C streams and none of its write phases is open: what comes to the
+ * GPU now stays the same as its host memory until one opens. */
+bool stream_unwritten(const struct runtime *rt, int c);
 
 /* The job is about to queue, on STREAM, work that uses the blocks at
  * ADDRS[0..N) (rt->lock held). */

@@ -12,7 +12,7 @@
 
 #define STREAM_MARKS 1024              /* uses whose completion is watched at once */
 #define STREAM_CYCLE_MAX (1u << 18)    /* blocks' uses in a cycle that is learned */
-#define STREAM_SEARCH 256              /* learned uses searched ahead for a use */
+#define STREAM_SCAN 4096               /* learned uses looked through for the next pieces */
 #define STREAM_AHEAD_BYTES (1ull << 30) /* what is brought ahead of the next use */
 
 /* Per GPU: the marks recorded on the job's stream, oldest first. */
@@ -33,12 +33,18 @@ struct stream_class {
     bool writing;   /* one of its write phases is open: nothing streams */
     bool overflow;  /* this cycle outgrew STREAM_CYCLE_MAX: not learned */
     bool lost;      /* the last use was not found in the learned cycle */
+    /* The copies in could not be ordered after the last write phase's
+     * writes: nothing is fetched until the next one ends ordered. */
+    bool unordered;
 };
 
 struct stream_state {
     struct stream_class *classes; /* per class; NULL: no class streams */
     struct stream_marks *marks[RT_MAX_DEVICES]; /* per GPU, made on first use */
     uint64_t uses;                /* umpol_use calls so far */
+    /* A stream capture was seen: graph replays use the pieces unannounced,
+     * so nothing streams any more (said once). */
+    bool off;
 };
 
 #endif
