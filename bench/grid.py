@@ -93,18 +93,27 @@ class Nvml:
 
 class LinkCounter:
     """Bytes over PCIe each way since reset(), from NVML's counters read often
-    enough (sample()) that they wrap at most once between two readings."""
+    enough (sample()) that they wrap at most once between two readings. The
+    longest gap between two readings is kept: 32-bit counters wrap every
+    4 GiB, 67 ms of a 64 GB/s link, and a longer gap may have missed a wrap."""
+
+    MAX_GAP_S = 0.06
 
     def __init__(self, nvml):
         self.nvml = nvml
         self.last = nvml.pcie()
         self.ok = self.last is not None
         self.h2d = self.d2h = 0
+        self.last_t = time.perf_counter()
+        self.max_gap = 0.0
 
     def sample(self):
         now = self.nvml.pcie() if self.ok else None
         if now is None:
             return
+        t = time.perf_counter()
+        self.max_gap = max(self.max_gap, t - self.last_t)
+        self.last_t = t
         wrap = now[2]
         self.h2d += (now[0] - self.last[0]) % wrap
         self.d2h += (now[1] - self.last[1]) % wrap
@@ -113,11 +122,19 @@ class LinkCounter:
     def reset(self):
         self.sample()
         self.h2d = self.d2h = 0
+        self.max_gap = 0.0
+
+    def trusted(self):
+        """Could no wrap have been missed since reset()?"""
+        return self.max_gap <= self.MAX_GAP_S
 
 
 class CardTracker:
     """Peak of total - free (cudaMemGetInfo) above the first reading, sampled
-    every 5 ms; mark() starts a new window (the timed steps)."""
+    every 5 ms; mark() starts a new window (the timed steps). The link
+    counters are read every 2 ms by a thread of their own, which makes no CUDA
+    call: cudaMemGetInfo waits while the job's thread is in a call that waits
+    for the GPU, and a reading held up that long can miss a counter's wrap."""
 
     def __init__(self, torch, device, link=None):
         self.torch, self.device, self.link = torch, device, link
@@ -128,6 +145,10 @@ class CardTracker:
         self.done = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
+        self.link_thread = None
+        if link:
+            self.link_thread = threading.Thread(target=self.run_link, daemon=True)
+            self.link_thread.start()
 
     def run(self):
         while not self.done.wait(0.005):
@@ -135,9 +156,11 @@ class CardTracker:
             used = total - free
             self.peak = max(self.peak, used)
             self.whole_peak = max(self.whole_peak, used)
-            if self.link:
-                with self.lock:
-                    self.link.sample()
+
+    def run_link(self):
+        while not self.done.wait(0.002):
+            with self.lock:
+                self.link.sample()
 
     def mark(self):
         free, total = self.torch.cuda.mem_get_info(self.device)
@@ -149,6 +172,8 @@ class CardTracker:
     def stop(self):
         self.done.set()
         self.thread.join()
+        if self.link_thread:
+            self.link_thread.join()
         return self.peak - self.base, self.whole_peak - self.base
 
 
@@ -286,8 +311,12 @@ def train(args):
     link = None
     if link_counter.ok and args.steps:
         link_counter.sample()
-        link = {"h2d_bytes_per_step": link_counter.h2d / args.steps,
-                "d2h_bytes_per_step": link_counter.d2h / args.steps}
+        if link_counter.trusted():
+            link = {"h2d_bytes_per_step": link_counter.h2d / args.steps,
+                    "d2h_bytes_per_step": link_counter.d2h / args.steps}
+        else:  # a wrap may have been missed: no figure rather than a wrong one
+            print(f"NVML's link counters were read {link_counter.max_gap * 1e3:.0f} ms apart at "
+                  "most; a wrap may have been missed: no link figures for this run", flush=True)
     print(f"median step {median_ms:.1f} ms over steps {args.warmup}..{total - 1}; card peak "
           f"{card / 2**30:.2f} GiB above start (whole run {card_whole / 2**30:.2f})"
           + (f"; max allocated {allocated / 2**30:.2f} GiB" if allocated is not None else "")
