@@ -692,6 +692,54 @@ static void test_runtime_stream_new_block_in_clean_piece(void **state)
     assert_true(filled(x, 32 * MiB, 99));
     assert_true(filled(w[1], 32 * MiB, 2));
     release(f, x, S1, MODE_ANY);
+
+    for (int i = 0; i < N; i++)
+        release(f, w[i], S1, MODE_ANY);
+    place_trim(&f->rt, -1, -1);
+    assert_int_equal(f->rt.devices[0].resident_bytes, 0);
+    teardown(f);
+}
+
+/* The same with the piece on its way in when the block is handed out: the
+ * copy begun before the block's writes is never mapped. */
+static void test_runtime_stream_new_block_in_incoming_piece(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20;
+    enum { N = 6 };
+    struct fixture *f = setup(stream_policy);
+    void *w[N];
+    phase_enter(&f->rt, "init");
+    for (int i = 0; i < N; i++) {
+        w[i] = alloc(f, (i == 1 ? 32 : 64) * MiB, API_CUDA_MALLOC, S1);
+        fill(w[i], (i == 1 ? 32 : 64) * MiB, 1 + i);
+    }
+    phase_exit(&f->rt);
+    for (int i = 0; i < N; i++)
+        use_one(f, w[i]);
+    phase_enter(&f->rt, "opt.step");
+    phase_exit(&f->rt);
+    fake_set_busy_stream(S1); /* the GPU is not past the writes: nothing is remapped */
+    use_one(f, w[0]);
+    struct block *wb = map_find(&f->rt.map, (uintptr_t)w[1]);
+    assert_true(((const struct movable *)wb->slab->backing)->incoming[0] != 0);
+    phase_enter(&f->rt, "init");
+    void *x = alloc(f, 32 * MiB, API_CUDA_MALLOC, S1);
+    phase_exit(&f->rt);
+    assert_ptr_equal(map_find(&f->rt.map, (uintptr_t)x)->slab, wb->slab);
+    fill(x, 32 * MiB, 77);
+    fake_set_busy_stream(NULL);
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < N; i++) {
+            use_one(f, w[i]);
+            assert_true(filled(x, 32 * MiB, 77));
+        }
+    fill(x, 32 * MiB, 78);
+    for (int i = 0; i < N; i++)
+        use_one(f, w[i]);
+    assert_true(filled(x, 32 * MiB, 78));
+    assert_true(filled(w[1], 32 * MiB, 2));
+    release(f, x, S1, MODE_ANY);
     for (int i = 0; i < N; i++)
         release(f, w[i], S1, MODE_ANY);
     place_trim(&f->rt, -1, -1);
@@ -2366,6 +2414,7 @@ int main(void)
         cmocka_unit_test(test_runtime_movable_pressure),
         cmocka_unit_test(test_runtime_stream_ahead),
         cmocka_unit_test(test_runtime_stream_new_block_in_clean_piece),
+        cmocka_unit_test(test_runtime_stream_new_block_in_incoming_piece),
         cmocka_unit_test(test_runtime_stream_off_after_capture),
         cmocka_unit_test(test_runtime_movable_card_full),
         cmocka_unit_test(test_runtime_budget_card),

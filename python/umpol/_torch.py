@@ -103,7 +103,10 @@ class Auto:
         if self.compiling():
             return None
         if self.streaming:  # every module that holds parameters, nested ones too
-            self._announce_module(module)
+            try:
+                self._announce_module(module)
+            except (RuntimeError, AttributeError, NotImplementedError):
+                pass  # a parameter with no plain storage (sparse, a wrapper subclass)
         t = self.t
         t.modules += 1
         if t.modules > 1:

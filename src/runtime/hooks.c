@@ -408,8 +408,10 @@ EXPORT cudaError_t cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream)
 
 static cudaError_t capture_begun(cudaError_t err)
 {
-    if (err == cudaSuccess)
+    if (err == cudaSuccess) {
         atomic_fetch_add(&g_rt.captures, 1);
+        atomic_store(&g_rt.capture_seen, true);
+    }
     return err;
 }
 

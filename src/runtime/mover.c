@@ -388,6 +388,7 @@ void mover_movable_forget(struct movable *mv)
     free(mv->copied);
     free(mv->clean);
     free(mv->streamed);
+    free(mv->written);
     free(mv->last_use);
     free(mv->unmapped);
     free(mv->host);
@@ -421,10 +422,11 @@ cudaError_t mover_movable_alloc(struct mover *m, size_t size, int device, int no
                            .copied = calloc(pieces, sizeof *mv->copied),
                            .clean = calloc(pieces, sizeof *mv->clean),
                            .streamed = calloc(pieces, sizeof *mv->streamed),
+                           .written = calloc(pieces, sizeof *mv->written),
                            .last_use = calloc(pieces, sizeof *mv->last_use)};
     CUdeviceptr va[3] = {0};
     bool ok = mv->host && mv->gpu && mv->unmapped && mv->incoming && mv->copied && mv->clean &&
-              mv->streamed && mv->last_use;
+              mv->streamed && mv->written && mv->last_use;
     for (int r = 0; ok && r < 3; r++)
         ok = m->vmm.reserve(&va[r], size, MOVABLE_GRANULE, 0, 0) == CUDA_SUCCESS;
     mv->base = va[0], mv->shadow = va[1], mv->stage = va[2];
@@ -640,8 +642,15 @@ void mover_movable_written(struct movable *mv, size_t offset, size_t size)
 {
     for (size_t i = offset / MOVABLE_PIECE; size && i <= (offset + size - 1) / MOVABLE_PIECE &&
                                             i < mv->pieces;
-         i++)
+         i++) {
         mv->clean[i] = false;
+        mv->written[i] = true;
+    }
+}
+
+void mover_movable_writes_ordered(struct movable *mv)
+{
+    memset(mv->written, 0, mv->pieces * sizeof *mv->written);
 }
 
 bool mover_event_done(struct mover *m, cudaEvent_t event)
@@ -665,7 +674,7 @@ bool mover_piece_fetch(struct mover *m, struct movable *mv, size_t i, cudaStream
     size_t len = piece_size(mv, i);
     const CUmemAllocationProp gpu_prop = vmm_prop(true, mv->device, mv->node);
     CUmemGenericAllocationHandle h = 0;
-    if (mv->gpu[i] || mv->incoming[i] || mv->unmapped[i])
+    if (mv->gpu[i] || mv->incoming[i] || mv->unmapped[i] || mv->written[i])
         return false;
     if (m->vmm.create(&h, len, &gpu_prop, 0) != CUDA_SUCCESS)
         return false; /* the GPU is full: it stays on the host */
@@ -728,8 +737,8 @@ static bool remap_piece(struct mover *m, struct movable *mv, size_t i,
 bool mover_piece_swap_in(struct mover *m, struct movable *mv, size_t i)
 {
     /* Only once its copy is done: the copy writes through the stage, which goes. */
-    if (!mv->incoming[i] || mv->gpu[i] || !mover_piece_copied(m, mv, i))
-        return false;
+    if (!mv->incoming[i] || mv->gpu[i] || mv->written[i] || !mover_piece_copied(m, mv, i))
+        return false; /* (a piece written since its copy began stays on the host) */
     size_t len = piece_size(mv, i);
     if (m->vmm.unmap(mv->stage + i * MOVABLE_PIECE, len) != CUDA_SUCCESS)
         return false; /* still on its way in, mapped at the stage */

@@ -76,6 +76,10 @@ struct movable {
     CUmemGenericAllocationHandle *incoming;
     cudaEvent_t *copied;
     bool *clean, *streamed;
+    /* Written by the job outside the write phases (a block handed out in
+     * it): not brought in until the next write phase ends, the copies being
+     * ordered after the writes only then. */
+    bool *written;
     uint64_t *last_use;
 };
 
@@ -133,8 +137,12 @@ bool mover_piece_drop(struct mover *m, struct movable *mv, size_t i);
 /* Queue on STREAM a copy of piece I's GPU memory to its host memory (the
  * caller orders STREAM after the writes); clean once it is done. */
 bool mover_piece_save(struct mover *m, struct movable *mv, size_t i, cudaStream_t stream);
-/* [OFFSET, OFFSET+SIZE) of MV may be written: its pieces are not clean. */
+/* [OFFSET, OFFSET+SIZE) of MV may be written: its pieces are not clean, and
+ * not brought in ahead (nor swapped in from a copy begun before) until
+ * mover_movable_writes_ordered. */
 void mover_movable_written(struct movable *mv, size_t offset, size_t size);
+/* Copies from MV's host memory now come after every write so far. */
+void mover_movable_writes_ordered(struct movable *mv);
 /* Has EVENT completed? (A failed query counts as not done.) */
 bool mover_event_done(struct mover *m, cudaEvent_t event);
 

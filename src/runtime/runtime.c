@@ -290,7 +290,7 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
     b->stream = stream;
     b->requested = size;
     if (b->slab->backing) /* the job writes it: its pieces' host memory no longer matches */
-        mover_movable_written(b->slab->backing, b->addr - b->slab->base, b->size);
+        stream_block_written(rt, b);
     *out = b;
     return cudaSuccess;
 }

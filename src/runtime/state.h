@@ -94,6 +94,7 @@ struct runtime {
      * not yet ended): a wait for the whole GPU would invalidate them, so
      * movable memory does not move meanwhile (counted per class, said once). */
     _Atomic int captures;
+    _Atomic bool capture_seen; /* a capture has begun in this process: a graph may replay */
     uint64_t card_sampled_ns; /* the card's used memory last read (rt->lock) */
     _Atomic bool movable_skip_said;
     _Atomic bool movable_failed_said; /* a movable slab became device memory: said */

@@ -54,7 +54,26 @@ bool stream_unwritten(const struct runtime *rt, int c)
            !st->classes[c].writing;
 }
 
-/* A stream capture in progress: a graph's replays will use the pieces with no
+static void cancel(struct runtime *rt, struct slab *s, size_t i);
+
+/* Streaming off, no capture in progress (a cancel waits for a copy): the
+ * pieces left on their way in give their GPU memory back. */
+static void give_up_incoming(struct runtime *rt)
+{
+    rt->stream.off_settled = true;
+    for (int d = 0; d < RT_MAX_DEVICES; d++)
+        for (size_t c = 0; rt->devices[d].known && c < rt->program->class_count; c++) {
+            struct pool *pool = rt->devices[d].pools[c];
+            for (struct slab *s = pool ? pool->slabs : NULL; s; s = s->next) {
+                struct movable *mv = s->backing;
+                for (size_t i = 0; mv && i < mv->pieces; i++)
+                    if (mv->incoming[i])
+                        cancel(rt, s, i);
+            }
+        }
+}
+
+/* A stream capture begun: a graph's replays will use the pieces with no
  * announcement, and waiting on or remapping now would break the capture.
  * Streaming stops for good: nothing is clean any more (every later move to
  * the host copies), and pieces stay where they are until placement moves
@@ -62,7 +81,9 @@ bool stream_unwritten(const struct runtime *rt, int c)
 static bool captured(struct runtime *rt)
 {
     struct stream_state *st = &rt->stream;
-    if (st->off || atomic_load(&rt->captures) == 0)
+    if (st->off && !st->off_settled && atomic_load(&rt->captures) == 0)
+        give_up_incoming(rt);
+    if (st->off || (!atomic_load(&rt->capture_seen) && atomic_load(&rt->captures) == 0))
         return st->off;
     st->off = true;
     LOG(LOG_WARN, "a stream capture began: `stream written` stops streaming for the rest of the "
@@ -76,6 +97,8 @@ static bool captured(struct runtime *rt)
                     mv->clean[i] = false;
             }
         }
+    if (atomic_load(&rt->captures) == 0)
+        give_up_incoming(rt);
     return true;
 }
 
@@ -109,7 +132,10 @@ static cudaEvent_t slot_event(struct runtime *rt, struct stream_marks *m, size_t
     return m->ev[k];
 }
 
-static void record_on(struct runtime *rt, struct stream_marks *m, cudaStream_t stream, uint64_t u)
+/* Record on STREAM, a stream of the pieces' GPU (current), the mark of use
+ * U: once it completes, every use before U has finished on the GPU. */
+static void marks_record(struct runtime *rt, struct stream_marks *m, cudaStream_t stream,
+                         uint64_t u)
 {
     const struct cuda_api *cuda = rt->mover.cuda;
     if (m->known && m->stream != stream) {
@@ -139,25 +165,24 @@ static void record_on(struct runtime *rt, struct stream_marks *m, cudaStream_t s
     m->count++;
 }
 
-/* Record on STREAM, a stream of GPU DEVICE, the mark of use U: once it
- * completes, every use before U has finished on the GPU. The events are
- * made on DEVICE (made current for it). */
-static void marks_record(struct runtime *rt, struct stream_marks *m, int device,
-                         cudaStream_t stream, uint64_t u)
+/* Make GPU DEVICE current (the events and copies made for its pieces
+ * belong to it); returns the device to put back, -1: none could be made. */
+static int device_enter(struct runtime *rt, int device)
 {
     const struct cuda_api *cuda = rt->mover.cuda;
     int current = -1;
-    if (cuda->get_device(&current) != cudaSuccess) {
+    if (cuda->get_device(&current) != cudaSuccess ||
+        (current != device && cuda->set_device(device) != cudaSuccess)) {
         cuda->get_last_error();
-        return;
+        return -1;
     }
-    if (current != device && cuda->set_device(device) != cudaSuccess) {
-        cuda->get_last_error();
-        return;
-    }
-    record_on(rt, m, stream, u);
-    if (current != device)
-        cuda->set_device(current);
+    return current;
+}
+
+static void device_leave(struct runtime *rt, int device, int previous)
+{
+    if (previous >= 0 && previous != device && rt->mover.cuda->set_device(previous) != cudaSuccess)
+        rt->mover.cuda->get_last_error();
 }
 
 static struct stream_marks *marks_of(struct runtime *rt, int device)
@@ -303,7 +328,7 @@ static bool wanted(const struct piece_ref *want, size_t n, const struct slab *s,
  * learned cycle come to the GPU (copies queued, remapped where the GPU is
  * done with them), and those the stream brought that are not among them
  * leave where the GPU is done with them. */
-static void ahead(struct runtime *rt, int c, int device)
+static void ahead_here(struct runtime *rt, int c, int device)
 {
     struct stream_class *sc = &rt->stream.classes[c];
     struct stream_marks *m = rt->stream.marks[device];
@@ -356,13 +381,23 @@ static void ahead(struct runtime *rt, int c, int device)
     }
 }
 
+/* ahead_here with DEVICE current: its copies and events belong to it. */
+static void ahead(struct runtime *rt, int c, int device)
+{
+    int previous = device_enter(rt, device);
+    if (previous < 0)
+        return;
+    ahead_here(rt, c, device);
+    device_leave(rt, device, previous);
+}
+
 void stream_use(struct runtime *rt, const uintptr_t *addrs, size_t n, cudaStream_t stream)
 {
     struct stream_state *st = &rt->stream;
     uint64_t marked = 0; /* bit d: device d's mark recorded for this use */
     int touched_class = -1, touched_device = -1;
-    if (!st->classes || !n || captured(rt))
-        return;
+    if (!st->classes || !n || captured(rt) || mover_stream_capturing(&rt->mover, stream))
+        return; /* (a capture begun through the driver: captured() stops it at the next call) */
     uint64_t u = ++st->uses;
     for (size_t k = 0; k < n; k++) {
         struct block *b = streamed_block(rt, addrs[k]);
@@ -375,7 +410,11 @@ void stream_use(struct runtime *rt, const uintptr_t *addrs, size_t n, cudaStream
         if (!m)
             continue;
         if (!(marked >> (d & 63) & 1)) {
-            marks_record(rt, m, d, stream, u);
+            int previous = device_enter(rt, d);
+            if (previous < 0)
+                continue; /* no mark: its pieces are not used now, the use is not learned */
+            marks_record(rt, m, stream, u);
+            device_leave(rt, d, previous);
             marked |= 1ull << (d & 63);
         }
         cs->stream_uses++;
@@ -458,6 +497,11 @@ static void writes_end(struct runtime *rt, int c)
         struct stream_marks *m = pool ? marks_of(rt, d) : NULL;
         if (!m)
             continue;
+        int previous = device_enter(rt, d);
+        if (previous < 0) {
+            sc->unordered = true;
+            continue;
+        }
         cudaStream_t job = m->known ? m->stream : 0;
         cudaStream_t copy = dev->fetch_stream ? dev->fetch_stream : dev->stream;
         /* Every copy from now on, in or back, comes after the writes. Where
@@ -467,6 +511,8 @@ static void writes_end(struct runtime *rt, int c)
         sc->unordered |= !ordered;
         for (struct slab *s = pool->slabs; s; s = s->next) {
             struct movable *mv = s->backing;
+            if (mv && ordered)
+                mover_movable_writes_ordered(mv);
             for (size_t i = 0; mv && i < mv->pieces; i++) {
                 mv->last_use[i] = u;
                 if (mv->streamed[i] && mv->gpu[i] && ordered &&
@@ -474,7 +520,8 @@ static void writes_end(struct runtime *rt, int c)
                     rt->class_stats[c].stream_save_bytes += len_of(mv, i);
             }
         }
-        marks_record(rt, m, d, job, u + 1);
+        marks_record(rt, m, job, u + 1);
+        device_leave(rt, d, previous);
     }
     rt->stream.uses++;
 }
@@ -497,6 +544,15 @@ bool stream_phases(struct runtime *rt)
         }
     }
     return ended;
+}
+
+void stream_block_written(struct runtime *rt, const struct block *b)
+{
+    struct movable *mv = b->slab->backing;
+    uint64_t u = ++rt->stream.uses; /* its writes come after this: no remap until they are done */
+    mover_movable_written(mv, b->addr - b->slab->base, b->size);
+    for (size_t i = first_piece(b); i < end_piece(b) && i < mv->pieces; i++)
+        mv->last_use[i] = u;
 }
 
 uint64_t stream_yield(struct runtime *rt, int device, uint64_t need)

@@ -38,6 +38,11 @@ void stream_use(struct runtime *rt, const uintptr_t *addrs, size_t n, cudaStream
 /* Phases opened or closed: start or end the write phases (rt->lock held).
  * Returns true when one ended. */
 bool stream_phases(struct runtime *rt);
+/* Block B of a movable slab was handed out: the job writes it from now on
+ * (its pieces are not clean, not brought in until the next write phase
+ * ends, and not remapped until the GPU is past its writes). */
+struct block;
+void stream_block_written(struct runtime *rt, const struct block *b);
 /* Placement needs NEED bytes of DEVICE's budget: pieces the stream brought
  * that are safe to drop leave, farthest from their next use first, no copy
  * and no wait. Returns the bytes given back. */

@@ -43,8 +43,9 @@ struct stream_state {
     struct stream_marks *marks[RT_MAX_DEVICES]; /* per GPU, made on first use */
     uint64_t uses;                /* umpol_use calls so far */
     /* A stream capture was seen: graph replays use the pieces unannounced,
-     * so nothing streams any more (said once). */
-    bool off;
+     * so nothing streams any more (said once); and the pieces then on their
+     * way in were given up, once no capture was in progress. */
+    bool off, off_settled;
 };
 
 #endif
