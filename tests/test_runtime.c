@@ -659,25 +659,46 @@ static void test_runtime_stream_ahead(void **state)
     teardown(f);
 }
 
+/* Six weights made in "init" under stream_policy (w[1] of 32 MiB, leaving
+ * room in its slab, the rest of 64), one cycle of their uses learned, and a
+ * write phase ended. */
+enum { STREAM_N = 6 };
+
+static struct fixture *stream_learned(void *w[STREAM_N])
+{
+    const uint64_t MiB = 1u << 20;
+    struct fixture *f = setup(stream_policy);
+    phase_enter(&f->rt, "init");
+    for (int i = 0; i < STREAM_N; i++) {
+        w[i] = alloc(f, (i == 1 ? 32 : 64) * MiB, API_CUDA_MALLOC, S1);
+        fill(w[i], (i == 1 ? 32 : 64) * MiB, 1 + i);
+    }
+    phase_exit(&f->rt);
+    for (int i = 0; i < STREAM_N; i++)
+        use_one(f, w[i]);
+    phase_enter(&f->rt, "opt.step");
+    phase_exit(&f->rt);
+    return f;
+}
+
+/* Every weight freed, the slabs given back, nothing left counted. */
+static void stream_done(struct fixture *f, void *w[STREAM_N])
+{
+    for (int i = 0; i < STREAM_N; i++)
+        release(f, w[i], S1, MODE_ANY);
+    place_trim(&f->rt, -1, -1);
+    assert_int_equal(f->rt.devices[0].resident_bytes, 0);
+    teardown(f);
+}
+
 /* A block carved, outside the write phases, from a piece the stream brought
  * in is written by the job: that piece no longer leaves without a copy. */
 static void test_runtime_stream_new_block_in_clean_piece(void **state)
 {
     (void)state;
     const uint64_t MiB = 1u << 20;
-    enum { N = 6 };
-    struct fixture *f = setup(stream_policy);
-    void *w[N];
-    phase_enter(&f->rt, "init");
-    for (int i = 0; i < N; i++) {
-        w[i] = alloc(f, (i == 1 ? 32 : 64) * MiB, API_CUDA_MALLOC, S1);
-        fill(w[i], (i == 1 ? 32 : 64) * MiB, 1 + i);
-    }
-    phase_exit(&f->rt);
-    for (int i = 0; i < N; i++)
-        use_one(f, w[i]);
-    phase_enter(&f->rt, "opt.step");
-    phase_exit(&f->rt);
+    void *w[STREAM_N];
+    struct fixture *f = stream_learned(w);
     use_one(f, w[0]); /* w1's piece comes in, clean */
     assert_true(piece_on_gpu(f, w[1]));
     phase_enter(&f->rt, "init");
@@ -687,17 +708,12 @@ static void test_runtime_stream_new_block_in_clean_piece(void **state)
                      map_find(&f->rt.map, (uintptr_t)w[1])->slab); /* the same piece */
     fill(x, 32 * MiB, 99);
     for (int round = 0; round < 2; round++)
-        for (int i = 0; i < N; i++)
+        for (int i = 0; i < STREAM_N; i++)
             use_one(f, w[i]);
     assert_true(filled(x, 32 * MiB, 99));
     assert_true(filled(w[1], 32 * MiB, 2));
     release(f, x, S1, MODE_ANY);
-
-    for (int i = 0; i < N; i++)
-        release(f, w[i], S1, MODE_ANY);
-    place_trim(&f->rt, -1, -1);
-    assert_int_equal(f->rt.devices[0].resident_bytes, 0);
-    teardown(f);
+    stream_done(f, w);
 }
 
 /* The same with the piece on its way in when the block is handed out: the
@@ -706,19 +722,8 @@ static void test_runtime_stream_new_block_in_incoming_piece(void **state)
 {
     (void)state;
     const uint64_t MiB = 1u << 20;
-    enum { N = 6 };
-    struct fixture *f = setup(stream_policy);
-    void *w[N];
-    phase_enter(&f->rt, "init");
-    for (int i = 0; i < N; i++) {
-        w[i] = alloc(f, (i == 1 ? 32 : 64) * MiB, API_CUDA_MALLOC, S1);
-        fill(w[i], (i == 1 ? 32 : 64) * MiB, 1 + i);
-    }
-    phase_exit(&f->rt);
-    for (int i = 0; i < N; i++)
-        use_one(f, w[i]);
-    phase_enter(&f->rt, "opt.step");
-    phase_exit(&f->rt);
+    void *w[STREAM_N];
+    struct fixture *f = stream_learned(w);
     fake_set_busy_stream(S1); /* the GPU is not past the writes: nothing is remapped */
     use_one(f, w[0]);
     struct block *wb = map_find(&f->rt.map, (uintptr_t)w[1]);
@@ -730,21 +735,17 @@ static void test_runtime_stream_new_block_in_incoming_piece(void **state)
     fill(x, 32 * MiB, 77);
     fake_set_busy_stream(NULL);
     for (int round = 0; round < 2; round++)
-        for (int i = 0; i < N; i++) {
+        for (int i = 0; i < STREAM_N; i++) {
             use_one(f, w[i]);
             assert_true(filled(x, 32 * MiB, 77));
         }
     fill(x, 32 * MiB, 78);
-    for (int i = 0; i < N; i++)
+    for (int i = 0; i < STREAM_N; i++)
         use_one(f, w[i]);
     assert_true(filled(x, 32 * MiB, 78));
     assert_true(filled(w[1], 32 * MiB, 2));
     release(f, x, S1, MODE_ANY);
-    for (int i = 0; i < N; i++)
-        release(f, w[i], S1, MODE_ANY);
-    place_trim(&f->rt, -1, -1);
-    assert_int_equal(f->rt.devices[0].resident_bytes, 0);
-    teardown(f);
+    stream_done(f, w);
 }
 
 /* A stream capture stops streaming for good: nothing is remapped, fetched or
