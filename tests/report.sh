@@ -231,6 +231,15 @@ grep -q 'learned step (phase "forward\*"): 12 steps, 10 repeated the one before,
     fail "report: no step line"
 grep -q "class 'weights': 10 uses predicted, 9 at the predicted event (mean error 0.3 events); to the GPU ahead of use 4.0 GiB, on demand 1.0 GiB" "$tmp/out" ||
     fail "report: no next-use line"
+# A report of `stream written`: the announced uses and how their pieces reached the GPU;
+# a counter that is no number is refused.
+sed 's/"name": "weights",/"name": "weights", "stream": {"uses": 226, "ready_bytes": 3221225472, "late_bytes": 1073741824, "fetched_bytes": 2147483648, "dropped_bytes": 1073741824, "saved_bytes": 67108864, "unlearned_uses": 2},/' \
+    "$r0" >"$tmp/stream.json"
+expect_status 0 "report of streaming ahead" "$UMPOL_BIN" report "$tmp/stream.json"
+grep -q "class 'weights': 226 uses announced; of the pieces they read, 3.0 GiB on the GPU by then (75%), 1.0 GiB still on the host, read over the link; 2.0 GiB brought ahead, 1.0 GiB left with no copy, 64.0 MiB copied back after write phases; 2 uses not in the learned cycle" "$tmp/out" ||
+    fail "report: no streaming line"
+sed 's/"name": "weights",/"name": "weights", "stream": {"uses": "many"},/' "$r0" >"$tmp/stream-bad.json"
+expect_status 1 "report with a stream counter that is no number" "$UMPOL_BIN" report "$tmp/stream-bad.json"
 # A step found by repetition (`learn step;`): no phase, the events a step took.
 sed 's/^ "devices": \[/ "step": {"phase": null, "period_events": 41, "steps": 7, "matched": 6, "differed": 0, "departures": 0, "resyncs": 0, "events_per_step": 41, "fallback": null},\n "devices": [/' \
     "$r0" >"$tmp/rep.json"

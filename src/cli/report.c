@@ -498,6 +498,48 @@ static void print_steps(const struct summary *s)
     }
 }
 
+/* `stream written`: per class, how the announced uses found their pieces. */
+static void print_streams(const struct summary *s)
+{
+    char b[5][32];
+    bool any = false;
+    for (size_t i = 0; i < s->n; i++)
+        for (size_t k = 0; k < s->reports[i].class_count; k++)
+            any |= s->reports[i].classes[k].has_stream;
+    if (!any)
+        return;
+    puts("Streaming ahead (stream written):");
+    for (size_t i = 0; i < s->n; i++) {
+        const struct report *r = &s->reports[i];
+        for (size_t k = 0; k < r->class_count; k++) {
+            const struct report_class *cls = &r->classes[k];
+            const uint64_t *st = cls->stream;
+            if (!cls->has_stream)
+                continue;
+            double needed = (double)st[ST_READY_BYTES] + (double)st[ST_LATE_BYTES];
+            fputs("  ", stdout);
+            if (s->n > 1)
+                printf("%s: ", s->paths_shown[i]);
+            fputs("class '", stdout);
+            text_print_visible(stdout, cls->name);
+            printf("': %" PRIu64 " uses announced; of the pieces they read, %s on the GPU by then "
+                   "(%.0f%%), %s still on the host, read over the link; %s brought ahead, %s "
+                   "left with no copy, %s copied back after write phases",
+                   st[ST_USES], human((double)st[ST_READY_BYTES], b[0], 32),
+                   needed > 0 ? 100.0 * (double)st[ST_READY_BYTES] / needed : 0.0,
+                   human((double)st[ST_LATE_BYTES], b[1], 32),
+                   human((double)st[ST_FETCHED_BYTES], b[2], 32),
+                   human((double)st[ST_DROPPED_BYTES], b[3], 32),
+                   human((double)st[ST_SAVED_BYTES], b[4], 32));
+            if (st[ST_UNLEARNED_USES])
+                printf("; %" PRIu64 " uses not in the learned cycle (nothing predicted for them)",
+                       st[ST_UNLEARNED_USES]);
+            putchar('\n');
+        }
+    }
+    putchar('\n');
+}
+
 static void print_per_rank(const struct summary *s)
 {
     char b[32];
@@ -558,6 +600,7 @@ static void print_text(const struct summary *s)
             t[TOT_PLACE_NS] / 1e6, t[TOT_RECLAIM_NS] / 1e6, t[TOT_EVICT_NS] / 1e6);
     printf("\n\n");
     print_steps(s);
+    print_streams(s);
     print_hints(s);
     size_t nclasses = s->classes.count, nphases = s->phases.count;
     struct row *classes = nclasses ? malloc(nclasses * sizeof *classes) : NULL;

@@ -26,6 +26,9 @@ const char *const report_um_counters[UM_COUNT] = {"htod_bytes", "dtoh_bytes", "g
                                                   "gpu_fault_ns"};
 const char *const report_next_use_counters[NU_COUNT] = {"predictions", "hits", "error_events",
                                                         "ahead_bytes", "demand_bytes"};
+const char *const report_stream_counters[ST_COUNT] = {
+    "uses", "ready_bytes", "late_bytes", "fetched_bytes", "dropped_bytes", "saved_bytes",
+    "unlearned_uses"};
 const char *const report_totals[TOT_COUNT] = {
     "allocations", "frees",    "passthrough", "jobs_managed_allocations",
     "runtime_ns",  "place_ns", "reclaim_ns",  "evict_ns"};
@@ -250,6 +253,8 @@ static bool read_classes(struct ctx *c, const struct jv *doc, struct report *r)
         if (!read_um(c, cj, where, &cls->has_um, cls->um) ||
             !read_counters(c, cj, where, "next_use", report_next_use_counters, NU_COUNT,
                            &cls->has_next_use, cls->next_use) ||
+            !read_counters(c, cj, where, "stream", report_stream_counters, ST_COUNT,
+                           &cls->has_stream, cls->stream) ||
             !read_policy(c, cj, where, &cls->policy))
             return false;
         r->profiled |= cls->has_um;

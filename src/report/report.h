@@ -116,6 +116,20 @@ enum report_next_use {
 };
 extern const char *const report_next_use_counters[NU_COUNT];
 
+/* With `stream written`: per class, the announced uses and how their pieces
+ * reached the GPU ("stream" object). */
+enum report_stream {
+    ST_USES,
+    ST_READY_BYTES,
+    ST_LATE_BYTES,
+    ST_FETCHED_BYTES,
+    ST_DROPPED_BYTES,
+    ST_SAVED_BYTES,
+    ST_UNLEARNED_USES,
+    ST_COUNT
+};
+extern const char *const report_stream_counters[ST_COUNT];
+
 /* With `learn step`: what the step model saw ("step" object). */
 struct report_step {
     bool present;
@@ -153,6 +167,8 @@ struct report_class {
     uint64_t um[UM_COUNT];
     bool has_next_use;
     uint64_t next_use[NU_COUNT];
+    bool has_stream;
+    uint64_t stream[ST_COUNT];
     struct report_policy policy;
 };
 
