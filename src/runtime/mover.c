@@ -332,12 +332,6 @@ static bool wait_device(struct mover *m, int device)
     return ok;
 }
 
-static size_t piece_size(const struct movable *mv, size_t i)
-{
-    size_t off = i * MOVABLE_PIECE;
-    return mv->size - off < MOVABLE_PIECE ? mv->size - off : MOVABLE_PIECE;
-}
-
 /* Map physical memory H at [VA, VA+SIZE) for MV's GPU to read and write. */
 static bool vmm_map(struct mover *m, const struct movable *mv, uintptr_t va, size_t size,
                     CUmemGenericAllocationHandle h)
@@ -353,11 +347,33 @@ static bool vmm_map(struct mover *m, const struct movable *mv, uintptr_t va, siz
     return false;
 }
 
+/* The job's range of piece I maps FROM; make it map TO. On failure FROM is
+ * mapped again, or, where neither can be, the piece is lost (said so). */
+static bool remap_piece(struct mover *m, struct movable *mv, size_t i,
+                        CUmemGenericAllocationHandle from, CUmemGenericAllocationHandle to)
+{
+    uintptr_t at = mv->base + i * MOVABLE_PIECE;
+    size_t len = mover_piece_size(mv, i);
+    if (m->vmm.unmap(at, len) != CUDA_SUCCESS)
+        return false;
+    if (vmm_map(m, mv, at, len, to))
+        return true;
+    if (!vmm_map(m, mv, at, len, from)) {
+        mv->unmapped[i] = true;
+        mv->lost++;
+        LOG(LOG_ERROR, "a movable piece at %#lx could be mapped neither way: the job must not "
+            "touch it until it is mapped again (nothing is placed in its slab meanwhile)",
+            (unsigned long)at);
+    }
+    m->cuda->get_last_error();
+    return false;
+}
+
 static void movable_free(struct mover *m, struct movable *mv)
 {
     for (size_t i = 0; mv->host && mv->gpu && i < mv->pieces; i++) {
         uintptr_t off = i * MOVABLE_PIECE;
-        size_t len = piece_size(mv, i);
+        size_t len = mover_piece_size(mv, i);
         if ((mv->host[i] || mv->gpu[i]) && !(mv->unmapped && mv->unmapped[i]))
             m->vmm.unmap(mv->base + off, len); /* unmapped already where the set-up failed */
         if (mv->host[i]) {
@@ -434,7 +450,7 @@ cudaError_t mover_movable_alloc(struct mover *m, size_t size, int device, int no
                               gpu_prop = vmm_prop(true, device, node);
     for (size_t i = 0; ok && i < pieces; i++) {
         uintptr_t off = i * MOVABLE_PIECE;
-        size_t len = piece_size(mv, i);
+        size_t len = mover_piece_size(mv, i);
         ok = m->vmm.create(&mv->host[i], len, &host_prop, 0) == CUDA_SUCCESS;
         if (!ok) {
             mv->host[i] = 0;
@@ -474,7 +490,7 @@ bool mover_movable_repair(struct mover *m, struct movable *mv)
 {
     for (size_t i = 0; mv->lost && i < mv->pieces; i++)
         if (mv->unmapped[i] &&
-            vmm_map(m, mv, mv->base + i * MOVABLE_PIECE, piece_size(mv, i), mv->host[i])) {
+            vmm_map(m, mv, mv->base + i * MOVABLE_PIECE, mover_piece_size(mv, i), mv->host[i])) {
             mv->unmapped[i] = false;
             mv->lost--;
         }
@@ -497,7 +513,7 @@ cudaError_t mover_movable_release(struct mover *m, struct movable *mv)
  * run, so wait for the GPU first, then drop the new GPU memory. */
 static void abandon_way_in(struct mover *m, struct movable *mv, size_t i)
 {
-    size_t len = piece_size(mv, i);
+    size_t len = mover_piece_size(mv, i);
     wait_device(m, mv->device);
     m->vmm.unmap(mv->stage + i * MOVABLE_PIECE, len);
     m->vmm.release(mv->gpu[i]);
@@ -527,7 +543,7 @@ size_t mover_movable_move(struct mover *m, struct device_state *dev, struct mova
         size_t idx[MAX_EVENTS], n = 0, i = first;
         for (; i < mv->pieces && n < MAX_EVENTS; i++) {
             uintptr_t off = i * MOVABLE_PIECE;
-            size_t len = piece_size(mv, i);
+            size_t len = mover_piece_size(mv, i);
             if ((mv->gpu[i] != 0) == to_gpu || moved + len > limit)
                 continue;
             if (!to_gpu && mv->clean[i]) { /* its host memory holds its bytes: no copy */
@@ -573,25 +589,13 @@ size_t mover_movable_move(struct mover *m, struct device_state *dev, struct mova
         }
         /* Each piece is remapped as soon as its copy is done, while the next copies run. */
         for (size_t k = 0; k < n; k++) {
-            size_t j = idx[k], len = piece_size(mv, j);
+            size_t j = idx[k], len = mover_piece_size(mv, j);
             uintptr_t off = j * MOVABLE_PIECE;
             bool copied = m->cuda->event_synchronize(ev[k]) == cudaSuccess;
             m->cuda->event_destroy(ev[k]);
-            CUmemGenericAllocationHandle from = to_gpu ? mv->host[j] : mv->gpu[j],
-                                         to = to_gpu ? mv->gpu[j] : mv->host[j];
-            bool remapped = copied && m->vmm.unmap(mv->base + off, len) == CUDA_SUCCESS;
-            if (remapped && !vmm_map(m, mv, mv->base + off, len, to)) {
-                remapped = false;
-                /* Back to the memory it had, which still holds the data. */
-                if (!vmm_map(m, mv, mv->base + off, len, from)) {
-                    mv->unmapped[j] = true; /* its data: copied to, or still in, its host memory */
-                    mv->lost++;
-                    LOG(LOG_ERROR, "a movable piece at %#lx could be mapped neither way: the "
-                        "job must not touch it until it is mapped again (tried at the slab's "
-                        "next move; nothing is placed in it meanwhile)",
-                        (unsigned long)(mv->base + off));
-                }
-            }
+            /* A piece mapped neither way has its data copied to, or still in, its host memory. */
+            bool remapped = copied && remap_piece(m, mv, j, to_gpu ? mv->host[j] : mv->gpu[j],
+                                                  to_gpu ? mv->gpu[j] : mv->host[j]);
             if (to_gpu && !copied)
                 wait_device(m, mv->device); /* the copy may still be writing the stage */
             if (to_gpu)
@@ -671,7 +675,7 @@ bool mover_piece_copied(struct mover *m, const struct movable *mv, size_t i)
 bool mover_piece_fetch(struct mover *m, struct movable *mv, size_t i, cudaStream_t stream)
 {
     uintptr_t off = i * MOVABLE_PIECE;
-    size_t len = piece_size(mv, i);
+    size_t len = mover_piece_size(mv, i);
     const CUmemAllocationProp gpu_prop = vmm_prop(true, mv->device, mv->node);
     CUmemGenericAllocationHandle h = 0;
     if (mv->gpu[i] || mv->incoming[i] || mv->unmapped[i] || mv->written[i])
@@ -707,31 +711,10 @@ void mover_piece_cancel(struct mover *m, struct movable *mv, size_t i)
         m->cuda->get_last_error();
         wait_device(m, mv->device); /* the copy may still be writing the stage */
     }
-    m->vmm.unmap(mv->stage + i * MOVABLE_PIECE, piece_size(mv, i));
+    m->vmm.unmap(mv->stage + i * MOVABLE_PIECE, mover_piece_size(mv, i));
     m->vmm.release(mv->incoming[i]);
     mv->incoming[i] = 0;
-    mv->incoming_bytes -= piece_size(mv, i);
-}
-
-/* The job's range of piece I maps FROM; make it map TO. On failure FROM is
- * mapped again, or, where neither can be, the piece is lost (said so). */
-static bool remap_piece(struct mover *m, struct movable *mv, size_t i,
-                        CUmemGenericAllocationHandle from, CUmemGenericAllocationHandle to)
-{
-    uintptr_t at = mv->base + i * MOVABLE_PIECE;
-    size_t len = piece_size(mv, i);
-    if (m->vmm.unmap(at, len) != CUDA_SUCCESS)
-        return false;
-    if (vmm_map(m, mv, at, len, to))
-        return true;
-    if (!vmm_map(m, mv, at, len, from)) {
-        mv->unmapped[i] = true;
-        mv->lost++;
-        LOG(LOG_ERROR, "a movable piece at %#lx could be mapped neither way: the job must not "
-            "touch it until it is mapped again", (unsigned long)at);
-    }
-    m->cuda->get_last_error();
-    return false;
+    mv->incoming_bytes -= mover_piece_size(mv, i);
 }
 
 bool mover_piece_swap_in(struct mover *m, struct movable *mv, size_t i)
@@ -739,7 +722,7 @@ bool mover_piece_swap_in(struct mover *m, struct movable *mv, size_t i)
     /* Only once its copy is done: the copy writes through the stage, which goes. */
     if (!mv->incoming[i] || mv->gpu[i] || mv->written[i] || !mover_piece_copied(m, mv, i))
         return false; /* (a piece written since its copy began stays on the host) */
-    size_t len = piece_size(mv, i);
+    size_t len = mover_piece_size(mv, i);
     if (m->vmm.unmap(mv->stage + i * MOVABLE_PIECE, len) != CUDA_SUCCESS)
         return false; /* still on its way in, mapped at the stage */
     if (!remap_piece(m, mv, i, mv->host[i], mv->incoming[i])) {
@@ -751,8 +734,8 @@ bool mover_piece_swap_in(struct mover *m, struct movable *mv, size_t i)
     }
     mv->gpu[i] = mv->incoming[i];
     mv->incoming[i] = 0;
-    mv->incoming_bytes -= piece_size(mv, i);
-    mv->gpu_bytes += piece_size(mv, i);
+    mv->incoming_bytes -= len;
+    mv->gpu_bytes += len;
     mv->clean[i] = true;
     return true;
 }
@@ -765,13 +748,13 @@ bool mover_piece_drop(struct mover *m, struct movable *mv, size_t i)
         if (mv->unmapped[i]) { /* its host memory holds its data: the GPU memory goes */
             m->vmm.release(mv->gpu[i]);
             mv->gpu[i] = 0;
-            mv->gpu_bytes -= piece_size(mv, i);
+            mv->gpu_bytes -= mover_piece_size(mv, i);
         }
         return false;
     }
     m->vmm.release(mv->gpu[i]);
     mv->gpu[i] = 0;
-    mv->gpu_bytes -= piece_size(mv, i);
+    mv->gpu_bytes -= mover_piece_size(mv, i);
     mv->clean[i] = mv->streamed[i] = false;
     return true;
 }
@@ -782,7 +765,7 @@ bool mover_piece_save(struct mover *m, struct movable *mv, size_t i, cudaStream_
     if (!mv->gpu[i])
         return false;
     if (m->cuda->memcpy_async((void *)(mv->shadow + off), (void *)(mv->base + off),
-                              piece_size(mv, i), cudaMemcpyDeviceToHost, stream) != cudaSuccess ||
+                              mover_piece_size(mv, i), cudaMemcpyDeviceToHost, stream) != cudaSuccess ||
         !record_copy(m, mv, i, stream)) {
         m->cuda->get_last_error();
         mv->clean[i] = false;

@@ -83,6 +83,13 @@ struct movable {
     uint64_t *last_use;
 };
 
+/* The bytes of MV's piece I (the last one may be short). */
+static inline size_t mover_piece_size(const struct movable *mv, size_t i)
+{
+    size_t off = i * MOVABLE_PIECE;
+    return mv->size - off < MOVABLE_PIECE ? mv->size - off : MOVABLE_PIECE;
+}
+
 /* The GPU memory MV holds: its pieces on the GPU and on their way in. */
 static inline size_t mover_movable_held(const struct movable *mv)
 {

@@ -264,12 +264,6 @@ static struct block *streamed_block(struct runtime *rt, uintptr_t addr)
     return b;
 }
 
-static size_t len_of(const struct movable *mv, size_t i)
-{
-    size_t off = i * MOVABLE_PIECE;
-    return mv->size - off < MOVABLE_PIECE ? mv->size - off : MOVABLE_PIECE;
-}
-
 /* A piece a failed remap left mapped neither way is mapped to its host
  * memory again at once, before the job queues work on it; until then the
  * slab hands out none of its free space. */
@@ -288,7 +282,7 @@ static void swap_in(struct runtime *rt, struct slab *s, size_t i)
     if (mover_piece_swap_in(&rt->mover, mv, i))
         return;
     if (!mv->incoming[i]) { /* given up: it stays on the host, counted off the GPU */
-        resident_sub(rt, &rt->devices[s->pool->device], s->pool->class_idx, len_of(mv, i));
+        resident_sub(rt, &rt->devices[s->pool->device], s->pool->class_idx, mover_piece_size(mv, i));
         mv->streamed[i] = false;
     }
     settle(rt, s);
@@ -301,8 +295,8 @@ static bool drop(struct runtime *rt, struct slab *s, size_t i)
     bool dropped = mover_piece_drop(&rt->mover, mv, i);
     if (on_gpu && !mv->gpu[i]) { /* dropped, or lost with its GPU memory given back */
         int c = s->pool->class_idx;
-        resident_sub(rt, &rt->devices[s->pool->device], c, len_of(mv, i));
-        rt->class_stats[c].stream_drop_bytes += dropped ? len_of(mv, i) : 0;
+        resident_sub(rt, &rt->devices[s->pool->device], c, mover_piece_size(mv, i));
+        rt->class_stats[c].stream_drop_bytes += dropped ? mover_piece_size(mv, i) : 0;
     }
     settle(rt, s);
     return dropped;
@@ -312,7 +306,7 @@ static void cancel(struct runtime *rt, struct slab *s, size_t i)
 {
     struct movable *mv = s->backing;
     mover_piece_cancel(&rt->mover, mv, i);
-    resident_sub(rt, &rt->devices[s->pool->device], s->pool->class_idx, len_of(mv, i));
+    resident_sub(rt, &rt->devices[s->pool->device], s->pool->class_idx, mover_piece_size(mv, i));
     mv->streamed[i] = false;
 }
 
@@ -363,7 +357,7 @@ static void ahead_here(struct runtime *rt, int c, int device)
     cudaStream_t copy = dev->fetch_stream ? dev->fetch_stream : dev->stream;
     for (size_t k = 0; k < n && copy && !sc->unordered; k++) {
         struct movable *mv = want[k].slab->backing;
-        size_t i = want[k].i, len = len_of(mv, i);
+        size_t i = want[k].i, len = mover_piece_size(mv, i);
         if (mv->gpu[i] || mv->incoming[i])
             continue;
         if (dev->budget_bytes != UINT64_MAX && dev->resident_bytes + len > dev->budget_bytes)
@@ -428,9 +422,9 @@ void stream_use(struct runtime *rt, const uintptr_t *addrs, size_t n, cudaStream
             if (mv->incoming[i] && piece_free(m, mv, i))
                 swap_in(rt, b->slab, i);
             if (mv->gpu[i])
-                cs->stream_ready_bytes += len_of(mv, i);
+                cs->stream_ready_bytes += mover_piece_size(mv, i);
             else
-                cs->stream_late_bytes += len_of(mv, i);
+                cs->stream_late_bytes += mover_piece_size(mv, i);
             mv->last_use[i] = u;
         }
         if (touched_class >= 0 && (touched_class != c || touched_device != d))
@@ -517,7 +511,7 @@ static void writes_end(struct runtime *rt, int c)
                 mv->last_use[i] = u;
                 if (mv->streamed[i] && mv->gpu[i] && ordered &&
                     mover_piece_save(&rt->mover, mv, i, copy))
-                    rt->class_stats[c].stream_save_bytes += len_of(mv, i);
+                    rt->class_stats[c].stream_save_bytes += mover_piece_size(mv, i);
             }
         }
         marks_record(rt, m, job, u + 1);
@@ -573,7 +567,7 @@ uint64_t stream_yield(struct runtime *rt, int device, uint64_t need)
             for (size_t i = 0; mv && i < mv->pieces && freed < need; i++) {
                 if (!mv->streamed[i] || !piece_free(m, mv, i))
                     continue;
-                size_t len = len_of(mv, i);
+                size_t len = mover_piece_size(mv, i);
                 if (mv->incoming[i] && mover_piece_copied(&rt->mover, mv, i)) {
                     cancel(rt, s, i);
                     freed += len;
