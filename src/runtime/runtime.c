@@ -66,7 +66,7 @@ void runtime_destroy(struct runtime *rt)
     trace_free(rt->trace);
     step_free(&rt->step);
     step_find_free(&rt->finder);
-    stream_destroy(rt, true);
+    stream_destroy(rt);
     free(rt->predicted_use);
     free(rt->pinning_off);
     pthread_mutex_destroy(&rt->range_lock);
@@ -744,16 +744,9 @@ void phase_mark(struct runtime *rt, const char *name)
 
 void rt_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStream_t stream)
 {
-    enum { CHUNK = 64 };
-    uintptr_t addrs[CHUNK];
     if (!stream_enabled(rt) || !ptrs)
         return;
     pthread_mutex_lock(&rt->lock);
-    for (size_t at = 0; at < n; at += CHUNK) {
-        size_t k = n - at < CHUNK ? n - at : CHUNK;
-        for (size_t i = 0; i < k; i++)
-            addrs[i] = (uintptr_t)ptrs[at + i];
-        stream_use(rt, addrs, k, stream);
-    }
+    stream_use(rt, ptrs, n, stream);
     pthread_mutex_unlock(&rt->lock);
 }

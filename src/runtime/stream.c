@@ -23,15 +23,11 @@ bool stream_init(struct runtime *rt)
     return rt->stream.classes != NULL;
 }
 
-void stream_destroy(struct runtime *rt, bool no_cuda)
+void stream_destroy(struct runtime *rt)
 {
     struct stream_state *st = &rt->stream;
-    for (size_t d = 0; d < sizeof st->marks / sizeof st->marks[0]; d++) {
-        struct stream_marks *m = st->marks[d];
-        for (size_t k = 0; m && !no_cuda && k < STREAM_MARKS; k++)
-            if (m->ev[k])
-                rt->cuda->event_destroy(m->ev[k]);
-        free(m);
+    for (size_t d = 0; d < RT_MAX_DEVICES; d++) {
+        free(st->marks[d]);
         st->marks[d] = NULL;
     }
     for (size_t c = 0; st->classes && c < rt->program->class_count; c++) {
@@ -118,9 +114,6 @@ static void marks_advance(struct runtime *rt, struct stream_marks *m)
     }
 }
 
-/* Record on STREAM the mark of use U: once it completes, every use before U
- * has finished on the GPU. The job moving to another stream: the old one is
- * waited for once, so that no mark on it is needed any more. */
 /* Slot K's event, made on first use (on the current device); NULL: none could be. */
 static cudaEvent_t slot_event(struct runtime *rt, struct stream_marks *m, size_t k)
 {
@@ -133,7 +126,9 @@ static cudaEvent_t slot_event(struct runtime *rt, struct stream_marks *m, size_t
 }
 
 /* Record on STREAM, a stream of the pieces' GPU (current), the mark of use
- * U: once it completes, every use before U has finished on the GPU. */
+ * U: once it completes, every use before U has finished on the GPU. The job
+ * moving to another stream: the old one is waited for once, so that no mark
+ * on it is needed any more. */
 static void marks_record(struct runtime *rt, struct stream_marks *m, cudaStream_t stream,
                          uint64_t u)
 {
@@ -310,6 +305,19 @@ static void cancel(struct runtime *rt, struct slab *s, size_t i)
     mv->streamed[i] = false;
 }
 
+/* Piece I of S, brought by the stream and free: its GPU memory goes (a way in
+ * whose copy is done is given up; a piece on the GPU leaves with no copy).
+ * Returns the bytes the budget got back. */
+static uint64_t let_go(struct runtime *rt, struct slab *s, size_t i)
+{
+    struct movable *mv = s->backing;
+    if (mv->incoming[i] && mover_piece_copied(&rt->mover, mv, i)) {
+        cancel(rt, s, i);
+        return mover_piece_size(mv, i);
+    }
+    return mv->gpu[i] && drop(rt, s, i) ? mover_piece_size(mv, i) : 0;
+}
+
 static bool wanted(const struct piece_ref *want, size_t n, const struct slab *s, size_t i)
 {
     for (size_t k = 0; k < n; k++)
@@ -346,12 +354,8 @@ static void ahead_here(struct runtime *rt, int c, int device)
     for (struct slab *s = pool->slabs; s; s = s->next) {
         struct movable *mv = s->backing;
         for (size_t i = 0; mv && i < mv->pieces; i++) {
-            if (!mv->streamed[i] || wanted(want, n, s, i) || !piece_free(m, mv, i))
-                continue;
-            if (mv->incoming[i] && mover_piece_copied(&rt->mover, mv, i))
-                cancel(rt, s, i);
-            else if (mv->gpu[i])
-                drop(rt, s, i);
+            if (mv->streamed[i] && !wanted(want, n, s, i) && piece_free(m, mv, i))
+                let_go(rt, s, i);
         }
     }
     cudaStream_t copy = dev->fetch_stream ? dev->fetch_stream : dev->stream;
@@ -385,7 +389,7 @@ static void ahead(struct runtime *rt, int c, int device)
     device_leave(rt, device, previous);
 }
 
-void stream_use(struct runtime *rt, const uintptr_t *addrs, size_t n, cudaStream_t stream)
+void stream_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStream_t stream)
 {
     struct stream_state *st = &rt->stream;
     uint64_t marked = 0; /* bit d: device d's mark recorded for this use */
@@ -394,7 +398,7 @@ void stream_use(struct runtime *rt, const uintptr_t *addrs, size_t n, cudaStream
         return; /* (a capture begun through the driver: captured() stops it at the next call) */
     uint64_t u = ++st->uses;
     for (size_t k = 0; k < n; k++) {
-        struct block *b = streamed_block(rt, addrs[k]);
+        struct block *b = streamed_block(rt, (uintptr_t)ptrs[k]);
         if (!b)
             continue;
         int c = b->slab->pool->class_idx, d = b->slab->pool->device;
@@ -526,7 +530,7 @@ bool stream_phases(struct runtime *rt)
     bool ended = false;
     if (!rt->stream.classes || captured(rt))
         return false;
-    for (size_t c = 0; rt->stream.classes && c < p->class_count; c++) {
+    for (size_t c = 0; c < p->class_count; c++) {
         if (!streams(rt, (int)c))
             continue;
         bool now = writing_now(rt, (int)c);
@@ -564,17 +568,9 @@ uint64_t stream_yield(struct runtime *rt, int device, uint64_t need)
             continue;
         for (struct slab *s = pool->slabs; s && freed < need; s = s->next) {
             struct movable *mv = s->backing;
-            for (size_t i = 0; mv && i < mv->pieces && freed < need; i++) {
-                if (!mv->streamed[i] || !piece_free(m, mv, i))
-                    continue;
-                size_t len = mover_piece_size(mv, i);
-                if (mv->incoming[i] && mover_piece_copied(&rt->mover, mv, i)) {
-                    cancel(rt, s, i);
-                    freed += len;
-                } else if (mv->gpu[i] && drop(rt, s, i)) {
-                    freed += len;
-                }
-            }
+            for (size_t i = 0; mv && i < mv->pieces && freed < need; i++)
+                if (mv->streamed[i] && piece_free(m, mv, i))
+                    freed += let_go(rt, s, i);
         }
     }
     return freed;

@@ -24,8 +24,9 @@ struct runtime;
 
 /* Set up for RT's program (rt->lock not needed yet); false: out of memory. */
 bool stream_init(struct runtime *rt);
-/* Give back the marks' events and the records (at exit: NO_CUDA skips CUDA). */
-void stream_destroy(struct runtime *rt, bool no_cuda);
+/* Host bookkeeping only, at exit: the marks' events belong to a CUDA context
+ * that may already be gone. */
+void stream_destroy(struct runtime *rt);
 /* Does any class of the program stream? */
 bool stream_enabled(const struct runtime *rt);
 /* Class C streams and none of its write phases is open: what comes to the
@@ -33,8 +34,8 @@ bool stream_enabled(const struct runtime *rt);
 bool stream_unwritten(const struct runtime *rt, int c);
 
 /* The job is about to queue, on STREAM, work that uses the blocks at
- * ADDRS[0..N) (rt->lock held). */
-void stream_use(struct runtime *rt, const uintptr_t *addrs, size_t n, cudaStream_t stream);
+ * PTRS[0..N) (rt->lock held). */
+void stream_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStream_t stream);
 /* Phases opened or closed: start or end the write phases (rt->lock held).
  * Returns true when one ended. */
 bool stream_phases(struct runtime *rt);
