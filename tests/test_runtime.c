@@ -800,6 +800,35 @@ static void test_runtime_stream_off_after_capture(void **state)
     teardown(f);
 }
 
+/* A capture begun through the driver on the job's stream (the hooks do not
+ * count it) stops streaming as well, and the pieces then on their way in are
+ * given up once it is over. */
+static void test_runtime_stream_off_after_driver_capture(void **state)
+{
+    (void)state;
+    void *w[STREAM_N];
+    struct fixture *f = stream_learned(w);
+    const struct class_stats *st = &f->rt.class_stats[0];
+    fake_set_busy_stream(f->rt.devices[0].fetch_stream); /* pieces stay on their way in */
+    use_one(f, w[0]);
+    fake_set_busy_stream(NULL);
+    uint64_t mapped = mapped_on_gpu(f), fetched = st->stream_fetch_bytes;
+    assert_true(fetched > 0);
+    fake_set_capturing(1);
+    use_one(f, w[1]);
+    assert_true(f->rt.stream.off);
+    assert_int_equal(mapped_on_gpu(f), mapped);
+    fake_set_capturing(0);
+    for (int i = 0; i < STREAM_N; i++)
+        use_one(f, w[i]);
+    assert_int_equal(st->stream_fetch_bytes, fetched);
+    assert_int_equal(mapped_on_gpu(f), mapped);
+    for (const struct slab *s = f->rt.devices[0].pools[0]->slabs; s; s = s->next)
+        assert_int_equal(((const struct movable *)s->backing)->incoming_bytes, 0);
+    assert_int_equal(f->rt.devices[0].resident_bytes, mapped);
+    stream_done(f, w);
+}
+
 static void test_runtime_movable_pressure(void **state)
 {
     (void)state;
@@ -2417,6 +2446,7 @@ int main(void)
         cmocka_unit_test(test_runtime_stream_new_block_in_clean_piece),
         cmocka_unit_test(test_runtime_stream_new_block_in_incoming_piece),
         cmocka_unit_test(test_runtime_stream_off_after_capture),
+        cmocka_unit_test(test_runtime_stream_off_after_driver_capture),
         cmocka_unit_test(test_runtime_movable_card_full),
         cmocka_unit_test(test_runtime_budget_card),
         cmocka_unit_test(test_runtime_host_class_falls_back),

@@ -73,11 +73,15 @@ static void give_up_incoming(struct runtime *rt)
  * announcement, and waiting on or remapping now would break the capture.
  * Streaming stops for good: nothing is clean any more (every later move to
  * the host copies), and pieces stay where they are until placement moves
- * them. True when off. */
-static bool captured(struct runtime *rt)
+ * them. True when off. NOW: a capture the hooks did not count (begun through
+ * the driver) is in progress, so nothing may wait yet. */
+static bool captured(struct runtime *rt, bool now)
 {
     struct stream_state *st = &rt->stream;
-    if (st->off && !st->off_settled && atomic_load(&rt->captures) == 0)
+    bool quiet = !now && atomic_load(&rt->captures) == 0;
+    if (now)
+        atomic_store(&rt->capture_seen, true);
+    if (st->off && !st->off_settled && quiet)
         give_up_incoming(rt);
     if (st->off || (!atomic_load(&rt->capture_seen) && atomic_load(&rt->captures) == 0))
         return st->off;
@@ -93,7 +97,7 @@ static bool captured(struct runtime *rt)
                     mv->clean[i] = false;
             }
         }
-    if (atomic_load(&rt->captures) == 0)
+    if (quiet)
         give_up_incoming(rt);
     return true;
 }
@@ -394,8 +398,8 @@ void stream_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStrea
     struct stream_state *st = &rt->stream;
     uint64_t marked = 0; /* bit d: device d's mark recorded for this use */
     int touched_class = -1, touched_device = -1;
-    if (!st->classes || !n || captured(rt) || mover_stream_capturing(&rt->mover, stream))
-        return; /* (a capture begun through the driver: captured() stops it at the next call) */
+    if (!st->classes || !n || captured(rt, mover_stream_capturing(&rt->mover, stream)))
+        return;
     uint64_t u = ++st->uses;
     for (size_t k = 0; k < n; k++) {
         struct block *b = streamed_block(rt, (uintptr_t)ptrs[k]);
@@ -528,7 +532,7 @@ bool stream_phases(struct runtime *rt)
 {
     const struct program *p = rt->program;
     bool ended = false;
-    if (!rt->stream.classes || captured(rt))
+    if (!rt->stream.classes || captured(rt, false))
         return false;
     for (size_t c = 0; c < p->class_count; c++) {
         if (!streams(rt, (int)c))
@@ -559,7 +563,7 @@ uint64_t stream_yield(struct runtime *rt, int device, uint64_t need)
     struct device_state *dev = &rt->devices[device];
     struct stream_marks *m = rt->stream.marks[device];
     uint64_t freed = 0;
-    if (!m || captured(rt))
+    if (!m || captured(rt, false))
         return 0;
     marks_advance(rt, m);
     for (size_t c = 0; c < p->class_count && freed < need; c++) {
