@@ -691,6 +691,19 @@ static void stream_done(struct fixture *f, void *w[STREAM_N])
     teardown(f);
 }
 
+/* A 32 MiB block of the weights made now in the free half of W's piece,
+ * and written (fill SEED). */
+static void *new_block_beside(struct fixture *f, void *w, unsigned seed)
+{
+    phase_enter(&f->rt, "init");
+    void *x = alloc(f, 32u << 20, API_CUDA_MALLOC, S1);
+    phase_exit(&f->rt);
+    assert_ptr_equal(map_find(&f->rt.map, (uintptr_t)x)->slab,
+                     map_find(&f->rt.map, (uintptr_t)w)->slab); /* the same piece */
+    fill(x, 32u << 20, seed);
+    return x;
+}
+
 /* A block carved, outside the write phases, from a piece the stream brought
  * in is written by the job: that piece no longer leaves without a copy. */
 static void test_runtime_stream_new_block_in_clean_piece(void **state)
@@ -701,12 +714,7 @@ static void test_runtime_stream_new_block_in_clean_piece(void **state)
     struct fixture *f = stream_learned(w);
     use_one(f, w[0]); /* w1's piece comes in, clean */
     assert_true(piece_on_gpu(f, w[1]));
-    phase_enter(&f->rt, "init");
-    void *x = alloc(f, 32 * MiB, API_CUDA_MALLOC, S1);
-    phase_exit(&f->rt);
-    assert_ptr_equal(map_find(&f->rt.map, (uintptr_t)x)->slab,
-                     map_find(&f->rt.map, (uintptr_t)w[1])->slab); /* the same piece */
-    fill(x, 32 * MiB, 99);
+    void *x = new_block_beside(f, w[1], 99);
     for (int round = 0; round < 2; round++)
         for (int i = 0; i < STREAM_N; i++)
             use_one(f, w[i]);
@@ -728,11 +736,7 @@ static void test_runtime_stream_new_block_in_incoming_piece(void **state)
     use_one(f, w[0]);
     struct block *wb = map_find(&f->rt.map, (uintptr_t)w[1]);
     assert_true(((const struct movable *)wb->slab->backing)->incoming[0] != 0);
-    phase_enter(&f->rt, "init");
-    void *x = alloc(f, 32 * MiB, API_CUDA_MALLOC, S1);
-    phase_exit(&f->rt);
-    assert_ptr_equal(map_find(&f->rt.map, (uintptr_t)x)->slab, wb->slab);
-    fill(x, 32 * MiB, 77);
+    void *x = new_block_beside(f, w[1], 77);
     fake_set_busy_stream(NULL);
     for (int round = 0; round < 2; round++)
         for (int i = 0; i < STREAM_N; i++) {
