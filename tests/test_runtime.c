@@ -7,7 +7,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -18,6 +20,7 @@
 #include "runtime/placement.h"
 #include "runtime/profile.h"
 #include "runtime/runtime.h"
+#include "runtime/stream.h"
 #include "runtime/trace.h"
 
 
@@ -517,10 +520,13 @@ static bool piece_on_gpu(struct fixture *f, void *w)
     return ((const struct movable *)b->slab->backing)->gpu[0] != 0;
 }
 
+/* A use of W announced, and the remaps it handed to the runtime's thread
+ * made and applied, so what follows does not depend on that thread's pace. */
 static void use_one(struct fixture *f, void *w)
 {
     const void *ptrs[1] = {w};
     rt_use(&f->rt, ptrs, 1, S1);
+    stream_settle(&f->rt);
 }
 
 static void test_runtime_stream_ahead(void **state)
@@ -534,6 +540,7 @@ static void test_runtime_stream_ahead(void **state)
     const struct device_state *dev = &f->rt.devices[0];
 #define ASSERT_STREAM_COUNTED()                                                               \
     do {                                                                                      \
+        stream_settle(&f->rt); /* the remaps handed over are made */                         \
         assert_int_equal(dev->resident_bytes, fake_vmm_gpu_bytes() - vmm_before +            \
                                                   fake_resident_bytes() - f->resident_before); \
         assert_true(dev->resident_bytes <= 192 * MiB);                                       \
@@ -648,6 +655,7 @@ static void test_runtime_stream_ahead(void **state)
     assert_true(dev->resident_bytes <= 192 * MiB);
     assert_int_equal(DELTA(f, memcpy_bytes_to_host), to_host);
     release(f, a, S1, MODE_ANY);
+    stream_settle(&f->rt); /* (the CPU reads the pieces here, unannounced) */
     for (int i = 0; i < N; i++) {
         assert_true(filled(w[i], 64 * MiB, 20 + i));
         release(f, w[i], S1, MODE_ANY);
@@ -748,6 +756,95 @@ static void test_runtime_stream_new_block_in_incoming_piece(void **state)
         use_one(f, w[i]);
     assert_true(filled(x, 32 * MiB, 78));
     assert_true(filled(w[1], 32 * MiB, 2));
+    release(f, x, S1, MODE_ANY);
+    stream_done(f, w);
+}
+
+static double seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void *release_hold_later(void *arg)
+{
+    (void)arg;
+    usleep(50 * 1000);
+    fake_set_vmm_hold(0);
+    return NULL;
+}
+
+/* Until the runtime's thread waits in a cuMemSetAccess held since BEFORE. */
+static void wait_held(unsigned long before)
+{
+    for (int k = 0; k < 5000 && fake_vmm_held_calls() == before; k++)
+        usleep(1000);
+    assert_true(fake_vmm_held_calls() > before);
+}
+
+/* The stream's remaps are made on the runtime's own thread. Meanwhile each
+ * piece is counted where its remap puts it, and a piece the job is about to
+ * use, or to write in a new block, waits for its remap to be made. */
+static void test_runtime_stream_remap_on_thread(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20;
+    uint64_t vmm_before = fake_vmm_gpu_bytes();
+    void *w[STREAM_N];
+    struct fixture *f = stream_learned(w);
+    const struct device_state *dev = &f->rt.devices[0];
+    struct block *b1 = map_find(&f->rt.map, (uintptr_t)w[1]);
+    struct movable *mv1 = b1->slab->backing;
+    size_t i1 = (b1->addr - b1->slab->base) / (64 * MiB);
+    const void *p[1];
+
+    /* Swapped in: w1's piece (with w2's and w3's) handed over at w0's use. */
+    unsigned long held = fake_vmm_held_calls();
+    fake_set_vmm_hold(1);
+    p[0] = w[0];
+    rt_use(&f->rt, p, 1, S1);
+    wait_held(held);
+    assert_true(mv1->busy[i1] != 0);
+    assert_true(mv1->gpu[i1] != 0); /* counted on the GPU already */
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, release_hold_later, NULL), 0);
+    double t0 = seconds();
+    p[0] = w[1];
+    rt_use(&f->rt, p, 1, S1); /* waits for w1's remap */
+    assert_true(seconds() - t0 > 0.04);
+    pthread_join(t, NULL);
+    assert_int_equal(mv1->busy[i1], 0);
+    assert_true(filled(w[1], 32 * MiB, 2));
+    stream_settle(&f->rt);
+    assert_int_equal(dev->resident_bytes, fake_vmm_gpu_bytes() - vmm_before +
+                                              fake_resident_bytes() - f->resident_before);
+
+    /* Dropped: at w4's use w1's piece leaves; counted off the GPU at once,
+     * its GPU memory given back once the remap is made. */
+    held = fake_vmm_held_calls();
+    fake_set_vmm_hold(1);
+    for (int i = 2; i < STREAM_N; i++) {
+        p[0] = w[i];
+        rt_use(&f->rt, p, 1, S1);
+        if (!mv1->gpu[i1] && mv1->busy[i1])
+            break;
+    }
+    wait_held(held);
+    assert_true(mv1->busy[i1] != 0 && !mv1->gpu[i1]);
+    assert_true(dev->resident_bytes < fake_vmm_gpu_bytes() - vmm_before +
+                                          fake_resident_bytes() - f->resident_before);
+    /* A new block in that piece: the job writes it once rt_alloc returns. */
+    assert_int_equal(pthread_create(&t, NULL, release_hold_later, NULL), 0);
+    t0 = seconds();
+    void *x = new_block_beside(f, w[1], 99); /* waits for the drop */
+    assert_true(seconds() - t0 > 0.04);
+    pthread_join(t, NULL);
+    assert_int_equal(mv1->busy[i1], 0);
+    assert_true(filled(w[1], 32 * MiB, 2) && filled(x, 32 * MiB, 99));
+    stream_settle(&f->rt);
+    assert_int_equal(dev->resident_bytes, fake_vmm_gpu_bytes() - vmm_before +
+                                              fake_resident_bytes() - f->resident_before);
     release(f, x, S1, MODE_ANY);
     stream_done(f, w);
 }
@@ -2447,6 +2544,7 @@ int main(void)
         cmocka_unit_test(test_runtime_movable),
         cmocka_unit_test(test_runtime_movable_pressure),
         cmocka_unit_test(test_runtime_stream_ahead),
+        cmocka_unit_test(test_runtime_stream_remap_on_thread),
         cmocka_unit_test(test_runtime_stream_new_block_in_clean_piece),
         cmocka_unit_test(test_runtime_stream_new_block_in_incoming_piece),
         cmocka_unit_test(test_runtime_stream_off_after_capture),

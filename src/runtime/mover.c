@@ -1,11 +1,13 @@
 #include "config.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #ifdef HAVE_NUMA
 #include <numa.h>
 #include <numaif.h>
@@ -17,6 +19,9 @@
 void mover_init(struct mover *m, const struct cuda_api *cuda)
 {
     *m = (struct mover){.cuda = cuda};
+    if (pthread_mutex_init(&m->worker.lock, NULL) || pthread_cond_init(&m->worker.wake, NULL) ||
+        pthread_cond_init(&m->worker.finished, NULL))
+        m->worker.state = -1; /* (never fails on Linux) every remap is made at once */
 }
 
 /* Pinned host memory: anonymous pages (on NODE, preferred, when >= 0),
@@ -332,13 +337,13 @@ static bool wait_device(struct mover *m, int device)
     return ok;
 }
 
-/* Map physical memory H at [VA, VA+SIZE) for MV's GPU to read and write. */
-static bool vmm_map(struct mover *m, const struct movable *mv, uintptr_t va, size_t size,
+/* Map physical memory H at [VA, VA+SIZE) for GPU DEVICE to read and write. */
+static bool vmm_map(struct mover *m, int device, uintptr_t va, size_t size,
                     CUmemGenericAllocationHandle h)
 {
     CUmemAccessDesc access = {.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.location.id = mv->device;
+    access.location.id = device;
     if (m->vmm.map(va, size, 0, h, 0) != CUDA_SUCCESS)
         return false;
     if (m->vmm.set_access(va, size, &access, 1) == CUDA_SUCCESS)
@@ -347,26 +352,40 @@ static bool vmm_map(struct mover *m, const struct movable *mv, uintptr_t va, siz
     return false;
 }
 
+/* [AT, AT+LEN) maps FROM; make it map TO. On failure FROM is mapped again
+ * (kept) or, where neither can be, nothing (lost). Driver calls only: the
+ * mover's thread makes them too. */
+static enum remap_outcome remap_calls(struct mover *m, int device, uintptr_t at, size_t len,
+                                      CUmemGenericAllocationHandle from,
+                                      CUmemGenericAllocationHandle to)
+{
+    if (m->vmm.unmap(at, len) != CUDA_SUCCESS)
+        return REMAP_KEPT;
+    if (vmm_map(m, device, at, len, to))
+        return REMAP_DONE;
+    return vmm_map(m, device, at, len, from) ? REMAP_KEPT : REMAP_LOST;
+}
+
+/* Piece I of MV is mapped neither way: said, and kept from use until repaired. */
+static void piece_lost(struct movable *mv, size_t i)
+{
+    mv->unmapped[i] = true;
+    mv->lost++;
+    LOG(LOG_ERROR, "a movable piece at %#lx could be mapped neither way: the job must not "
+        "touch it until it is mapped again (nothing is placed in its slab meanwhile)",
+        (unsigned long)(mv->base + i * MOVABLE_PIECE));
+}
+
 /* The job's range of piece I maps FROM; make it map TO. On failure FROM is
  * mapped again, or, where neither can be, the piece is lost (said so). */
 static bool remap_piece(struct mover *m, struct movable *mv, size_t i,
                         CUmemGenericAllocationHandle from, CUmemGenericAllocationHandle to)
 {
-    uintptr_t at = mv->base + i * MOVABLE_PIECE;
-    size_t len = mover_piece_size(mv, i);
-    if (m->vmm.unmap(at, len) != CUDA_SUCCESS)
-        return false;
-    if (vmm_map(m, mv, at, len, to))
-        return true;
-    if (!vmm_map(m, mv, at, len, from)) {
-        mv->unmapped[i] = true;
-        mv->lost++;
-        LOG(LOG_ERROR, "a movable piece at %#lx could be mapped neither way: the job must not "
-            "touch it until it is mapped again (nothing is placed in its slab meanwhile)",
-            (unsigned long)at);
-    }
-    m->cuda->get_last_error();
-    return false;
+    enum remap_outcome r = remap_calls(m, mv->device, mv->base + i * MOVABLE_PIECE,
+                                       mover_piece_size(mv, i), from, to);
+    if (r == REMAP_LOST)
+        piece_lost(mv, i);
+    return r == REMAP_DONE;
 }
 
 static void movable_free(struct mover *m, struct movable *mv)
@@ -406,6 +425,7 @@ void mover_movable_forget(struct movable *mv)
     free(mv->streamed);
     free(mv->written);
     free(mv->last_use);
+    free(mv->busy);
     free(mv->unmapped);
     free(mv->host);
     free(mv->gpu);
@@ -439,10 +459,11 @@ cudaError_t mover_movable_alloc(struct mover *m, size_t size, int device, int no
                            .clean = calloc(pieces, sizeof *mv->clean),
                            .streamed = calloc(pieces, sizeof *mv->streamed),
                            .written = calloc(pieces, sizeof *mv->written),
-                           .last_use = calloc(pieces, sizeof *mv->last_use)};
+                           .last_use = calloc(pieces, sizeof *mv->last_use),
+                           .busy = calloc(pieces, sizeof *mv->busy)};
     CUdeviceptr va[3] = {0};
     bool ok = mv->host && mv->gpu && mv->unmapped && mv->incoming && mv->copied && mv->clean &&
-              mv->streamed && mv->written && mv->last_use;
+              mv->streamed && mv->written && mv->last_use && mv->busy;
     for (int r = 0; ok && r < 3; r++)
         ok = m->vmm.reserve(&va[r], size, MOVABLE_GRANULE, 0, 0) == CUDA_SUCCESS;
     mv->base = va[0], mv->shadow = va[1], mv->stage = va[2];
@@ -456,7 +477,7 @@ cudaError_t mover_movable_alloc(struct mover *m, size_t size, int device, int no
             mv->host[i] = 0;
             break;
         }
-        ok = vmm_map(m, mv, mv->shadow + off, len, mv->host[i]);
+        ok = vmm_map(m, device, mv->shadow + off, len, mv->host[i]);
         if (!ok) { /* nothing of this piece mapped: release it here */
             m->vmm.release(mv->host[i]);
             mv->host[i] = 0;
@@ -465,7 +486,7 @@ cudaError_t mover_movable_alloc(struct mover *m, size_t size, int device, int no
         /* A piece the GPU has no memory for starts on the host. */
         if (on_gpu && m->vmm.create(&mv->gpu[i], len, &gpu_prop, 0) != CUDA_SUCCESS)
             mv->gpu[i] = 0;
-        ok = vmm_map(m, mv, mv->base + off, len, mv->gpu[i] ? mv->gpu[i] : mv->host[i]);
+        ok = vmm_map(m, device, mv->base + off, len, mv->gpu[i] ? mv->gpu[i] : mv->host[i]);
         if (!ok) {
             m->vmm.unmap(mv->shadow + off, len);
             m->vmm.release(mv->host[i]);
@@ -490,7 +511,8 @@ bool mover_movable_repair(struct mover *m, struct movable *mv)
 {
     for (size_t i = 0; mv->lost && i < mv->pieces; i++)
         if (mv->unmapped[i] &&
-            vmm_map(m, mv, mv->base + i * MOVABLE_PIECE, mover_piece_size(mv, i), mv->host[i])) {
+            vmm_map(m, mv->device, mv->base + i * MOVABLE_PIECE, mover_piece_size(mv, i),
+                    mv->host[i])) {
             mv->unmapped[i] = false;
             mv->lost--;
         }
@@ -501,6 +523,8 @@ bool mover_movable_repair(struct mover *m, struct movable *mv)
 
 cudaError_t mover_movable_release(struct mover *m, struct movable *mv)
 {
+    if (mv->busy_count)
+        return cudaErrorNotReady; /* a remap of it is being made */
     if (!wait_device(m, mv->device)) { /* an unmap does not wait for the GPU */
         m->cuda->get_last_error();
         return cudaErrorUnknown; /* keep it rather than pull it from under the GPU */
@@ -508,6 +532,8 @@ cudaError_t mover_movable_release(struct mover *m, struct movable *mv)
     movable_free(m, mv);
     return cudaSuccess;
 }
+
+static bool drop_now(struct mover *m, struct movable *mv, size_t i);
 
 /* Undo a piece's way in before its copy is known done: the copy may still
  * run, so wait for the GPU first, then drop the new GPU memory. */
@@ -527,7 +553,7 @@ size_t mover_movable_move(struct mover *m, struct device_state *dev, struct mova
     cudaEvent_t ev[MAX_EVENTS];
     size_t moved = 0;
     bool failed = false;
-    if ((mv->lost && !mover_movable_repair(m, mv)) || !dev->stream ||
+    if (mv->busy_count || (mv->lost && !mover_movable_repair(m, mv)) || !dev->stream ||
         !wait_device(m, mv->device)) {
         m->cuda->get_last_error();
         return 0;
@@ -547,7 +573,7 @@ size_t mover_movable_move(struct mover *m, struct device_state *dev, struct mova
             if ((mv->gpu[i] != 0) == to_gpu || moved + len > limit)
                 continue;
             if (!to_gpu && mv->clean[i]) { /* its host memory holds its bytes: no copy */
-                if (mover_piece_drop(m, mv, i))
+                if (drop_now(m, mv, i))
                     moved += len;
                 else
                     failed = true;
@@ -559,7 +585,7 @@ size_t mover_movable_move(struct mover *m, struct device_state *dev, struct mova
                     failed = true; /* the GPU is full: the rest stays on the host */
                     break;
                 }
-                if (!vmm_map(m, mv, mv->stage + off, len, mv->gpu[i])) {
+                if (!vmm_map(m, mv->device, mv->stage + off, len, mv->gpu[i])) {
                     m->vmm.release(mv->gpu[i]);
                     mv->gpu[i] = 0;
                     failed = true;
@@ -678,11 +704,11 @@ bool mover_piece_fetch(struct mover *m, struct movable *mv, size_t i, cudaStream
     size_t len = mover_piece_size(mv, i);
     const CUmemAllocationProp gpu_prop = vmm_prop(true, mv->device, mv->node);
     CUmemGenericAllocationHandle h = 0;
-    if (mv->gpu[i] || mv->incoming[i] || mv->unmapped[i] || mv->written[i])
+    if (mv->busy[i] || mv->gpu[i] || mv->incoming[i] || mv->unmapped[i] || mv->written[i])
         return false;
     if (m->vmm.create(&h, len, &gpu_prop, 0) != CUDA_SUCCESS)
         return false; /* the GPU is full: it stays on the host */
-    if (!vmm_map(m, mv, mv->stage + off, len, h)) {
+    if (!vmm_map(m, mv->device, mv->stage + off, len, h)) {
         m->vmm.release(h);
         m->cuda->get_last_error();
         return false;
@@ -705,7 +731,7 @@ bool mover_piece_fetch(struct mover *m, struct movable *mv, size_t i, cudaStream
 
 void mover_piece_cancel(struct mover *m, struct movable *mv, size_t i)
 {
-    if (!mv->incoming[i])
+    if (!mv->incoming[i] || mv->busy[i])
         return;
     if (mv->copied[i] && m->cuda->event_synchronize(mv->copied[i]) != cudaSuccess) {
         m->cuda->get_last_error();
@@ -717,11 +743,148 @@ void mover_piece_cancel(struct mover *m, struct movable *mv, size_t i)
     mv->incoming_bytes -= mover_piece_size(mv, i);
 }
 
-bool mover_piece_swap_in(struct mover *m, struct movable *mv, size_t i)
+/* ---- the mover's thread: remaps handed over ---- */
+
+static void *worker_main(void *arg)
 {
-    /* Only once its copy is done: the copy writes through the stage, which goes. */
-    if (!mv->incoming[i] || mv->gpu[i] || mv->written[i] || !mover_piece_copied(m, mv, i))
-        return false; /* (a piece written since its copy began stays on the host) */
+    struct mover *m = arg;
+    struct mover_worker *w = &m->worker;
+    int device = -1;
+    pthread_mutex_lock(&w->lock);
+    for (;;) {
+        while (!w->stop && w->done == w->queued)
+            pthread_cond_wait(&w->wake, &w->lock);
+        if (w->done == w->queued)
+            break; /* told to stop, and nothing is left to make */
+        struct piece_job job = w->jobs[(w->done + 1) % MOVER_JOBS];
+        pthread_mutex_unlock(&w->lock);
+        /* The driver's calls want the piece's GPU current on this thread too. */
+        if (device != job.device && m->cuda->set_device(job.device) == cudaSuccess)
+            device = job.device;
+        if (job.op == PIECE_SWAP_IN) {
+            job.outcome = m->vmm.unmap(job.stage, job.len) != CUDA_SUCCESS
+                              ? REMAP_STUCK
+                              : remap_calls(m, job.device, job.at, job.len, job.from, job.to);
+            if (job.outcome == REMAP_KEPT || job.outcome == REMAP_LOST)
+                m->vmm.release(job.to); /* mapped nowhere: never used */
+        } else {
+            job.outcome = remap_calls(m, job.device, job.at, job.len, job.from, job.to);
+            if (job.outcome != REMAP_KEPT)
+                m->vmm.release(job.from); /* its host memory holds the piece's bytes */
+        }
+        m->cuda->get_last_error();
+        pthread_mutex_lock(&w->lock);
+        w->jobs[(w->done + 1) % MOVER_JOBS].outcome = job.outcome;
+        w->done++;
+        pthread_cond_broadcast(&w->finished);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+/* Is the mover's thread there to take a remap (started on first need)? */
+static bool worker_ready(struct mover *m)
+{
+    struct mover_worker *w = &m->worker;
+    if (w->state == 1 && w->pid != getpid())
+        w->state = -1; /* a fork's child: the thread stayed with the parent */
+    if (w->state == 0) {
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old); /* the job's signals stay the job's */
+        w->state = pthread_create(&w->thread, NULL, worker_main, m) == 0 ? 1 : -1;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        w->pid = getpid();
+        if (w->state < 0)
+            LOG(LOG_WARN, "no thread for streamed remaps: the job's thread makes them");
+    }
+    return w->state == 1 && w->queued - w->applied < MOVER_JOBS;
+}
+
+/* Hand JOB over: piece JOB.i of JOB.mv is busy until it is applied. */
+static void worker_hand(struct mover *m, struct piece_job job)
+{
+    struct mover_worker *w = &m->worker;
+    pthread_mutex_lock(&w->lock);
+    w->jobs[++w->queued % MOVER_JOBS] = job;
+    job.mv->busy[job.i] = w->queued;
+    job.mv->busy_count++;
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* A remap made as handed over needs nothing more; otherwise piece I is put
+ * back where it is, and the bytes of GPU memory that changes are returned. */
+static long long apply(struct movable *mv, size_t i, const struct piece_job *job)
+{
+    long long len = (long long)job->len;
+    mv->busy[i] = 0;
+    mv->busy_count--;
+    if (job->outcome == REMAP_DONE)
+        return 0;
+    if (job->outcome == REMAP_LOST)
+        piece_lost(mv, i);
+    if (job->op == PIECE_SWAP_IN && job->outcome == REMAP_STUCK) {
+        mv->incoming[i] = mv->gpu[i]; /* still on its way in, its copy done */
+        mv->gpu[i] = 0;
+        mv->gpu_bytes -= job->len;
+        mv->incoming_bytes += job->len;
+        mv->clean[i] = false;
+        return 0;
+    }
+    if (job->op == PIECE_SWAP_IN) { /* on the host (or lost), its GPU memory given back */
+        mv->gpu[i] = 0;
+        mv->gpu_bytes -= job->len;
+        mv->clean[i] = mv->streamed[i] = false;
+        return -len;
+    }
+    if (job->outcome == REMAP_KEPT) { /* still on the GPU, still clean */
+        mv->gpu[i] = job->from;
+        mv->gpu_bytes += job->len;
+        mv->clean[i] = mv->streamed[i] = true;
+        return len;
+    }
+    return 0; /* lost: its GPU memory given back, its data in its host memory */
+}
+
+size_t mover_pieces_finish(struct mover *m, uint64_t until, struct piece_outcome *out, size_t max)
+{
+    struct mover_worker *w = &m->worker;
+    size_t n = 0;
+    if (w->applied == w->queued)
+        return 0;
+    pthread_mutex_lock(&w->lock);
+    if (until > w->queued)
+        until = w->queued;
+    while (w->done < until && w->state == 1 && w->pid == getpid())
+        pthread_cond_wait(&w->finished, &w->lock);
+    while (w->applied < w->done && n < max) {
+        const struct piece_job *job = &w->jobs[++w->applied % MOVER_JOBS];
+        long long held = apply(job->mv, job->i, job);
+        if (held || job->outcome != REMAP_DONE)
+            out[n++] = (struct piece_outcome){job->mv, job->i, held};
+    }
+    pthread_mutex_unlock(&w->lock);
+    return n;
+}
+
+void mover_destroy(struct mover *m)
+{
+    struct mover_worker *w = &m->worker;
+    if (w->state != 1 || w->pid != getpid())
+        return;
+    pthread_mutex_lock(&w->lock);
+    w->stop = true;
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->lock);
+    pthread_join(w->thread, NULL);
+    w->state = -1;
+}
+
+/* ---- one piece at a time: swap in, drop ---- */
+
+static bool swap_in_now(struct mover *m, struct movable *mv, size_t i)
+{
     size_t len = mover_piece_size(mv, i);
     if (m->vmm.unmap(mv->stage + i * MOVABLE_PIECE, len) != CUDA_SUCCESS)
         return false; /* still on its way in, mapped at the stage */
@@ -740,10 +903,30 @@ bool mover_piece_swap_in(struct mover *m, struct movable *mv, size_t i)
     return true;
 }
 
-bool mover_piece_drop(struct mover *m, struct movable *mv, size_t i)
+bool mover_piece_swap_in(struct mover *m, struct movable *mv, size_t i)
 {
-    if (!mv->gpu[i] || !mv->clean[i] || !mover_piece_copied(m, mv, i))
-        return false;
+    /* Only once its copy is done: the copy writes through the stage, which goes. */
+    if (mv->busy[i] || !mv->incoming[i] || mv->gpu[i] || mv->written[i] ||
+        !mover_piece_copied(m, mv, i))
+        return false; /* (a piece written since its copy began stays on the host) */
+    if (!worker_ready(m))
+        return swap_in_now(m, mv, i);
+    size_t len = mover_piece_size(mv, i);
+    worker_hand(m, (struct piece_job){.mv = mv, .i = i, .op = PIECE_SWAP_IN,
+                                      .at = mv->base + i * MOVABLE_PIECE,
+                                      .stage = mv->stage + i * MOVABLE_PIECE, .len = len,
+                                      .device = mv->device, .from = mv->host[i],
+                                      .to = mv->incoming[i]});
+    mv->gpu[i] = mv->incoming[i];
+    mv->incoming[i] = 0;
+    mv->incoming_bytes -= len;
+    mv->gpu_bytes += len;
+    mv->clean[i] = true;
+    return true;
+}
+
+static bool drop_now(struct mover *m, struct movable *mv, size_t i)
+{
     if (!remap_piece(m, mv, i, mv->gpu[i], mv->host[i])) {
         if (mv->unmapped[i]) { /* its host memory holds its data: the GPU memory goes */
             m->vmm.release(mv->gpu[i]);
@@ -759,10 +942,27 @@ bool mover_piece_drop(struct mover *m, struct movable *mv, size_t i)
     return true;
 }
 
+bool mover_piece_drop(struct mover *m, struct movable *mv, size_t i)
+{
+    if (mv->busy[i] || !mv->gpu[i] || !mv->clean[i] || !mover_piece_copied(m, mv, i))
+        return false;
+    if (!worker_ready(m))
+        return drop_now(m, mv, i);
+    size_t len = mover_piece_size(mv, i);
+    worker_hand(m, (struct piece_job){.mv = mv, .i = i, .op = PIECE_DROP,
+                                      .at = mv->base + i * MOVABLE_PIECE, .len = len,
+                                      .device = mv->device, .from = mv->gpu[i],
+                                      .to = mv->host[i]});
+    mv->gpu[i] = 0;
+    mv->gpu_bytes -= len;
+    mv->clean[i] = mv->streamed[i] = false;
+    return true;
+}
+
 bool mover_piece_save(struct mover *m, struct movable *mv, size_t i, cudaStream_t stream)
 {
     uintptr_t off = i * MOVABLE_PIECE;
-    if (!mv->gpu[i])
+    if (!mv->gpu[i] || mv->busy[i])
         return false;
     if (m->cuda->memcpy_async((void *)(mv->shadow + off), (void *)(mv->base + off),
                               mover_piece_size(mv, i), cudaMemcpyDeviceToHost, stream) != cudaSuccess ||

@@ -6,9 +6,11 @@
 #ifndef UMPOL_RUNTIME_MOVER_H
 #define UMPOL_RUNTIME_MOVER_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <cuda.h> /* the driver's virtual memory types */
 
@@ -35,6 +37,42 @@ struct vmm_api {
     CUresult (*device_attribute)(int *value, CUdevice_attribute attribute, CUdevice device);
 };
 
+/* A remap of one piece handed to the mover's own thread. Mapping host memory
+ * costs the thread that does it about 1 ms a 64 MiB piece (cuMemSetAccess
+ * 0.85 ms, cuMemUnmap 0.18 ms; bench/vmm_calls.cu), while another thread's
+ * launches do not wait for it (bench/vmm_contend.cu): streaming hands its
+ * remaps over, so the job's thread only queues work. */
+enum piece_op { PIECE_SWAP_IN, PIECE_DROP };
+/* How a remap went: as counted, the piece left mapped as before (kept), or
+ * mapped neither way (lost, its data in its host memory); a swap-in whose
+ * stage could not be unmapped stays on its way in (stuck). */
+enum remap_outcome { REMAP_DONE, REMAP_KEPT, REMAP_LOST, REMAP_STUCK };
+
+struct movable;
+struct piece_job {
+    struct movable *mv;
+    size_t i;
+    enum piece_op op;
+    uintptr_t at, stage; /* the job's range of the piece, its stage (a swap-in) */
+    size_t len;
+    int device;
+    CUmemGenericAllocationHandle from, to;
+    enum remap_outcome outcome; /* set by the thread */
+};
+
+#define MOVER_JOBS 256 /* remaps handed over and not yet finished (16 GiB of pieces) */
+
+struct mover_worker {
+    pthread_mutex_t lock;
+    pthread_cond_t wake, finished;
+    pthread_t thread;
+    int state;  /* 0: not started, 1: running, -1: none (remaps made at once) */
+    pid_t pid;  /* the process it runs in (a fork's child has none) */
+    bool stop;
+    struct piece_job jobs[MOVER_JOBS]; /* job number N at N % MOVER_JOBS */
+    uint64_t queued, done, applied;    /* jobs 1..queued handed over, 1..done made, 1..applied applied */
+};
+
 struct mover {
     const struct cuda_api *cuda;
     bool batch_unsupported;            /* cudaMemPrefetchBatchAsync refused once */
@@ -42,6 +80,7 @@ struct mover {
     int vmm_state;                     /* 0: not looked up yet, 1: the calls found, -1: not */
     uint64_t vmm_checked, vmm_ok;      /* per GPU (bit N: GPU N): asked, and movable there */
     struct vmm_api vmm;
+    struct mover_worker worker;
 };
 
 /* `memory movable`: a slab whose address stays while its memory moves. The
@@ -81,6 +120,12 @@ struct movable {
      * ordered after the writes only then. */
     bool *written;
     uint64_t *last_use;
+    /* Per piece: the number of its remap handed to the mover's thread and
+     * not yet applied (0: none). A busy piece is counted where the remap puts
+     * it; no other call of the mover touches it until it is applied. */
+    uint64_t *busy;
+    size_t busy_count;
+    void *owner; /* the caller's (the slab this is the memory of) */
 };
 
 /* The bytes of MV's piece I (the last one may be short). */
@@ -106,7 +151,9 @@ bool mover_movable_usable(struct mover *m, int device);
 cudaError_t mover_movable_alloc(struct mover *m, size_t size, int device, int node, bool on_gpu,
                                 struct movable **out);
 /* Map MV's lost pieces at the job's range again, to their host memory, which
- * holds their data; true when none is lost any more. */
+ * holds their data; true when none is lost any more. A movable with busy
+ * pieces is not moved or released (0 moved, cudaErrorNotReady): apply its
+ * remaps first (mover_pieces_finish). */
 bool mover_movable_repair(struct mover *m, struct movable *mv);
 /* Give it all back, after all of its GPU's work so far (an error: kept). */
 cudaError_t mover_movable_release(struct mover *m, struct movable *mv);
@@ -133,14 +180,31 @@ bool mover_piece_fetch(struct mover *m, struct movable *mv, size_t i, cudaStream
 /* Is piece I's last copy done (or was there none)? */
 bool mover_piece_copied(struct mover *m, const struct movable *mv, size_t i);
 /* The job's range of piece I, on its way in and its copy done, maps its new
- * GPU memory, and the stage no longer does. false: its copy is not done, or
- * it stays on the host (lost, and said so, where it can be mapped neither way). */
+ * GPU memory, and the stage no longer does: handed to the mover's thread
+ * (counted on the GPU from now on) or, without one, made at once. false: its
+ * copy is not done, the piece is busy, or it stays on the host (lost, and
+ * said so, where it can be mapped neither way). */
 bool mover_piece_swap_in(struct mover *m, struct movable *mv, size_t i);
 /* Piece I's way in is given up (its copy waited for first). */
 void mover_piece_cancel(struct mover *m, struct movable *mv, size_t i);
 /* Piece I, on the GPU and clean, leaves with no copy: the job's range maps
- * its host memory again and the card gets the GPU memory back. */
+ * its host memory again and the card gets the GPU memory back; handed to the
+ * mover's thread (counted off the GPU from now on) or made at once. */
 bool mover_piece_drop(struct mover *m, struct movable *mv, size_t i);
+/* A remap handed over that did not go as counted: the bytes of the GPU
+ * memory MV holds beyond what was counted (< 0: fewer). */
+struct piece_outcome {
+    struct movable *mv;
+    size_t i;
+    long long held;
+};
+/* Apply the remaps the mover's thread has made, in the order handed over,
+ * after waiting for those up to number UNTIL (0: no wait; UINT64_MAX: all;
+ * a piece's busy number: that piece's). Up to MAX of those that did not go
+ * as counted are returned in OUT; call again while it returns MAX. */
+size_t mover_pieces_finish(struct mover *m, uint64_t until, struct piece_outcome *out, size_t max);
+/* Stop the mover's thread, once every remap handed over is made (at exit). */
+void mover_destroy(struct mover *m);
 /* Queue on STREAM a copy of piece I's GPU memory to its host memory (the
  * caller orders STREAM after the writes); clean once it is done. */
 bool mover_piece_save(struct mover *m, struct movable *mv, size_t i, cudaStream_t stream);

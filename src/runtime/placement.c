@@ -426,6 +426,8 @@ static size_t trim(struct runtime *rt, int device, int class_idx, uint64_t room)
                 uintptr_t base = s->base;
                 size_t size = s->size;
                 struct movable *mv = s->backing;
+                if (mv)
+                    stream_settle(rt); /* no remap of its pieces is being made */
                 enum memory_kind kind = mv ? MEMORY_MOVABLE
                                         : cls->memory == MEMORY_MOVABLE ? MEMORY_DEVICE
                                                                         : cls->memory;
@@ -717,6 +719,7 @@ static bool evict_movable(struct runtime *rt, int device, struct slab *s, size_t
     struct movable *mv = s->backing;
     int c = s->pool->class_idx;
     struct class_stats *st = &rt->class_stats[c];
+    stream_settle(rt); /* no remap of its pieces is being made */
     size_t before = mover_movable_held(mv);
     size_t limit = (need + MOVABLE_PIECE - 1) / MOVABLE_PIECE * MOVABLE_PIECE;
     uint64_t t0 = now_ns();
@@ -1131,6 +1134,7 @@ static void move_movable(struct runtime *rt, size_t c, int device, struct progra
         return;
     }
     uint64_t t0 = now_ns();
+    stream_settle(rt); /* no remap of their pieces is being made */
     for (struct slab *s = p->slabs; s; s = s->next) {
         struct movable *mv = s->backing;
         if (!mv) /* plain device memory: movable memory was not to be had */

@@ -45,7 +45,9 @@ int runtime_init(struct runtime *rt, const struct program *program, const struct
 void runtime_destroy(struct runtime *rt)
 {
     /* Host bookkeeping only: device memory belongs to a CUDA context that may
-     * already be gone at exit, and the driver reclaims it with the process. */
+     * already be gone at exit, and the driver reclaims it with the process.
+     * The mover's thread finishes the remaps handed to it first. */
+    mover_destroy(&rt->mover);
     for (int d = 0; d < RT_MAX_DEVICES; d++) {
         struct device_state *dev = &rt->devices[d];
         for (size_t c = 0; dev->pools && c < rt->program->class_count; c++)
@@ -236,6 +238,8 @@ static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool de
         return cudaErrorMemoryAllocation;
     }
     s->backing = mv;
+    if (mv)
+        mv->owner = s; /* the stream finds a piece's slab from its remap's outcome */
     place_new_slab(rt, p, s);
     rt->runtime_ns += now_ns() - t0;
     *out = s;

@@ -86,6 +86,7 @@ static bool captured(struct runtime *rt, bool now)
     if (st->off || (!atomic_load(&rt->capture_seen) && atomic_load(&rt->captures) == 0))
         return st->off;
     st->off = true;
+    stream_settle(rt); /* a graph's replays find every piece mapped (no CUDA call waits) */
     LOG(LOG_WARN, "a stream capture began: `stream written` stops streaming for the rest of the "
                   "run (a graph's replays read the pieces unannounced)");
     for (int d = 0; d < RT_MAX_DEVICES; d++)
@@ -275,6 +276,44 @@ static void settle(struct runtime *rt, struct slab *s)
     s->quarantined = mv->lost > 0;
 }
 
+/* Apply the remaps the mover's thread has made, waiting first for those up
+ * to number UNTIL (mover_pieces_finish); one that did not go as counted
+ * has its bytes counted again, and a piece it lost is mapped again. */
+static void reap(struct runtime *rt, uint64_t until)
+{
+    enum { BATCH = 16 };
+    struct piece_outcome out[BATCH];
+    size_t n;
+    do {
+        n = mover_pieces_finish(&rt->mover, until, out, BATCH);
+        for (size_t k = 0; k < n; k++) {
+            struct slab *s = out[k].mv->owner;
+            struct device_state *dev = &rt->devices[s->pool->device];
+            int c = s->pool->class_idx;
+            if (out[k].held > 0) { /* a drop that did not happen */
+                resident_add(rt, dev, c, (uint64_t)out[k].held);
+                rt->class_stats[c].stream_drop_bytes -= (uint64_t)out[k].held;
+            } else if (out[k].held < 0) { /* a swap-in that did not happen */
+                resident_sub(rt, dev, c, (uint64_t)-out[k].held);
+            }
+            settle(rt, s);
+        }
+    } while (n == BATCH);
+}
+
+void stream_settle(struct runtime *rt)
+{
+    reap(rt, UINT64_MAX);
+}
+
+/* Piece I of MV is about to be used or written by the job: its remap, if one
+ * is being made, is made first. */
+static void await_piece(struct runtime *rt, const struct movable *mv, size_t i)
+{
+    if (mv->busy[i])
+        reap(rt, mv->busy[i]);
+}
+
 static void swap_in(struct runtime *rt, struct slab *s, size_t i)
 {
     struct movable *mv = s->backing;
@@ -401,6 +440,7 @@ void stream_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStrea
     if (!st->classes || !n || captured(rt, mover_stream_capturing(&rt->mover, stream)))
         return;
     uint64_t u = ++st->uses;
+    reap(rt, 0);
     for (size_t k = 0; k < n; k++) {
         struct block *b = streamed_block(rt, (uintptr_t)ptrs[k]);
         if (!b)
@@ -427,8 +467,11 @@ void stream_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStrea
             cs->stream_unlearned++;
         struct movable *mv = b->slab->backing;
         for (size_t i = first_piece(b); i < end_piece(b); i++) {
-            if (mv->incoming[i] && piece_free(m, mv, i))
+            await_piece(rt, mv, i); /* the job's work is queued once this returns */
+            if (mv->incoming[i] && piece_free(m, mv, i)) {
                 swap_in(rt, b->slab, i);
+                await_piece(rt, mv, i);
+            }
             if (mv->gpu[i])
                 cs->stream_ready_bytes += mover_piece_size(mv, i);
             else
@@ -457,6 +500,7 @@ static bool writing_now(const struct runtime *rt, int c)
 static void writes_begin(struct runtime *rt, int c)
 {
     struct stream_class *sc = &rt->stream.classes[c];
+    stream_settle(rt); /* the writes find every piece mapped */
     sc->writing = true;
     if (sc->overflow) {
         sc->ref_len = 0; /* too long to learn: the next cycle predicts nothing */
@@ -491,6 +535,7 @@ static void writes_end(struct runtime *rt, int c)
 {
     struct stream_class *sc = &rt->stream.classes[c];
     uint64_t u = ++rt->stream.uses;
+    stream_settle(rt); /* the copies back read the job's range */
     sc->writing = false;
     sc->unordered = false;
     for (int d = 0; d < RT_MAX_DEVICES; d++) {
@@ -552,6 +597,8 @@ void stream_block_written(struct runtime *rt, const struct block *b)
 {
     struct movable *mv = b->slab->backing;
     uint64_t u = ++rt->stream.uses; /* its writes come after this: no remap until they are done */
+    for (size_t i = first_piece(b); i < end_piece(b) && i < mv->pieces; i++)
+        await_piece(rt, mv, i); /* the job writes it once this returns */
     mover_movable_written(mv, b->addr - b->slab->base, b->size);
     for (size_t i = first_piece(b); i < end_piece(b) && i < mv->pieces; i++)
         mv->last_use[i] = u;

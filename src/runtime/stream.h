@@ -9,6 +9,8 @@
  * same bytes). A piece is remapped only once the GPU has finished all the
  * work the job had queued when it last used the piece: a mark (an event) is
  * recorded on the job's stream at each use, and a remap waits for nothing.
+ * The remaps themselves are made on the mover's own thread; a piece the job
+ * is about to use or write while its remap is being made waits for it.
  * See src/runtime/README.md. */
 #ifndef UMPOL_RUNTIME_STREAM_H
 #define UMPOL_RUNTIME_STREAM_H
@@ -44,6 +46,9 @@ bool stream_phases(struct runtime *rt);
  * ends, and not remapped until the GPU is past its writes). */
 struct block;
 void stream_block_written(struct runtime *rt, const struct block *b);
+/* Wait for every remap handed to the mover's thread and apply it (rt->lock
+ * held): before placement moves, repairs or gives back a movable slab. */
+void stream_settle(struct runtime *rt);
 /* Placement needs NEED bytes of DEVICE's budget: pieces the stream brought
  * that are safe to drop leave, farthest from their next use first, no copy
  * and no wait. Returns the bytes given back. */

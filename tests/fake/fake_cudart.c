@@ -662,10 +662,43 @@ static CUresult fake_device_attribute(int *value, CUdevice_attribute attribute, 
     return CUDA_SUCCESS;
 }
 
+/* While held, a thread other than the one that held it waits in
+ * cuMemSetAccess: a remap on the runtime's own thread stays half made. */
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_released = PTHREAD_COND_INITIALIZER;
+static int held;
+static pthread_t hold_owner;
+static unsigned long held_calls;
+
+EXPORT void fake_set_vmm_hold(int on)
+{
+    pthread_mutex_lock(&hold_lock);
+    held = on;
+    hold_owner = pthread_self();
+    if (!on)
+        pthread_cond_broadcast(&hold_released);
+    pthread_mutex_unlock(&hold_lock);
+}
+
+EXPORT unsigned long fake_vmm_held_calls(void)
+{
+    pthread_mutex_lock(&hold_lock);
+    unsigned long n = held_calls;
+    pthread_mutex_unlock(&hold_lock);
+    return n;
+}
+
 static CUresult fake_mem_set_access(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
                                     size_t count)
 {
     (void)ptr, (void)size, (void)desc;
+    pthread_mutex_lock(&hold_lock);
+    if (held && !pthread_equal(pthread_self(), hold_owner)) {
+        held_calls++;
+        while (held)
+            pthread_cond_wait(&hold_released, &hold_lock);
+    }
+    pthread_mutex_unlock(&hold_lock);
     return count ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 

@@ -24,6 +24,10 @@ const struct fake_counters *fake_counters(void);
 void fake_set_streams_busy(int busy);
 /* Events recorded on STREAM report not done (NULL: none). */
 void fake_set_busy_stream(void *stream); /* a cudaStream_t */
+/* While on, cuMemSetAccess on any other thread than the caller's waits (a
+ * remap on the runtime's thread stays half made); how many have waited. */
+void fake_set_vmm_hold(int on);
+unsigned long fake_vmm_held_calls(void);
 void fake_set_capturing(int on);
 /* Make cudaHostRegister fail as when pinned memory runs out. */
 void fake_set_host_register_fails(int on);
