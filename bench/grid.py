@@ -129,26 +129,79 @@ class LinkCounter:
         return self.max_gap <= self.MAX_GAP_S
 
 
+def link_sampler(args):
+    """The link-sampler process: NVML's PCIe counters read every 2 ms; one
+    line in on stdin ("reset" or "read"), one line out: "ok", or the bytes
+    each way since the last reset and the longest gap between two readings."""
+    import select
+    link = LinkCounter(Nvml())
+    print("ok" if link.ok else "none", flush=True)
+    while link.ok:
+        ready, _, _ = select.select([sys.stdin], [], [], 0.002)
+        if not ready:
+            link.sample()
+            continue
+        cmd = sys.stdin.readline().strip()
+        if cmd == "reset":
+            link.reset()
+            print("ok", flush=True)
+        elif cmd == "read":
+            link.sample()
+            print(f"{link.h2d} {link.d2h} {link.max_gap}", flush=True)
+        else:  # end of input: the run is over
+            return
+
+
+class LinkProcess:
+    """NVML's link counters, read by a process of its own (link_sampler). A
+    thread of the training process could not keep to 2 ms: it waits for the
+    interpreter's lock, which the job's thread holds through long calls, and
+    a reading held up 60 ms can miss a 32-bit counter's wrap. The process
+    gets neither umpol nor anything else preloaded."""
+
+    def __init__(self):
+        env = {k: v for k, v in os.environ.items()
+               if k != "LD_PRELOAD" and not k.startswith("UMPOL")}
+        self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "link-sampler"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
+        self.ok = self.p.stdout.readline().strip() == "ok"
+        self.h2d = self.d2h = 0
+        self.max_gap = 0.0
+
+    def reset(self):
+        if self.ok:
+            self.p.stdin.write("reset\n")
+            self.p.stdin.flush()
+            self.p.stdout.readline()
+
+    def sample(self):
+        if self.ok:
+            self.p.stdin.write("read\n")
+            self.p.stdin.flush()
+            h2d, d2h, gap = self.p.stdout.readline().split()
+            self.h2d, self.d2h, self.max_gap = int(h2d), int(d2h), float(gap)
+
+    def trusted(self):
+        return self.max_gap <= LinkCounter.MAX_GAP_S
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait(timeout=10)
+
+
 class CardTracker:
     """Peak of total - free (cudaMemGetInfo) above the first reading, sampled
-    every 5 ms; mark() starts a new window (the timed steps). The link
-    counters are read every 2 ms by a thread of their own, which makes no CUDA
-    call: cudaMemGetInfo waits while the job's thread is in a call that waits
-    for the GPU, and a reading held up that long can miss a counter's wrap."""
+    every 5 ms; mark() starts a new window (the timed steps), for the card
+    and for the link counters (LinkProcess)."""
 
     def __init__(self, torch, device, link=None):
         self.torch, self.device, self.link = torch, device, link
-        self.lock = threading.Lock()
         free, total = torch.cuda.mem_get_info(device)
         self.base = total - free
         self.peak = self.whole_peak = self.base
         self.done = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
-        self.link_thread = None
-        if link:
-            self.link_thread = threading.Thread(target=self.run_link, daemon=True)
-            self.link_thread.start()
 
     def run(self):
         while not self.done.wait(0.005):
@@ -157,23 +210,15 @@ class CardTracker:
             self.peak = max(self.peak, used)
             self.whole_peak = max(self.whole_peak, used)
 
-    def run_link(self):
-        while not self.done.wait(0.002):
-            with self.lock:
-                self.link.sample()
-
     def mark(self):
         free, total = self.torch.cuda.mem_get_info(self.device)
         self.peak = total - free
         if self.link:
-            with self.lock:
-                self.link.reset()
+            self.link.reset()
 
     def stop(self):
         self.done.set()
         self.thread.join()
-        if self.link_thread:
-            self.link_thread.join()
         return self.peak - self.base, self.whole_peak - self.base
 
 
@@ -214,8 +259,7 @@ def train(args):
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)
     nvtx = torch.cuda.nvtx
-    nvml = Nvml()
-    link_counter = LinkCounter(nvml)
+    link_counter = LinkProcess()
     tracker = CardTracker(torch, device, link_counter if link_counter.ok else None)
     lr = 3e-4
     v = args.variant
@@ -317,6 +361,7 @@ def train(args):
         else:  # a wrap may have been missed: no figure rather than a wrong one
             print(f"NVML's link counters were read {link_counter.max_gap * 1e3:.0f} ms apart at "
                   "most; a wrap may have been missed: no link figures for this run", flush=True)
+    link_counter.close()
     print(f"median step {median_ms:.1f} ms over steps {args.warmup}..{total - 1}; card peak "
           f"{card / 2**30:.2f} GiB above start (whole run {card_whole / 2**30:.2f})"
           + (f"; max allocated {allocated / 2**30:.2f} GiB" if allocated is not None else "")
@@ -798,8 +843,10 @@ def main():
     s.add_argument("--seed", type=int, default=3)
     s.add_argument("--cell-timeout-s", type=float, default=150, help="one run's limit")
     s.add_argument("--deadline-s", type=float, default=570, help="skip runs that would start after this")
+    sub.add_parser("link-sampler", help="(used by train) NVML's link counters, read every 2 ms")
     args = p.parse_args()
-    {"train": train, "bandwidth": bandwidth, "drive": drive, "suggest": suggest}[args.cmd](args)
+    {"train": train, "bandwidth": bandwidth, "drive": drive, "suggest": suggest,
+     "link-sampler": link_sampler}[args.cmd](args)
 
 
 if __name__ == "__main__":

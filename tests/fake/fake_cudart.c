@@ -566,7 +566,7 @@ static CUresult fake_mem_create(CUmemGenericAllocationHandle *handle, size_t siz
     vmm_handles[i].size = size;
     vmm_handles[i].on_gpu = on_gpu;
     if (on_gpu)
-        vmm_gpu_bytes += size;
+        __atomic_add_fetch(&vmm_gpu_bytes, size, __ATOMIC_RELAXED); /* read unlocked */
     pthread_mutex_unlock(&lock);
     *handle = i + 1;
     COUNT(vmm_create);
@@ -583,7 +583,7 @@ static CUresult fake_mem_release(CUmemGenericAllocationHandle handle)
     }
     close(vmm_handles[i].fd); /* its pages live on while mapped, as on the GPU */
     if (vmm_handles[i].on_gpu)
-        vmm_gpu_bytes -= vmm_handles[i].size;
+        __atomic_sub_fetch(&vmm_gpu_bytes, vmm_handles[i].size, __ATOMIC_RELAXED);
     vmm_handles[i].size = 0;
     pthread_mutex_unlock(&lock);
     return CUDA_SUCCESS;
