@@ -46,6 +46,7 @@ static struct fixture *setup(const char *policy_text)
     fake_set_busy_stream(NULL);
     fake_set_capturing(0);
     fake_set_card_full_at(0); /* a failed test may have left it set */
+    fake_set_vmm_hold(0);
     cudaSetDevice(0);
     return f;
 }
@@ -781,6 +782,29 @@ static void wait_held(unsigned long before)
     for (int k = 0; k < 5000 && fake_vmm_held_calls() == before; k++)
         usleep(1000);
     assert_true(fake_vmm_held_calls() > before);
+}
+
+/* Pieces the stream brought give way to a slab of device memory, for the
+ * budget and for a card that is full: their GPU memory is back (their
+ * remaps made on the runtime's thread) before the card is asked again. */
+static void test_runtime_stream_gives_way_to_full_card(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20;
+    void *w[STREAM_N];
+    struct fixture *f = stream_learned(w);
+    use_one(f, w[0]); /* w1..w3 come in: the budget's 192 MiB */
+    assert_int_equal(mapped_on_gpu(f), 192 * MiB);
+    fake_set_card_full_at(fake_resident_bytes() + fake_vmm_gpu_bytes());
+    fake_set_vmm_hold(1); /* the drop's remap is slow to be made */
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, release_hold_later, NULL), 0);
+    void *a = alloc(f, 64 * MiB, API_CUDA_MALLOC, S1);
+    pthread_join(t, NULL);
+    fake_set_card_full_at(0);
+    assert_int_equal(mapped_on_gpu(f), 128 * MiB); /* one piece left, no more */
+    release(f, a, S1, MODE_ANY);
+    stream_done(f, w);
 }
 
 /* The stream's remaps are made on the runtime's own thread. Meanwhile each
@@ -2545,6 +2569,7 @@ int main(void)
         cmocka_unit_test(test_runtime_movable_pressure),
         cmocka_unit_test(test_runtime_stream_ahead),
         cmocka_unit_test(test_runtime_stream_remap_on_thread),
+        cmocka_unit_test(test_runtime_stream_gives_way_to_full_card),
         cmocka_unit_test(test_runtime_stream_new_block_in_clean_piece),
         cmocka_unit_test(test_runtime_stream_new_block_in_incoming_piece),
         cmocka_unit_test(test_runtime_stream_off_after_capture),

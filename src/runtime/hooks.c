@@ -20,6 +20,7 @@
 #include "runtime/process.h"
 #include "runtime/profile.h"
 #include "runtime/runtime.h"
+#include "runtime/stream.h"
 #include "umpol.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -81,12 +82,14 @@ static void before_fork(void)
         pthread_mutex_lock(&g_rt.lock);
         pthread_mutex_lock(&g_rt.range_lock);
         profile_lock_all(&g_rt);
+        mover_fork_prepare(&g_rt.mover);
     }
 }
 
 static void after_fork_parent(void)
 {
     if (g_loaded) {
+        mover_fork_parent(&g_rt.mover);
         profile_unlock_all(&g_rt);
         pthread_mutex_unlock(&g_rt.range_lock);
         pthread_mutex_unlock(&g_rt.lock);
@@ -101,7 +104,13 @@ static void after_fork_child(void)
     if (g_loaded)
         runtime_after_fork_child(&g_rt);
     __atomic_store_n(&g_cuda_called, false, __ATOMIC_RELAXED);
-    after_fork_parent();
+    if (g_loaded) { /* its lock made anew rather than unlocked */
+        mover_fork_child(&g_rt.mover);
+        profile_unlock_all(&g_rt);
+        pthread_mutex_unlock(&g_rt.range_lock);
+        pthread_mutex_unlock(&g_rt.lock);
+        pthread_mutex_unlock(&g_rt.phase_lock);
+    }
 }
 
 /* Did this process itself allocate or open a phase (not only inherit them)? */
@@ -132,6 +141,9 @@ __attribute__((destructor)) static void umpol_unload(void)
     write_run_status();
     if (!g_loaded)
         return;
+    pthread_mutex_lock(&g_rt.lock);
+    mover_destroy(&g_rt.mover); /* its remaps made, before CUDA itself goes */
+    pthread_mutex_unlock(&g_rt.lock);
     const char *pattern = env("UMPOL_REPORT");
     /* A process that never touched CUDA or a phase (a launcher such as torchrun,
      * a shell, a forked child that did nothing) writes nothing: it would only
@@ -406,6 +418,19 @@ EXPORT cudaError_t cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream)
 /* ---- stream capture: counted, so that nothing waits for the whole GPU
  * while a capture is in progress (that would invalidate it) ---- */
 
+/* Before a capture begins: streaming stops for good (a graph's replays read
+ * unannounced), and the remaps handed to the mover's thread are made first,
+ * so that no driver call of that thread runs beside the capture. */
+static void capture_prepare(void)
+{
+    if (!g_loaded || !stream_enabled(&g_rt))
+        return;
+    atomic_store(&g_rt.capture_seen, true);
+    pthread_mutex_lock(&g_rt.lock);
+    stream_settle(&g_rt);
+    pthread_mutex_unlock(&g_rt.lock);
+}
+
 static cudaError_t capture_begun(cudaError_t err)
 {
     if (err == cudaSuccess) {
@@ -435,8 +460,10 @@ static cudaError_t capture_end(cudaStream_t stream, cudaStream_t as, cudaGraph_t
 
 EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
 {
-    return real() ? capture_begun(g_cuda.stream_begin_capture(stream, mode))
-                  : cudaErrorInitializationError;
+    if (!real())
+        return cudaErrorInitializationError;
+    capture_prepare();
+    return capture_begun(g_cuda.stream_begin_capture(stream, mode));
 }
 
 EXPORT cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
@@ -446,6 +473,7 @@ EXPORT cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_
 {
     if (!real() || !g_cuda.stream_begin_capture_to_graph)
         return cudaErrorInitializationError;
+    capture_prepare();
     return capture_begun(g_cuda.stream_begin_capture_to_graph(stream, graph, deps, edges, n, mode));
 }
 
@@ -466,6 +494,7 @@ EXPORT cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStr
 {
     if (!real())
         return cudaErrorInitializationError;
+    capture_prepare();
     return capture_begun(g_cuda.stream_begin_capture_ptsz
                              ? g_cuda.stream_begin_capture_ptsz(stream, mode)
                              : g_cuda.stream_begin_capture(per_thread(stream), mode));
@@ -478,6 +507,7 @@ EXPORT cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaG
 {
     if (!real())
         return cudaErrorInitializationError;
+    capture_prepare();
     if (g_cuda.stream_begin_capture_to_graph_ptsz)
         return capture_begun(
             g_cuda.stream_begin_capture_to_graph_ptsz(stream, graph, deps, edges, n, mode));

@@ -745,6 +745,26 @@ void mover_piece_cancel(struct mover *m, struct movable *mv, size_t i)
 
 /* ---- the mover's thread: remaps handed over ---- */
 
+/* Piece I's GPU memory on its way in is now what the job's range maps (or
+ * is handed over to be): clean, since nothing has written it since its copy. */
+static void now_on_gpu(struct movable *mv, size_t i)
+{
+    size_t len = mover_piece_size(mv, i);
+    mv->gpu[i] = mv->incoming[i];
+    mv->incoming[i] = 0;
+    mv->incoming_bytes -= len;
+    mv->gpu_bytes += len;
+    mv->clean[i] = true;
+}
+
+/* Piece I's job's range maps its host memory again (or is handed over to). */
+static void now_on_host(struct movable *mv, size_t i)
+{
+    mv->gpu[i] = 0;
+    mv->gpu_bytes -= mover_piece_size(mv, i);
+    mv->clean[i] = mv->streamed[i] = false;
+}
+
 static void *worker_main(void *arg)
 {
     struct mover *m = arg;
@@ -833,9 +853,7 @@ static long long apply(struct movable *mv, size_t i, const struct piece_job *job
         return 0;
     }
     if (job->op == PIECE_SWAP_IN) { /* on the host (or lost), its GPU memory given back */
-        mv->gpu[i] = 0;
-        mv->gpu_bytes -= job->len;
-        mv->clean[i] = mv->streamed[i] = false;
+        now_on_host(mv, i);
         return -len;
     }
     if (job->outcome == REMAP_KEPT) { /* still on the GPU, still clean */
@@ -881,6 +899,25 @@ void mover_destroy(struct mover *m)
     w->state = -1;
 }
 
+void mover_fork_prepare(struct mover *m)
+{
+    pthread_mutex_lock(&m->worker.lock);
+}
+
+void mover_fork_parent(struct mover *m)
+{
+    pthread_mutex_unlock(&m->worker.lock);
+}
+
+void mover_fork_child(struct mover *m)
+{
+    struct mover_worker *w = &m->worker;
+    if (pthread_mutex_init(&w->lock, NULL) || pthread_cond_init(&w->wake, NULL) ||
+        pthread_cond_init(&w->finished, NULL))
+        LOG(LOG_WARN, "the remaps' lock could not be made again after fork");
+    w->state = -1;
+}
+
 /* ---- one piece at a time: swap in, drop ---- */
 
 static bool swap_in_now(struct mover *m, struct movable *mv, size_t i)
@@ -895,11 +932,7 @@ static bool swap_in_now(struct mover *m, struct movable *mv, size_t i)
         mv->incoming_bytes -= len;
         return false;
     }
-    mv->gpu[i] = mv->incoming[i];
-    mv->incoming[i] = 0;
-    mv->incoming_bytes -= len;
-    mv->gpu_bytes += len;
-    mv->clean[i] = true;
+    now_on_gpu(mv, i);
     return true;
 }
 
@@ -917,11 +950,7 @@ bool mover_piece_swap_in(struct mover *m, struct movable *mv, size_t i)
                                       .stage = mv->stage + i * MOVABLE_PIECE, .len = len,
                                       .device = mv->device, .from = mv->host[i],
                                       .to = mv->incoming[i]});
-    mv->gpu[i] = mv->incoming[i];
-    mv->incoming[i] = 0;
-    mv->incoming_bytes -= len;
-    mv->gpu_bytes += len;
-    mv->clean[i] = true;
+    now_on_gpu(mv, i);
     return true;
 }
 
@@ -936,9 +965,7 @@ static bool drop_now(struct mover *m, struct movable *mv, size_t i)
         return false;
     }
     m->vmm.release(mv->gpu[i]);
-    mv->gpu[i] = 0;
-    mv->gpu_bytes -= mover_piece_size(mv, i);
-    mv->clean[i] = mv->streamed[i] = false;
+    now_on_host(mv, i);
     return true;
 }
 
@@ -953,9 +980,7 @@ bool mover_piece_drop(struct mover *m, struct movable *mv, size_t i)
                                       .at = mv->base + i * MOVABLE_PIECE, .len = len,
                                       .device = mv->device, .from = mv->gpu[i],
                                       .to = mv->host[i]});
-    mv->gpu[i] = 0;
-    mv->gpu_bytes -= len;
-    mv->clean[i] = mv->streamed[i] = false;
+    now_on_host(mv, i);
     return true;
 }
 

@@ -205,6 +205,12 @@ struct piece_outcome {
 size_t mover_pieces_finish(struct mover *m, uint64_t until, struct piece_outcome *out, size_t max);
 /* Stop the mover's thread, once every remap handed over is made (at exit). */
 void mover_destroy(struct mover *m);
+/* Around fork: the thread's lock is held across it; the child has no thread,
+ * makes its remaps at once, and the pieces the parent had handed over stay
+ * busy there (never moved or released). */
+void mover_fork_prepare(struct mover *m);
+void mover_fork_parent(struct mover *m);
+void mover_fork_child(struct mover *m);
 /* Queue on STREAM a copy of piece I's GPU memory to its host memory (the
  * caller orders STREAM after the writes); clean once it is done. */
 bool mover_piece_save(struct mover *m, struct movable *mv, size_t i, cudaStream_t stream);

@@ -834,9 +834,11 @@ static size_t movable_give_way(struct runtime *rt, int class_idx, int device, si
     struct device_state *dev = &rt->devices[device];
     uint32_t priority = rt->program->classes[class_idx].priority;
     bool by_next_use = rt->learn && step_predicting(&rt->step);
+    stream_settle(rt); /* remaps handed over are counted as made: before holds */
     uint64_t before = dev->resident_bytes;
     rt->round_floor = rt->tick;
-    stream_yield(rt, device, need); /* pieces streamed ahead first: no copy, no wait */
+    if (stream_yield(rt, device, need)) /* pieces streamed ahead first: no copy */
+        stream_settle(rt); /* their GPU memory given back before the card is asked again */
     while (before - dev->resident_bytes < need) {
         long use;
         struct slab *s = movable_victim(rt, device, priority, by_next_use, &use);

@@ -268,6 +268,8 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
     if (!pool_request_for(size, rt->program->slab_bytes, &req))
         return cudaErrorMemoryAllocation;
     bool wait = false;
+    if (memory == MEMORY_MOVABLE && stream_enabled(rt))
+        stream_settle(rt); /* a piece a remap lost is quarantined before its space is handed out */
     struct block *b = pool_find_free(p, req.want, req.max, stream, mode, stream_idle, rt, &wait);
     if (b && wait) {
         for (int i = 0; b && i < b->free_stream_count; i++)

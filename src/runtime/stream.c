@@ -405,8 +405,8 @@ static void ahead_here(struct runtime *rt, int c, int device)
     for (size_t k = 0; k < n && copy && !sc->unordered; k++) {
         struct movable *mv = want[k].slab->backing;
         size_t i = want[k].i, len = mover_piece_size(mv, i);
-        if (mv->gpu[i] || mv->incoming[i])
-            continue;
+        if (mv->gpu[i] || mv->incoming[i] || mv->busy[i])
+            continue; /* (busy: leaving, its remap being made) */
         if (dev->budget_bytes != UINT64_MAX && dev->resident_bytes + len > dev->budget_bytes)
             break; /* no room: the rest is read where it lies */
         if (!mover_piece_fetch(&rt->mover, mv, i, copy))
