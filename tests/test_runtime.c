@@ -858,6 +858,12 @@ static void test_runtime_stream_remap_on_thread(void **state)
     assert_true(mv1->busy[i1] != 0 && !mv1->gpu[i1]);
     assert_true(dev->resident_bytes < fake_vmm_gpu_bytes() - vmm_before +
                                           fake_resident_bytes() - f->resident_before);
+    /* What the card still holds of the pieces leaving is no room for a fetch. */
+    uint64_t leaving = mover_leaving_bytes(&f->rt.mover, 0);
+    assert_true(leaving > 0);
+    assert_int_equal(dev->resident_bytes + leaving, fake_vmm_gpu_bytes() - vmm_before +
+                                                        fake_resident_bytes() - f->resident_before);
+    assert_true(dev->resident_bytes + leaving <= 192 * MiB);
     /* A new block in that piece: the job writes it once rt_alloc returns. */
     assert_int_equal(pthread_create(&t, NULL, release_hold_later, NULL), 0);
     t0 = seconds();

@@ -827,6 +827,8 @@ static void worker_hand(struct mover *m, struct piece_job job)
     struct mover_worker *w = &m->worker;
     pthread_mutex_lock(&w->lock);
     w->jobs[++w->queued % MOVER_JOBS] = job;
+    if (job.op == PIECE_DROP)
+        w->leaving[job.device] += job.len;
     job.mv->busy[job.i] = w->queued;
     job.mv->busy_count++;
     pthread_cond_signal(&w->wake);
@@ -878,12 +880,19 @@ size_t mover_pieces_finish(struct mover *m, uint64_t until, struct piece_outcome
         pthread_cond_wait(&w->finished, &w->lock);
     while (w->applied < w->done && n < max) {
         const struct piece_job *job = &w->jobs[++w->applied % MOVER_JOBS];
+        if (job->op == PIECE_DROP)
+            w->leaving[job->device] -= job->len;
         long long held = apply(job->mv, job->i, job);
         if (held || job->outcome != REMAP_DONE)
             out[n++] = (struct piece_outcome){job->mv, job->i, held};
     }
     pthread_mutex_unlock(&w->lock);
     return n;
+}
+
+uint64_t mover_leaving_bytes(const struct mover *m, int device)
+{
+    return device >= 0 && device < RT_MAX_DEVICES ? m->worker.leaving[device] : 0;
 }
 
 void mover_destroy(struct mover *m)

@@ -71,6 +71,9 @@ struct mover_worker {
     bool stop;
     struct piece_job jobs[MOVER_JOBS]; /* job number N at N % MOVER_JOBS */
     uint64_t queued, done, applied;    /* jobs 1..queued handed over, 1..done made, 1..applied applied */
+    /* Per GPU: the bytes of drops handed over and not yet applied, counted
+     * off the budget already but maybe still held by the card. */
+    uint64_t leaving[RT_MAX_DEVICES];
 };
 
 struct mover {
@@ -203,6 +206,9 @@ struct piece_outcome {
  * a piece's busy number: that piece's). Up to MAX of those that did not go
  * as counted are returned in OUT; call again while it returns MAX. */
 size_t mover_pieces_finish(struct mover *m, uint64_t until, struct piece_outcome *out, size_t max);
+/* Bytes of DEVICE's pieces whose drop is handed over and not yet applied: a
+ * fetch that counts them as room could take the card past the budget. */
+uint64_t mover_leaving_bytes(const struct mover *m, int device);
 /* Stop the mover's thread, once every remap handed over is made (at exit). */
 void mover_destroy(struct mover *m);
 /* Around fork: the thread's lock is held across it; the child has no thread,

@@ -837,8 +837,7 @@ static size_t movable_give_way(struct runtime *rt, int class_idx, int device, si
     stream_settle(rt); /* remaps handed over are counted as made: before holds */
     uint64_t before = dev->resident_bytes;
     rt->round_floor = rt->tick;
-    if (stream_yield(rt, device, need)) /* pieces streamed ahead first: no copy */
-        stream_settle(rt); /* their GPU memory given back before the card is asked again */
+    stream_yield(rt, device, need); /* pieces streamed ahead first: no copy */
     while (before - dev->resident_bytes < need) {
         long use;
         struct slab *s = movable_victim(rt, device, priority, by_next_use, &use);

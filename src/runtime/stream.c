@@ -407,8 +407,9 @@ static void ahead_here(struct runtime *rt, int c, int device)
         size_t i = want[k].i, len = mover_piece_size(mv, i);
         if (mv->gpu[i] || mv->incoming[i] || mv->busy[i])
             continue; /* (busy: leaving, its remap being made) */
-        if (dev->budget_bytes != UINT64_MAX && dev->resident_bytes + len > dev->budget_bytes)
-            break; /* no room: the rest is read where it lies */
+        if (dev->budget_bytes != UINT64_MAX &&
+            dev->resident_bytes + mover_leaving_bytes(&rt->mover, device) + len > dev->budget_bytes)
+            break; /* no room (pieces still leaving count): the rest is read where it lies */
         if (!mover_piece_fetch(&rt->mover, mv, i, copy))
             break;
         resident_add(rt, dev, c, len);
@@ -624,5 +625,7 @@ uint64_t stream_yield(struct runtime *rt, int device, uint64_t need)
                     freed += let_go(rt, s, i);
         }
     }
+    if (freed)
+        stream_settle(rt); /* what placement makes of the room comes after the card has it */
     return freed;
 }

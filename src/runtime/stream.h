@@ -50,8 +50,9 @@ void stream_block_written(struct runtime *rt, const struct block *b);
  * held): before placement moves, repairs or gives back a movable slab. */
 void stream_settle(struct runtime *rt);
 /* Placement needs NEED bytes of DEVICE's budget: pieces the stream brought
- * that are safe to drop leave, farthest from their next use first, no copy
- * and no wait. Returns the bytes given back. */
+ * that are safe to drop leave, farthest from their next use first, with no
+ * copy; their remaps are made before this returns, so the card has the
+ * memory back. Returns the bytes given back. */
 uint64_t stream_yield(struct runtime *rt, int device, uint64_t need);
 
 #endif
