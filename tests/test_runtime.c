@@ -807,6 +807,36 @@ static void test_runtime_stream_gives_way_to_full_card(void **state)
     stream_done(f, w);
 }
 
+/* Remaps made on the runtime's thread that fail, the job's range mapped
+ * back as it was or mapped neither way (then mapped again), leave each piece
+ * counted where it is and every byte of the weights intact. */
+static void test_runtime_stream_remap_fails_on_thread(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20;
+    uint64_t vmm_before = fake_vmm_gpu_bytes();
+    void *w[STREAM_N];
+    struct fixture *f = stream_learned(w);
+    const struct device_state *dev = &f->rt.devices[0];
+    for (int round = 0; round < 24; round++) {
+        fake_set_vmm_map_fails(round % 5, 1 + round % 3);
+        for (int i = 0; i < STREAM_N; i++) {
+            const void *p[1] = {w[i]};
+            rt_use(&f->rt, p, 1, S1); /* the thread runs free */
+        }
+        fake_set_vmm_map_fails(-1, 0);
+        use_one(f, w[0]); /* settled: a lost piece mapped again */
+        assert_int_equal(dev->resident_bytes, fake_vmm_gpu_bytes() - vmm_before +
+                                                  fake_resident_bytes() - f->resident_before);
+        assert_true(dev->resident_bytes <= 192 * MiB);
+    }
+    for (int i = 0; i < STREAM_N; i++) {
+        use_one(f, w[i]); /* a piece lost while the failures went on is mapped again */
+        assert_true(filled(w[i], (i == 1 ? 32 : 64) * MiB, 1 + i));
+    }
+    stream_done(f, w);
+}
+
 /* The stream's remaps are made on the runtime's own thread. Meanwhile each
  * piece is counted where its remap puts it, and a piece the job is about to
  * use, or to write in a new block, waits for its remap to be made. */
@@ -2576,6 +2606,7 @@ int main(void)
         cmocka_unit_test(test_runtime_stream_ahead),
         cmocka_unit_test(test_runtime_stream_remap_on_thread),
         cmocka_unit_test(test_runtime_stream_gives_way_to_full_card),
+        cmocka_unit_test(test_runtime_stream_remap_fails_on_thread),
         cmocka_unit_test(test_runtime_stream_new_block_in_clean_piece),
         cmocka_unit_test(test_runtime_stream_new_block_in_incoming_piece),
         cmocka_unit_test(test_runtime_stream_off_after_capture),

@@ -467,8 +467,11 @@ void stream_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStrea
         if (sc->ref_len && !cycle_find(sc, b->addr))
             cs->stream_unlearned++;
         struct movable *mv = b->slab->backing;
-        for (size_t i = first_piece(b); i < end_piece(b); i++) {
+        for (size_t i = first_piece(b); i < end_piece(b); i++)
             await_piece(rt, mv, i); /* the job's work is queued once this returns */
+        if (mv->lost)
+            settle(rt, b->slab); /* a piece a remap lost is mapped again before it is used */
+        for (size_t i = first_piece(b); i < end_piece(b); i++) {
             if (mv->incoming[i] && piece_free(m, mv, i)) {
                 swap_in(rt, b->slab, i);
                 await_piece(rt, mv, i);

@@ -482,8 +482,10 @@ static struct {
 
 EXPORT void fake_set_vmm_map_fails(int after, int times)
 {
+    pthread_mutex_lock(&lock); /* the runtime's thread maps too */
     vmm_map_fails_after = after;
     vmm_map_failures = times;
+    pthread_mutex_unlock(&lock);
 }
 
 EXPORT void fake_set_vmm_unsupported(int on)
