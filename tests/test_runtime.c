@@ -825,7 +825,7 @@ static void test_runtime_stream_remap_fails_on_thread(void **state)
             rt_use(&f->rt, p, 1, S1); /* the thread runs free */
         }
         fake_set_vmm_map_fails(-1, 0);
-        use_one(f, w[0]); /* settled: a lost piece mapped again */
+        use_one(f, w[0]); /* every remap handed over applied */
         assert_int_equal(dev->resident_bytes, fake_vmm_gpu_bytes() - vmm_before +
                                                   fake_resident_bytes() - f->resident_before);
         assert_true(dev->resident_bytes <= 192 * MiB);

@@ -104,13 +104,9 @@ static void after_fork_child(void)
     if (g_loaded)
         runtime_after_fork_child(&g_rt);
     __atomic_store_n(&g_cuda_called, false, __ATOMIC_RELAXED);
-    if (g_loaded) { /* its lock made anew rather than unlocked */
-        mover_fork_child(&g_rt.mover);
-        profile_unlock_all(&g_rt);
-        pthread_mutex_unlock(&g_rt.range_lock);
-        pthread_mutex_unlock(&g_rt.lock);
-        pthread_mutex_unlock(&g_rt.phase_lock);
-    }
+    if (g_loaded)
+        mover_fork_child(&g_rt.mover); /* no thread here */
+    after_fork_parent();
 }
 
 /* Did this process itself allocate or open a phase (not only inherit them)? */

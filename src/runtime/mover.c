@@ -921,10 +921,10 @@ void mover_fork_parent(struct mover *m)
 void mover_fork_child(struct mover *m)
 {
     struct mover_worker *w = &m->worker;
-    if (pthread_mutex_init(&w->lock, NULL) || pthread_cond_init(&w->wake, NULL) ||
-        pthread_cond_init(&w->finished, NULL))
-        LOG(LOG_WARN, "the remaps' lock could not be made again after fork");
-    w->state = -1;
+    /* The thread stayed with the parent: no one waits on these here. */
+    if (pthread_cond_init(&w->wake, NULL) || pthread_cond_init(&w->finished, NULL))
+        LOG(LOG_WARN, "the remaps' conditions could not be made again after fork");
+    w->state = -1; /* (its lock, held since mover_fork_prepare, is let go by mover_fork_parent) */
 }
 
 /* ---- one piece at a time: swap in, drop ---- */

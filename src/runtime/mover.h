@@ -211,9 +211,10 @@ size_t mover_pieces_finish(struct mover *m, uint64_t until, struct piece_outcome
 uint64_t mover_leaving_bytes(const struct mover *m, int device);
 /* Stop the mover's thread, once every remap handed over is made (at exit). */
 void mover_destroy(struct mover *m);
-/* Around fork: the thread's lock is held across it; the child has no thread,
- * makes its remaps at once, and the pieces the parent had handed over stay
- * busy there (never moved or released). */
+/* Around fork: the thread's lock is held across it (prepare; parent lets it
+ * go, in the child too after child). The child has no thread, makes its
+ * remaps at once, and the pieces the parent had handed over stay busy there
+ * (never moved or released). */
 void mover_fork_prepare(struct mover *m);
 void mover_fork_parent(struct mover *m);
 void mover_fork_child(struct mover *m);
