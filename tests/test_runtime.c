@@ -504,6 +504,13 @@ static const char stream_policy[] =
     "  stream written \"opt*\"; priority 20; }\n"
     "class acts { match any; memory device; priority 50; }\n";
 
+/* What the fake GPU holds since setup, device memory and movable pieces'
+ * GPU memory (VMM_BEFORE: the latter's bytes at setup). */
+static uint64_t card_holds(const struct fixture *f, uint64_t vmm_before)
+{
+    return fake_vmm_gpu_bytes() - vmm_before + fake_resident_bytes() - f->resident_before;
+}
+
 /* The bytes of movable pieces the job's ranges map on the GPU. */
 static uint64_t mapped_on_gpu(struct fixture *f)
 {
@@ -542,8 +549,7 @@ static void test_runtime_stream_ahead(void **state)
 #define ASSERT_STREAM_COUNTED()                                                               \
     do {                                                                                      \
         stream_settle(&f->rt); /* the remaps handed over are made */                         \
-        assert_int_equal(dev->resident_bytes, fake_vmm_gpu_bytes() - vmm_before +            \
-                                                  fake_resident_bytes() - f->resident_before); \
+        assert_int_equal(dev->resident_bytes, card_holds(f, vmm_before));                     \
         assert_true(dev->resident_bytes <= 192 * MiB);                                       \
     } while (0)
     void *w[N];
@@ -826,8 +832,7 @@ static void test_runtime_stream_remap_fails_on_thread(void **state)
         }
         fake_set_vmm_map_fails(-1, 0);
         use_one(f, w[0]); /* every remap handed over applied */
-        assert_int_equal(dev->resident_bytes, fake_vmm_gpu_bytes() - vmm_before +
-                                                  fake_resident_bytes() - f->resident_before);
+        assert_int_equal(dev->resident_bytes, card_holds(f, vmm_before));
         assert_true(dev->resident_bytes <= 192 * MiB);
     }
     for (int i = 0; i < STREAM_N; i++) {
@@ -871,8 +876,7 @@ static void test_runtime_stream_remap_on_thread(void **state)
     assert_int_equal(mv1->busy[i1], 0);
     assert_true(filled(w[1], 32 * MiB, 2));
     stream_settle(&f->rt);
-    assert_int_equal(dev->resident_bytes, fake_vmm_gpu_bytes() - vmm_before +
-                                              fake_resident_bytes() - f->resident_before);
+    assert_int_equal(dev->resident_bytes, card_holds(f, vmm_before));
 
     /* Dropped: at w4's use w1's piece leaves; counted off the GPU at once,
      * its GPU memory given back once the remap is made. */
@@ -886,13 +890,11 @@ static void test_runtime_stream_remap_on_thread(void **state)
     }
     wait_held(held);
     assert_true(mv1->busy[i1] != 0 && !mv1->gpu[i1]);
-    assert_true(dev->resident_bytes < fake_vmm_gpu_bytes() - vmm_before +
-                                          fake_resident_bytes() - f->resident_before);
+    assert_true(dev->resident_bytes < card_holds(f, vmm_before));
     /* What the card still holds of the pieces leaving is no room for a fetch. */
     uint64_t leaving = mover_leaving_bytes(&f->rt.mover, 0);
     assert_true(leaving > 0);
-    assert_int_equal(dev->resident_bytes + leaving, fake_vmm_gpu_bytes() - vmm_before +
-                                                        fake_resident_bytes() - f->resident_before);
+    assert_int_equal(dev->resident_bytes + leaving, card_holds(f, vmm_before));
     assert_true(dev->resident_bytes + leaving <= 192 * MiB);
     /* A new block in that piece: the job writes it once rt_alloc returns. */
     assert_int_equal(pthread_create(&t, NULL, release_hold_later, NULL), 0);
@@ -903,8 +905,7 @@ static void test_runtime_stream_remap_on_thread(void **state)
     assert_int_equal(mv1->busy[i1], 0);
     assert_true(filled(w[1], 32 * MiB, 2) && filled(x, 32 * MiB, 99));
     stream_settle(&f->rt);
-    assert_int_equal(dev->resident_bytes, fake_vmm_gpu_bytes() - vmm_before +
-                                              fake_resident_bytes() - f->resident_before);
+    assert_int_equal(dev->resident_bytes, card_holds(f, vmm_before));
     release(f, x, S1, MODE_ANY);
     stream_done(f, w);
 }

@@ -835,10 +835,12 @@ static void worker_hand(struct mover *m, struct piece_job job)
     pthread_mutex_unlock(&w->lock);
 }
 
-/* A remap made as handed over needs nothing more; otherwise piece I is put
- * back where it is, and the bytes of GPU memory that changes are returned. */
-static long long apply(struct movable *mv, size_t i, const struct piece_job *job)
+/* A remap made as handed over needs nothing more; otherwise JOB's piece is
+ * put back where it is, and the bytes of GPU memory that changes are returned. */
+static long long apply(const struct piece_job *job)
 {
+    struct movable *mv = job->mv;
+    size_t i = job->i;
     long long len = (long long)job->len;
     mv->busy[i] = 0;
     mv->busy_count--;
@@ -882,7 +884,7 @@ size_t mover_pieces_finish(struct mover *m, uint64_t until, struct piece_outcome
         const struct piece_job *job = &w->jobs[++w->applied % MOVER_JOBS];
         if (job->op == PIECE_DROP)
             w->leaving[job->device] -= job->len;
-        long long held = apply(job->mv, job->i, job);
+        long long held = apply(job);
         if (held || job->outcome != REMAP_DONE)
             out[n++] = (struct piece_outcome){job->mv, job->i, held};
     }
