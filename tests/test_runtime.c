@@ -790,6 +790,32 @@ static void wait_held(unsigned long before)
     assert_true(fake_vmm_held_calls() > before);
 }
 
+/* Where the next pieces find no room under the budget and a slab of device
+ * memory on the card is empty (the activations' slabs past a step's peak),
+ * that slab is given back and the pieces come in. */
+static void test_runtime_stream_room_from_empty_slab(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20;
+    uint64_t vmm_before = fake_vmm_gpu_bytes();
+    void *w[STREAM_N];
+    struct fixture *f = stream_learned(w);
+    void *a = alloc(f, 128 * MiB, API_CUDA_MALLOC, S1);
+    release(f, a, S1, MODE_ANY); /* its slab stays, empty */
+    assert_int_equal(f->rt.devices[0].resident_bytes, 128 * MiB);
+    uint64_t releases = f->rt.class_stats[1].slab_releases;
+    use_one(f, w[0]); /* w1..w3 next: 192 MiB */
+    assert_int_equal(f->rt.class_stats[1].slab_releases, releases + 1);
+    assert_int_equal(mapped_on_gpu(f), 192 * MiB);
+    assert_int_equal(f->rt.devices[0].resident_bytes, card_holds(f, vmm_before));
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < STREAM_N; i++)
+            use_one(f, w[i]);
+    for (int i = 0; i < STREAM_N; i++)
+        assert_true(filled(w[i], (i == 1 ? 32 : 64) * MiB, 1 + i));
+    stream_done(f, w);
+}
+
 /* Pieces the stream brought give way to a slab of device memory, for the
  * budget and for a card that is full: their GPU memory is back (their
  * remaps made on the runtime's thread) before the card is asked again. */
@@ -2606,6 +2632,7 @@ int main(void)
         cmocka_unit_test(test_runtime_movable_pressure),
         cmocka_unit_test(test_runtime_stream_ahead),
         cmocka_unit_test(test_runtime_stream_remap_on_thread),
+        cmocka_unit_test(test_runtime_stream_room_from_empty_slab),
         cmocka_unit_test(test_runtime_stream_gives_way_to_full_card),
         cmocka_unit_test(test_runtime_stream_remap_fails_on_thread),
         cmocka_unit_test(test_runtime_stream_new_block_in_clean_piece),

@@ -469,14 +469,16 @@ size_t place_trim(struct runtime *rt, int device, int class_idx)
     return trim(rt, device, class_idx, UINT64_MAX);
 }
 
-void place_room_for_stream(struct runtime *rt, uint64_t bytes)
+size_t place_room_for_stream(struct runtime *rt, int device, uint64_t bytes)
 {
+    size_t released = 0;
     for (int d = 0; d < RT_MAX_DEVICES; d++) {
         const struct device_state *dev = &rt->devices[d];
-        if (dev->known && dev->budget_bytes != UINT64_MAX &&
+        if ((device < 0 || d == device) && dev->known && dev->budget_bytes != UINT64_MAX &&
             dev->resident_bytes + bytes > dev->budget_bytes)
-            trim(rt, d, TRIM_CARD, bytes);
+            released += trim(rt, d, TRIM_CARD, bytes);
     }
+    return released;
 }
 
 bool cap_admits(struct runtime *rt, int class_idx, int device, size_t size)

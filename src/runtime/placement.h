@@ -42,11 +42,12 @@ bool cap_admits(struct runtime *rt, int class_idx, int device, size_t size);
  * (TRIM_MANAGED, for the cap), or only CLASS_IDX's when >= 0. */
 enum { TRIM_ALL = -1, TRIM_CARD = -2, TRIM_MANAGED = -3 };
 size_t place_trim(struct runtime *rt, int device, int class_idx);
-/* A write phase of a class that streams ended: empty slabs on the card are
- * given back until each GPU's budget has BYTES free for the stream (the
- * pools that held them grow again when they need to; a release waits for
- * the GPU, so this is done once a step). */
-void place_room_for_stream(struct runtime *rt, uint64_t bytes);
+/* Room for the stream: empty slabs on the card are given back until
+ * DEVICE's budget (every GPU's when < 0) has BYTES free (the pools that held
+ * them grow again when they need to). A release waits for the GPU, so this
+ * is done where the stream has found no room, not at every use. Returns the
+ * bytes given back. */
+size_t place_room_for_stream(struct runtime *rt, int device, uint64_t bytes);
 
 /* `spare`: the bytes DEVICE's budget (without one, its memory) has room for
  * beside the most the classes that do not read `spare` have held there, what

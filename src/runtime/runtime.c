@@ -712,7 +712,7 @@ static void phase_closed(struct runtime *rt, uint64_t *bits)
     if (rt->learn)
         learn_phase(rt, STEP_EXIT, bits, 0, 0);
     if (stream_phases(rt)) /* the next pass streams: room for it from empty slabs */
-        place_room_for_stream(rt, STREAM_AHEAD_BYTES);
+        place_room_for_stream(rt, -1, STREAM_AHEAD_BYTES);
     place_trigger(rt, TRIGGER_EXIT, bits, -1);
     rt->phase_tick = rt->tick;
     place_ahead(rt);
@@ -754,5 +754,11 @@ void rt_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStream_t 
         return;
     pthread_mutex_lock(&rt->lock);
     stream_use(rt, ptrs, n, stream);
+    /* The next pieces found no room: the card's empty slabs make it (the
+     * pools that held them past a step's peak grow again at the next). */
+    int device;
+    uint64_t short_by = stream_short(rt, &device);
+    if (short_by && place_room_for_stream(rt, device, short_by) > 0)
+        stream_retry(rt);
     pthread_mutex_unlock(&rt->lock);
 }

@@ -369,6 +369,23 @@ static bool wanted(const struct piece_ref *want, size_t n, const struct slab *s,
     return false;
 }
 
+/* The pieces WANT[0..N) of class C on DEVICE found no room: say how many
+ * bytes of them are still on the host, for the caller to make room. */
+static void short_of_room(struct runtime *rt, int c, int device, const struct piece_ref *want,
+                          size_t n)
+{
+    uint64_t bytes = 0;
+    for (size_t k = 0; k < n; k++) {
+        const struct movable *mv = want[k].slab->backing;
+        size_t i = want[k].i;
+        if (!mv->gpu[i] && !mv->incoming[i] && !mv->busy[i])
+            bytes += mover_piece_size(mv, i);
+    }
+    rt->stream.short_class = c;
+    rt->stream.short_device = device;
+    rt->stream.short_bytes = bytes;
+}
+
 /* After a use of class C on DEVICE: the pieces of the next uses in the
  * learned cycle come to the GPU (copies queued, remapped where the GPU is
  * done with them), and those the stream brought that are not among them
@@ -408,8 +425,10 @@ static void ahead_here(struct runtime *rt, int c, int device)
         if (mv->gpu[i] || mv->incoming[i] || mv->busy[i])
             continue; /* (busy: leaving, its remap being made) */
         if (dev->budget_bytes != UINT64_MAX &&
-            dev->resident_bytes + mover_leaving_bytes(&rt->mover, device) + len > dev->budget_bytes)
+            dev->resident_bytes + mover_leaving_bytes(&rt->mover, device) + len > dev->budget_bytes) {
+            short_of_room(rt, c, device, want + k, n - k);
             break; /* no room (pieces still leaving count): the rest is read where it lies */
+        }
         if (!mover_piece_fetch(&rt->mover, mv, i, copy))
             break;
         resident_add(rt, dev, c, len);
@@ -441,6 +460,7 @@ void stream_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStrea
     if (!st->classes || !n || captured(rt, mover_stream_capturing(&rt->mover, stream)))
         return;
     uint64_t u = ++st->uses;
+    st->short_bytes = 0;
     reap(rt, 0);
     for (size_t k = 0; k < n; k++) {
         struct block *b = streamed_block(rt, (uintptr_t)ptrs[k]);
@@ -489,6 +509,21 @@ void stream_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStrea
     }
     if (touched_class >= 0)
         ahead(rt, touched_class, touched_device);
+}
+
+uint64_t stream_short(const struct runtime *rt, int *device)
+{
+    *device = rt->stream.short_device;
+    return rt->stream.short_bytes;
+}
+
+void stream_retry(struct runtime *rt)
+{
+    struct stream_state *st = &rt->stream;
+    if (!st->short_bytes)
+        return;
+    st->short_bytes = 0;
+    ahead(rt, st->short_class, st->short_device);
 }
 
 static bool writing_now(const struct runtime *rt, int c)

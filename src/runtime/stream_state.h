@@ -46,6 +46,10 @@ struct stream_state {
      * so nothing streams any more (said once); and the pieces then on their
      * way in were given up, once no capture was in progress. */
     bool off, off_settled;
+    /* The last use's next pieces that the budget had no room for: their
+     * class, GPU and bytes (0: none). */
+    int short_class, short_device;
+    uint64_t short_bytes;
 };
 
 #endif
