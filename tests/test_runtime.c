@@ -679,10 +679,10 @@ static void test_runtime_stream_ahead(void **state)
  * write phase ended. */
 enum { STREAM_N = 6 };
 
-static struct fixture *stream_learned(void *w[STREAM_N])
+static struct fixture *stream_learned_under(const char *policy, void *w[STREAM_N])
 {
     const uint64_t MiB = 1u << 20;
-    struct fixture *f = setup(stream_policy);
+    struct fixture *f = setup(policy);
     phase_enter(&f->rt, "init");
     for (int i = 0; i < STREAM_N; i++) {
         w[i] = alloc(f, (i == 1 ? 32 : 64) * MiB, API_CUDA_MALLOC, S1);
@@ -694,6 +694,11 @@ static struct fixture *stream_learned(void *w[STREAM_N])
     phase_enter(&f->rt, "opt.step");
     phase_exit(&f->rt);
     return f;
+}
+
+static struct fixture *stream_learned(void *w[STREAM_N])
+{
+    return stream_learned_under(stream_policy, w);
 }
 
 /* Every weight freed, the slabs given back, nothing left counted. */
@@ -811,6 +816,40 @@ static void test_runtime_stream_room_from_empty_slab(void **state)
     for (int round = 0; round < 2; round++)
         for (int i = 0; i < STREAM_N; i++)
             use_one(f, w[i]);
+    for (int i = 0; i < STREAM_N; i++)
+        assert_true(filled(w[i], (i == 1 ? 32 : 64) * MiB, 1 + i));
+    stream_done(f, w);
+}
+
+/* Where the next piece has no room, of the pieces the stream brought that
+ * the GPU is done with, the one whose next use in the cycle is farthest
+ * leaves, and only as many as the room needs. */
+static void test_runtime_stream_drops_farthest(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20;
+    static const char policy[] =
+        "umpol 1;\nbudget gpu 256MiB;\nslab 64MiB;\n"
+        "class weights { match phase \"init\" and size >= 32MiB; memory movable; place host;\n"
+        "  stream written \"opt*\"; priority 20; }\n"
+        "class acts { match any; memory device; priority 50; }\n";
+    void *w[STREAM_N];
+    struct fixture *f = stream_learned_under(policy, w);
+    use_one(f, w[0]); /* w1..w4 come in: the budget's 256 MiB */
+    for (int i = 1; i <= 4; i++)
+        assert_true(piece_on_gpu(f, w[i]));
+    fake_set_busy_stream(S1); /* the GPU is not past w1 and w2: they cannot leave yet */
+    use_one(f, w[1]);
+    use_one(f, w[2]);
+    assert_true(piece_on_gpu(f, w[1]) && piece_on_gpu(f, w[2]));
+    fake_set_busy_stream(NULL);
+    use_one(f, w[3]); /* w5 needs room: w2, next used after w1, leaves */
+    assert_true(piece_on_gpu(f, w[1]));
+    assert_false(piece_on_gpu(f, w[2]));
+    assert_true(piece_on_gpu(f, w[3]) && piece_on_gpu(f, w[4]));
+    use_one(f, w[4]); /* into the room w2 left */
+    assert_true(piece_on_gpu(f, w[5]));
+    assert_true(f->rt.devices[0].resident_bytes <= 256 * MiB);
     for (int i = 0; i < STREAM_N; i++)
         assert_true(filled(w[i], (i == 1 ? 32 : 64) * MiB, 1 + i));
     stream_done(f, w);
@@ -2633,6 +2672,7 @@ int main(void)
         cmocka_unit_test(test_runtime_stream_ahead),
         cmocka_unit_test(test_runtime_stream_remap_on_thread),
         cmocka_unit_test(test_runtime_stream_room_from_empty_slab),
+        cmocka_unit_test(test_runtime_stream_drops_farthest),
         cmocka_unit_test(test_runtime_stream_gives_way_to_full_card),
         cmocka_unit_test(test_runtime_stream_remap_fails_on_thread),
         cmocka_unit_test(test_runtime_stream_new_block_in_clean_piece),

@@ -754,11 +754,14 @@ void rt_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStream_t 
         return;
     pthread_mutex_lock(&rt->lock);
     stream_use(rt, ptrs, n, stream);
-    /* The next pieces found no room: the card's empty slabs make it (the
-     * pools that held them past a step's peak grow again at the next). */
+    /* The next pieces found no room: the card's empty slabs make it first
+     * (the pools that held them past a step's peak grow again at the next),
+     * then pieces whose next use is farther leave. */
     int device;
     uint64_t short_by = stream_short(rt, &device);
-    if (short_by && place_room_for_stream(rt, device, short_by) > 0)
+    if (short_by) {
+        place_room_for_stream(rt, device, short_by);
         stream_retry(rt);
+    }
     pthread_mutex_unlock(&rt->lock);
 }

@@ -369,10 +369,69 @@ static bool wanted(const struct piece_ref *want, size_t n, const struct slab *s,
     return false;
 }
 
+/* A piece the stream may let go to make room, and how far its next use
+ * is in the learned cycle. */
+struct drop_candidate {
+    struct slab *slab;
+    size_t i;
+    size_t next; /* uses from the cursor to its next one; SIZE_MAX: none */
+};
+
+static int farther_first(const void *a, const void *b)
+{
+    size_t x = ((const struct drop_candidate *)a)->next, y = ((const struct drop_candidate *)b)->next;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Room for NEED bytes of class C on DEVICE: the pieces the stream brought
+ * that the GPU is done with and that are not among WANT[0..N) leave with no
+ * copy, the one whose next use in the learned cycle is farthest first (a
+ * next use that is farthest away is the best to lose: Belady's rule).
+ * Returns the bytes the budget got back. */
+static uint64_t drop_farthest(struct runtime *rt, int c, int device, const struct piece_ref *want,
+                              size_t n, uint64_t need)
+{
+    struct stream_class *sc = &rt->stream.classes[c];
+    struct stream_marks *m = rt->stream.marks[device];
+    struct pool *pool = rt->devices[device].pools[c];
+    size_t count = 0, cap = 0;
+    struct drop_candidate *cand = NULL;
+    for (struct slab *s = pool ? pool->slabs : NULL; s; s = s->next) {
+        struct movable *mv = s->backing;
+        for (size_t i = 0; mv && i < mv->pieces; i++) {
+            if (!mv->streamed[i] || wanted(want, n, s, i) || !piece_free(m, mv, i))
+                continue;
+            if (count == cap) {
+                size_t grown = cap ? cap * 2 : 64;
+                struct drop_candidate *t = realloc(cand, grown * sizeof *cand);
+                if (!t)
+                    break; /* those found so far will do */
+                cand = t;
+                cap = grown;
+            }
+            cand[count++] = (struct drop_candidate){s, i, SIZE_MAX};
+        }
+    }
+    for (size_t k = 0; k < sc->ref_len && count; k++) {
+        struct block *b = streamed_block(rt, sc->ref[(sc->cursor + k) % sc->ref_len]);
+        for (size_t j = 0; b && j < count; j++)
+            if (cand[j].slab == b->slab && cand[j].i >= first_piece(b) && cand[j].i < end_piece(b) &&
+                cand[j].next == SIZE_MAX)
+                cand[j].next = k;
+    }
+    if (count > 1)
+        qsort(cand, count, sizeof *cand, farther_first);
+    uint64_t freed = 0;
+    for (size_t j = 0; j < count && freed < need; j++)
+        freed += let_go(rt, cand[j].slab, cand[j].i);
+    free(cand);
+    return freed;
+}
+
 /* The pieces WANT[0..N) of class C on DEVICE found no room: say how many
  * bytes of them are still on the host, for the caller to make room. */
-static void short_of_room(struct runtime *rt, int c, int device, const struct piece_ref *want,
-                          size_t n)
+static uint64_t short_of_room(struct runtime *rt, int c, int device, const struct piece_ref *want,
+                              size_t n)
 {
     uint64_t bytes = 0;
     for (size_t k = 0; k < n; k++) {
@@ -384,13 +443,17 @@ static void short_of_room(struct runtime *rt, int c, int device, const struct pi
     rt->stream.short_class = c;
     rt->stream.short_device = device;
     rt->stream.short_bytes = bytes;
+    return bytes;
 }
 
 /* After a use of class C on DEVICE: the pieces of the next uses in the
  * learned cycle come to the GPU (copies queued, remapped where the GPU is
- * done with them), and those the stream brought that are not among them
- * leave where the GPU is done with them. */
-static void ahead_here(struct runtime *rt, int c, int device)
+ * done with them) while the budget has room. Where it has none, and
+ * MAY_DROP, pieces the stream brought whose next use is farther leave to
+ * make it (their room counts once their remaps are made: the next use
+ * fetches into it); a piece with room to stay stays, so a step's later uses
+ * (the optimizer's writes, the next pass) find it on the GPU. */
+static void ahead_here(struct runtime *rt, int c, int device, bool may_drop)
 {
     struct stream_class *sc = &rt->stream.classes[c];
     struct stream_marks *m = rt->stream.marks[device];
@@ -411,13 +474,6 @@ static void ahead_here(struct runtime *rt, int c, int device)
             if (!wanted(want, n, b->slab, i))
                 want[n++] = (struct piece_ref){b->slab, i};
     }
-    for (struct slab *s = pool->slabs; s; s = s->next) {
-        struct movable *mv = s->backing;
-        for (size_t i = 0; mv && i < mv->pieces; i++) {
-            if (mv->streamed[i] && !wanted(want, n, s, i) && piece_free(m, mv, i))
-                let_go(rt, s, i);
-        }
-    }
     cudaStream_t copy = dev->fetch_stream ? dev->fetch_stream : dev->stream;
     for (size_t k = 0; k < n && copy && !sc->unordered; k++) {
         struct movable *mv = want[k].slab->backing;
@@ -426,7 +482,9 @@ static void ahead_here(struct runtime *rt, int c, int device)
             continue; /* (busy: leaving, its remap being made) */
         if (dev->budget_bytes != UINT64_MAX &&
             dev->resident_bytes + mover_leaving_bytes(&rt->mover, device) + len > dev->budget_bytes) {
-            short_of_room(rt, c, device, want + k, n - k);
+            uint64_t short_by = short_of_room(rt, c, device, want + k, n - k);
+            if (may_drop)
+                drop_farthest(rt, c, device, want, n, short_by);
             break; /* no room (pieces still leaving count): the rest is read where it lies */
         }
         if (!mover_piece_fetch(&rt->mover, mv, i, copy))
@@ -443,12 +501,12 @@ static void ahead_here(struct runtime *rt, int c, int device)
 }
 
 /* ahead_here with DEVICE current: its copies and events belong to it. */
-static void ahead(struct runtime *rt, int c, int device)
+static void ahead(struct runtime *rt, int c, int device, bool may_drop)
 {
     int previous = device_enter(rt, device);
     if (previous < 0)
         return;
-    ahead_here(rt, c, device);
+    ahead_here(rt, c, device, may_drop);
     device_leave(rt, device, previous);
 }
 
@@ -457,10 +515,10 @@ void stream_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStrea
     struct stream_state *st = &rt->stream;
     uint64_t marked = 0; /* bit d: device d's mark recorded for this use */
     int touched_class = -1, touched_device = -1;
+    st->short_bytes = 0; /* what the last use found short is stale */
     if (!st->classes || !n || captured(rt, mover_stream_capturing(&rt->mover, stream)))
         return;
     uint64_t u = ++st->uses;
-    st->short_bytes = 0;
     reap(rt, 0);
     for (size_t k = 0; k < n; k++) {
         struct block *b = streamed_block(rt, (uintptr_t)ptrs[k]);
@@ -503,12 +561,12 @@ void stream_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStrea
             mv->last_use[i] = u;
         }
         if (touched_class >= 0 && (touched_class != c || touched_device != d))
-            ahead(rt, touched_class, touched_device);
+            ahead(rt, touched_class, touched_device, false);
         touched_class = c;
         touched_device = d;
     }
     if (touched_class >= 0)
-        ahead(rt, touched_class, touched_device);
+        ahead(rt, touched_class, touched_device, false);
 }
 
 uint64_t stream_short(const struct runtime *rt, int *device)
@@ -520,10 +578,10 @@ uint64_t stream_short(const struct runtime *rt, int *device)
 void stream_retry(struct runtime *rt)
 {
     struct stream_state *st = &rt->stream;
-    if (!st->short_bytes)
+    if (!st->short_bytes || st->off)
         return;
     st->short_bytes = 0;
-    ahead(rt, st->short_class, st->short_device);
+    ahead(rt, st->short_class, st->short_device, true);
 }
 
 static bool writing_now(const struct runtime *rt, int c)
@@ -656,12 +714,7 @@ uint64_t stream_yield(struct runtime *rt, int device, uint64_t need)
         struct pool *pool = dev->pools[c];
         if (!streams(rt, (int)c) || !pool || rt->stream.classes[c].writing)
             continue;
-        for (struct slab *s = pool->slabs; s && freed < need; s = s->next) {
-            struct movable *mv = s->backing;
-            for (size_t i = 0; mv && i < mv->pieces && freed < need; i++)
-                if (mv->streamed[i] && piece_free(m, mv, i))
-                    freed += let_go(rt, s, i);
-        }
+        freed += drop_farthest(rt, (int)c, device, NULL, 0, need - freed);
     }
     if (freed)
         stream_settle(rt); /* what placement makes of the room comes after the card has it */

@@ -39,8 +39,9 @@ bool stream_unwritten(const struct runtime *rt, int c);
  * PTRS[0..N) (rt->lock held). */
 void stream_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStream_t stream);
 /* The bytes of the next pieces the last stream_use found no room for under
- * *DEVICE's budget (0: none); stream_retry brings them once placement has
- * made room (rt->lock held). */
+ * *DEVICE's budget (0: none). stream_retry, once placement has made what
+ * room it can, brings them, and where room is still short lets pieces whose
+ * next use is farther leave for them (rt->lock held). */
 uint64_t stream_short(const struct runtime *rt, int *device);
 void stream_retry(struct runtime *rt);
 /* Phases opened or closed: start or end the write phases (rt->lock held).
