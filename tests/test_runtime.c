@@ -796,8 +796,9 @@ static void wait_held(unsigned long before)
 }
 
 /* Where the next pieces find no room under the budget and a slab of device
- * memory on the card is empty (the activations' slabs past a step's peak),
- * that slab is given back and the pieces come in. */
+ * memory made for one large request is empty (a loss's logits, past a
+ * step's peak), that slab is given back and the pieces come in; an empty
+ * regular slab stays (the backward pass's gradients fill it again). */
 static void test_runtime_stream_room_from_empty_slab(void **state)
 {
     (void)state;
@@ -805,13 +806,15 @@ static void test_runtime_stream_room_from_empty_slab(void **state)
     uint64_t vmm_before = fake_vmm_gpu_bytes();
     void *w[STREAM_N];
     struct fixture *f = stream_learned(w);
-    void *a = alloc(f, 128 * MiB, API_CUDA_MALLOC, S1);
-    release(f, a, S1, MODE_ANY); /* its slab stays, empty */
-    assert_int_equal(f->rt.devices[0].resident_bytes, 128 * MiB);
+    void *small = alloc(f, 16 * MiB, API_CUDA_MALLOC, S1); /* a regular slab */
+    void *a = alloc(f, 128 * MiB, API_CUDA_MALLOC, S1);   /* a slab of its own */
+    release(f, small, S1, MODE_ANY);
+    release(f, a, S1, MODE_ANY); /* their slabs stay, empty */
+    assert_int_equal(f->rt.devices[0].resident_bytes, 192 * MiB);
     uint64_t releases = f->rt.class_stats[1].slab_releases;
     use_one(f, w[0]); /* w1..w3 next: 192 MiB */
     assert_int_equal(f->rt.class_stats[1].slab_releases, releases + 1);
-    assert_int_equal(mapped_on_gpu(f), 192 * MiB);
+    assert_int_equal(mapped_on_gpu(f), 128 * MiB); /* the room the large slab left */
     assert_int_equal(f->rt.devices[0].resident_bytes, card_holds(f, vmm_before));
     for (int round = 0; round < 2; round++)
         for (int i = 0; i < STREAM_N; i++)
