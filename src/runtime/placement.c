@@ -412,7 +412,7 @@ static size_t trim(struct runtime *rt, int device, int class_idx, uint64_t room)
         for (size_t c = 0; c < rt->program->class_count; c++) {
             const struct program_class *cls = &rt->program->classes[c];
             bool chosen = class_idx == TRIM_ALL ||
-                          ((class_idx == TRIM_CARD || class_idx == TRIM_CARD_LARGE) &&
+                          ((class_idx == TRIM_CARD || class_idx == TRIM_FOR_STREAM) &&
                            cls->memory != MEMORY_HOST) ||
                           (class_idx == TRIM_MANAGED && cls->memory == MEMORY_MANAGED) ||
                           (class_idx >= 0 && (size_t)class_idx == c);
@@ -421,7 +421,7 @@ static size_t trim(struct runtime *rt, int device, int class_idx, uint64_t room)
                 next = s->next;
                 if ((room != UINT64_MAX && dev->budget_bytes != UINT64_MAX &&
                      dev->resident_bytes + room <= dev->budget_bytes) ||
-                    (class_idx == TRIM_CARD_LARGE && !s->dedicated)) {
+                    (class_idx == TRIM_FOR_STREAM && s->size < STREAM_ROOM_SLAB)) {
                     pool_reattach_slab(p, s); /* room enough, or not one it was asked for: it stays */
                     continue;
                 }
@@ -471,14 +471,14 @@ size_t place_trim(struct runtime *rt, int device, int class_idx)
     return trim(rt, device, class_idx, UINT64_MAX);
 }
 
-size_t place_room_for_stream(struct runtime *rt, int device, uint64_t bytes, bool large_only)
+size_t place_room_for_stream(struct runtime *rt, int device, uint64_t bytes)
 {
     size_t released = 0;
     for (int d = 0; d < RT_MAX_DEVICES; d++) {
         const struct device_state *dev = &rt->devices[d];
         if ((device < 0 || d == device) && dev->known && dev->budget_bytes != UINT64_MAX &&
             dev->resident_bytes + bytes > dev->budget_bytes)
-            released += trim(rt, d, large_only ? TRIM_CARD_LARGE : TRIM_CARD, bytes);
+            released += trim(rt, d, TRIM_FOR_STREAM, bytes);
     }
     return released;
 }

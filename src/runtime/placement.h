@@ -39,19 +39,19 @@ bool cap_admits(struct runtime *rt, int class_idx, int device, size_t size);
  * when >= 0; of every class (TRIM_ALL), of every class whose memory is on the
  * card or managed (TRIM_CARD: pinned host pools keep theirs, whose release
  * frees no GPU memory and waits for the GPU), of managed classes alone
- * (TRIM_MANAGED, for the cap), the slabs made for one large request of those
- * on the card (TRIM_CARD_LARGE), or only CLASS_IDX's when >= 0. */
-enum { TRIM_ALL = -1, TRIM_CARD = -2, TRIM_MANAGED = -3, TRIM_CARD_LARGE = -4 };
+ * (TRIM_MANAGED, for the cap), those of STREAM_ROOM_SLAB or more on the card
+ * (TRIM_FOR_STREAM), or only CLASS_IDX's when >= 0. */
+enum { TRIM_ALL = -1, TRIM_CARD = -2, TRIM_MANAGED = -3, TRIM_FOR_STREAM = -4 };
 size_t place_trim(struct runtime *rt, int device, int class_idx);
-/* Room for the stream: empty slabs on the card are given back until
- * DEVICE's budget (every GPU's when < 0) has BYTES free (the pools that held
- * them grow again when they need to). LARGE_ONLY: only slabs made for one
- * large request, such as a loss's logits, which nothing else reuses before
- * the next step; a pool's regular slabs, emptied past a step's peak, are soon
- * filled again (by the gradients of the backward pass), and giving them back
- * only to make them again would cost a release and a wait for the GPU each
- * time. Returns the bytes given back. */
-size_t place_room_for_stream(struct runtime *rt, int device, uint64_t bytes, bool large_only);
+/* Room for the stream: empty slabs of STREAM_ROOM_SLAB or more on the card
+ * are given back until DEVICE's budget (every GPU's when < 0) has BYTES free
+ * (the pools that held them grow again when they need to). Such slabs hold
+ * a step's few largest buffers (a loss's logits), left empty past its peak
+ * until the next step's; smaller ones are soon filled again (a backward
+ * pass's gradients), and giving them back only to make them again cost a
+ * release, which waits for the GPU, each time (a 1.75B Llama: 126 a step,
+ * slower than not streaming). Returns the bytes given back. */
+size_t place_room_for_stream(struct runtime *rt, int device, uint64_t bytes);
 
 /* `spare`: the bytes DEVICE's budget (without one, its memory) has room for
  * beside the most the classes that do not read `spare` have held there, what

@@ -712,7 +712,7 @@ static void phase_closed(struct runtime *rt, uint64_t *bits)
     if (rt->learn)
         learn_phase(rt, STEP_EXIT, bits, 0, 0);
     if (stream_phases(rt)) /* the next pass streams: room for it from empty slabs */
-        place_room_for_stream(rt, -1, STREAM_AHEAD_BYTES, false);
+        place_room_for_stream(rt, -1, STREAM_AHEAD_BYTES);
     place_trigger(rt, TRIGGER_EXIT, bits, -1);
     rt->phase_tick = rt->tick;
     place_ahead(rt);
@@ -754,13 +754,13 @@ void rt_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStream_t 
         return;
     pthread_mutex_lock(&rt->lock);
     stream_use(rt, ptrs, n, stream);
-    /* The next pieces found no room: the card's empty slabs made for one
-     * large request make it first (a step's peak left them; they are made
-     * again at the next), then pieces whose next use is farther leave. */
+    /* The next pieces found no room: the card's large empty slabs make it
+     * first (a step's peak left them; they are made again at the next), then
+     * pieces whose next use is farther leave. */
     int device;
     uint64_t short_by = stream_short(rt, &device);
     if (short_by) {
-        place_room_for_stream(rt, device, short_by, true);
+        place_room_for_stream(rt, device, short_by);
         stream_retry(rt);
     }
     pthread_mutex_unlock(&rt->lock);

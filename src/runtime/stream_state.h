@@ -14,6 +14,7 @@
 #define STREAM_CYCLE_MAX (1u << 18)    /* blocks' uses in a cycle that is learned */
 #define STREAM_SCAN 4096               /* learned uses looked through for the next pieces */
 #define STREAM_AHEAD_BYTES (1ull << 30) /* what is brought ahead of the next use */
+#define STREAM_ROOM_SLAB (256ull << 20) /* empty slabs given back for it: this large or more */
 
 /* Per GPU: the marks recorded on the job's stream, oldest first. */
 struct stream_marks {
