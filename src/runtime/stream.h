@@ -3,10 +3,11 @@
  * (umpol_use, called by the Python package before each module runs), the
  * order of those uses between two of the class's write phases is learned as
  * one cycle, and from the next cycle on, the pieces the next uses need are
- * copied to the GPU on the runtime's own stream while the job computes, and
- * the pieces it brought that are not needed soon leave with no copy (the
- * class is written only in its write phases, so their host memory holds the
- * same bytes). A piece is remapped only once the GPU has finished all the
+ * copied to the GPU on the runtime's own stream while the job computes. A
+ * piece it brought stays while the budget has room; where the next pieces
+ * have none, those whose next use is farthest leave with no copy (the class
+ * is written only in its write phases, so their host memory holds the same
+ * bytes). A piece is remapped only once the GPU has finished all the
  * work the job had queued when it last used the piece: a mark (an event) is
  * recorded on the job's stream at each use, and a remap waits for nothing.
  * The remaps themselves are made on the mover's own thread; a piece the job
