@@ -88,6 +88,38 @@ for part in "$@"; do
         g oo --variants --policy policies/optimizer-offload.umpol --budgets $((B - M))
         g wo --variants --policy policies/weights-offload.umpol --budgets $((B - M))
         tail -40 "$r/grads-L$L.log" ;;
+    streamcard)
+        # Each model at DeepSpeed's card peak B under `budget card B`: checkpointing and DeepSpeed,
+        # stream-offload.umpol, then optimizer-offload.umpol, in one call.
+        mkdir -p /tmp/site && pip install -q --no-index --no-deps --target /tmp/site $b/wheels/*.whl > "$r/pip.log" 2>&1
+        export PYTHONPATH=$PYTHONPATH:/tmp/site
+        for lb in "16 8147435520" "32 10515120128"; do
+            set -- $lb; L=$1; B=$2
+            g() { o=$1; shift; timeout 300 python3 bench/grid.py drive --out "$r/card-L$L/$o" --umpol "$b/umpol" --layers $L \
+                    --warmup 3 --steps 5 --cell-timeout-s 150 "$@" >> "$r/card-L$L.log" 2>&1; }
+            g anchors --variants ckpt deepspeed --policy $b/so-card.umpol --budgets $B
+            g oo --variants --policy $b/oo-card2.umpol --budgets $B
+            grep "^L" "$r/card-L$L.log"
+        done ;;
+    cardvsgpu)
+        # 0.94B, no anchors: stream-offload and optimizer-offload under `budget gpu 7.20GiB` and `budget card 7.59GiB`, alternating.
+        g() { o=$1; shift; timeout 300 python3 bench/grid.py drive --out "$r/cvg/$o" --umpol "$b/umpol" --layers 16 \
+                --warmup 3 --steps 5 --cell-timeout-s 150 --variants "$@" >> "$r/cvg.log" 2>&1; }
+        g so-gpu --policy policies/stream-offload.umpol --budgets 7730941132
+        g so-card --policy $b/so-card.umpol --budgets 8147435520
+        g oo-gpu --policy policies/optimizer-offload.umpol --budgets 7730941132
+        g oo-card --policy $b/oo-card2.umpol --budgets 8147435520
+        g so-gpu2 --policy policies/stream-offload.umpol --budgets 7730941132
+        grep "^L" "$r/cvg.log" ;;
+    alt32)
+        # 1.75B, no anchors: stream-offload and optimizer-offload under `budget gpu 9.40GiB`, alternating.
+        g() { o=$1; shift; timeout 300 python3 bench/grid.py drive --out "$r/alt32/$o" --umpol "$b/umpol" --layers 32 \
+                --warmup 3 --steps 5 --cell-timeout-s 150 --variants "$@" >> "$r/alt32.log" 2>&1; }
+        g so1 --policy policies/stream-offload.umpol --budgets 10093173145
+        g oo1 --policy policies/optimizer-offload.umpol --budgets 10093173145
+        g so2 --policy policies/stream-offload.umpol --budgets 10093173145
+        g oo2 --policy policies/optimizer-offload.umpol --budgets 10093173145
+        grep "^L" "$r/alt32.log" ;;
     calls)
         # What each remap call costs, per piece and over a range (bench/vmm_calls.cu).
         nvcc -O2 -o $b/vmm_calls bench/vmm_calls.cu -lcuda > "$r/calls.log" 2>&1 &&
