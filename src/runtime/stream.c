@@ -383,6 +383,34 @@ static int farther_first(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
+static int by_piece(const void *a, const void *b)
+{
+    const struct drop_candidate *x = a, *y = b;
+    if (x->slab != y->slab)
+        return (uintptr_t)x->slab < (uintptr_t)y->slab ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* CAND[0..COUNT), each given the distance from the cursor to its next use
+ * in the learned cycle (looked for within STREAM_SCAN uses; beyond: none). */
+static void next_uses(struct runtime *rt, struct stream_class *sc, struct drop_candidate *cand,
+                      size_t count)
+{
+    qsort(cand, count, sizeof *cand, by_piece);
+    size_t found = 0, scan = sc->ref_len < STREAM_SCAN ? sc->ref_len : STREAM_SCAN;
+    for (size_t k = 0; k < scan && found < count; k++) {
+        struct block *b = streamed_block(rt, sc->ref[(sc->cursor + k) % sc->ref_len]);
+        for (size_t i = b ? first_piece(b) : 0; b && i < end_piece(b); i++) {
+            struct drop_candidate key = {b->slab, i, 0};
+            struct drop_candidate *at = bsearch(&key, cand, count, sizeof *cand, by_piece);
+            if (at && at->next == SIZE_MAX) {
+                at->next = k;
+                found++;
+            }
+        }
+    }
+}
+
 /* Room for NEED bytes of class C on DEVICE: the pieces the stream brought
  * that the GPU is done with and that are not among WANT[0..N) leave with no
  * copy, the one whose next use in the learned cycle is farthest first (a
@@ -396,7 +424,8 @@ static uint64_t drop_farthest(struct runtime *rt, int c, int device, const struc
     struct pool *pool = rt->devices[device].pools[c];
     size_t count = 0, cap = 0;
     struct drop_candidate *cand = NULL;
-    for (struct slab *s = pool ? pool->slabs : NULL; s; s = s->next) {
+    bool short_of_memory = false;
+    for (struct slab *s = pool ? pool->slabs : NULL; s && !short_of_memory; s = s->next) {
         struct movable *mv = s->backing;
         for (size_t i = 0; mv && i < mv->pieces; i++) {
             if (!mv->streamed[i] || wanted(want, n, s, i) || !piece_free(m, mv, i))
@@ -404,21 +433,18 @@ static uint64_t drop_farthest(struct runtime *rt, int c, int device, const struc
             if (count == cap) {
                 size_t grown = cap ? cap * 2 : 64;
                 struct drop_candidate *t = realloc(cand, grown * sizeof *cand);
-                if (!t)
-                    break; /* those found so far will do */
+                if (!t) {
+                    short_of_memory = true; /* those found so far will do */
+                    break;
+                }
                 cand = t;
                 cap = grown;
             }
             cand[count++] = (struct drop_candidate){s, i, SIZE_MAX};
         }
     }
-    for (size_t k = 0; k < sc->ref_len && count; k++) {
-        struct block *b = streamed_block(rt, sc->ref[(sc->cursor + k) % sc->ref_len]);
-        for (size_t j = 0; b && j < count; j++)
-            if (cand[j].slab == b->slab && cand[j].i >= first_piece(b) && cand[j].i < end_piece(b) &&
-                cand[j].next == SIZE_MAX)
-                cand[j].next = k;
-    }
+    if (count > 1 && sc->ref_len)
+        next_uses(rt, sc, cand, count);
     if (count > 1)
         qsort(cand, count, sizeof *cand, farther_first);
     uint64_t freed = 0;
