@@ -496,13 +496,16 @@ static const char movable_device_policy[] =
     "class weights { match size >= 100MiB; memory movable; priority 20; }\n"
     "class acts { match any; memory device; priority 50; }\n";
 
-/* `stream written`: six weights of one piece each, all on the host, a budget
- * of three pieces, and the optimizer ("opt") the only phase that writes. */
-static const char stream_policy[] =
-    "umpol 1;\nbudget gpu 192MiB;\nslab 64MiB;\n"
-    "class weights { match phase \"init\" and size >= 32MiB; memory movable; place host;\n"
-    "  stream written \"opt*\"; priority 20; }\n"
-    "class acts { match any; memory device; priority 50; }\n";
+/* `stream written` under a budget of BUDGET: weights made in "init", all on
+ * the host, and the optimizer ("opt") the only phase that writes. */
+#define STREAM_POLICY(budget)                                                                 \
+    "umpol 1;\nbudget gpu " budget ";\nslab 64MiB;\n"                                          \
+    "class weights { match phase \"init\" and size >= 32MiB; memory movable; place host;\n"    \
+    "  stream written \"opt*\"; priority 20; }\n"                                               \
+    "class acts { match any; memory device; priority 50; }\n"
+
+/* Six weights of one piece each under a budget of three pieces. */
+static const char stream_policy[] = STREAM_POLICY("192MiB");
 
 /* What the fake GPU holds since setup, device memory and movable pieces'
  * GPU memory (VMM_BEFORE: the latter's bytes at setup). */
@@ -701,6 +704,13 @@ static struct fixture *stream_learned(void *w[STREAM_N])
     return stream_learned_under(stream_policy, w);
 }
 
+/* Every weight of stream_learned still holds what it was made with. */
+static void assert_weights_as_made(void *w[STREAM_N])
+{
+    for (int i = 0; i < STREAM_N; i++)
+        assert_true(filled(w[i], (i == 1 ? 32u : 64u) << 20, 1 + i));
+}
+
 /* Every weight freed, the slabs given back, nothing left counted. */
 static void stream_done(struct fixture *f, void *w[STREAM_N])
 {
@@ -803,14 +813,9 @@ static void test_runtime_stream_room_from_empty_slab(void **state)
 {
     (void)state;
     const uint64_t MiB = 1u << 20;
-    static const char policy[] =
-        "umpol 1;\nbudget gpu 448MiB;\nslab 64MiB;\n"
-        "class weights { match phase \"init\" and size >= 32MiB; memory movable; place host;\n"
-        "  stream written \"opt*\"; priority 20; }\n"
-        "class acts { match any; memory device; priority 50; }\n";
     uint64_t vmm_before = fake_vmm_gpu_bytes();
     void *w[STREAM_N];
-    struct fixture *f = stream_learned_under(policy, w);
+    struct fixture *f = stream_learned_under(STREAM_POLICY("448MiB"), w);
     void *small = alloc(f, 16 * MiB, API_CUDA_MALLOC, S1); /* a regular slab */
     void *big = alloc(f, 256 * MiB, API_CUDA_MALLOC, S1);  /* a slab of its own, large */
     release(f, small, S1, MODE_ANY);
@@ -824,8 +829,7 @@ static void test_runtime_stream_room_from_empty_slab(void **state)
     for (int round = 0; round < 2; round++)
         for (int i = 0; i < STREAM_N; i++)
             use_one(f, w[i]);
-    for (int i = 0; i < STREAM_N; i++)
-        assert_true(filled(w[i], (i == 1 ? 32 : 64) * MiB, 1 + i));
+    assert_weights_as_made(w);
     stream_done(f, w);
 }
 
@@ -836,13 +840,8 @@ static void test_runtime_stream_drops_farthest(void **state)
 {
     (void)state;
     const uint64_t MiB = 1u << 20;
-    static const char policy[] =
-        "umpol 1;\nbudget gpu 256MiB;\nslab 64MiB;\n"
-        "class weights { match phase \"init\" and size >= 32MiB; memory movable; place host;\n"
-        "  stream written \"opt*\"; priority 20; }\n"
-        "class acts { match any; memory device; priority 50; }\n";
     void *w[STREAM_N];
-    struct fixture *f = stream_learned_under(policy, w);
+    struct fixture *f = stream_learned_under(STREAM_POLICY("256MiB"), w);
     use_one(f, w[0]); /* w1..w4 come in: the budget's 256 MiB */
     for (int i = 1; i <= 4; i++)
         assert_true(piece_on_gpu(f, w[i]));
@@ -858,8 +857,7 @@ static void test_runtime_stream_drops_farthest(void **state)
     use_one(f, w[4]); /* into the room w2 left */
     assert_true(piece_on_gpu(f, w[5]));
     assert_true(f->rt.devices[0].resident_bytes <= 256 * MiB);
-    for (int i = 0; i < STREAM_N; i++)
-        assert_true(filled(w[i], (i == 1 ? 32 : 64) * MiB, 1 + i));
+    assert_weights_as_made(w);
     stream_done(f, w);
 }
 
