@@ -861,6 +861,66 @@ static void test_runtime_stream_drops_farthest(void **state)
     stream_done(f, w);
 }
 
+/* A drop still being made on the runtime's thread counts as room to come:
+ * the next use that finds no room yet does not drop another piece for it. */
+static void test_runtime_stream_drops_once_while_leaving(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20;
+    void *w[STREAM_N];
+    struct fixture *f = stream_learned_under(STREAM_POLICY("256MiB"), w);
+    const struct class_stats *st = &f->rt.class_stats[0];
+    use_one(f, w[0]); /* w1..w4 come in: the budget's 256 MiB */
+    use_one(f, w[1]);
+    unsigned long held = fake_vmm_held_calls();
+    fake_set_vmm_hold(1);
+    const void *p[1] = {w[2]};
+    rt_use(&f->rt, p, 1, S1); /* w1 leaves for w5: its remap held on the thread */
+    wait_held(held);
+    assert_int_equal(st->stream_drop_bytes, 64 * MiB);
+    p[0] = w[3];
+    rt_use(&f->rt, p, 1, S1); /* still no room for w5, but w1's is on its way */
+    assert_int_equal(st->stream_drop_bytes, 64 * MiB);
+    assert_true(piece_on_gpu(f, w[2]));
+    fake_set_vmm_hold(0);
+    stream_settle(&f->rt);
+    use_one(f, w[4]); /* w5 comes into w1's room */
+    assert_true(piece_on_gpu(f, w[5]));
+    assert_int_equal(f->rt.devices[0].resident_bytes, 256 * MiB);
+    assert_weights_as_made(w);
+    stream_done(f, w);
+}
+
+/* Placement's pressure takes the streamed piece whose next use in the
+ * learned cycle is farthest, whatever the order the slabs were made in. */
+static void test_runtime_stream_yields_farthest(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20;
+    static const int order[STREAM_N] = {0, 4, 1, 2, 3, 5}; /* not the order they were made */
+    void *w[STREAM_N];
+    struct fixture *f = setup(STREAM_POLICY("256MiB"));
+    phase_enter(&f->rt, "init");
+    for (int i = 0; i < STREAM_N; i++) {
+        w[i] = alloc(f, (i == 1 ? 32 : 64) * MiB, API_CUDA_MALLOC, S1);
+        fill(w[i], (i == 1 ? 32 : 64) * MiB, 1 + i);
+    }
+    phase_exit(&f->rt);
+    for (int k = 0; k < STREAM_N; k++)
+        use_one(f, w[order[k]]);
+    phase_enter(&f->rt, "opt.step");
+    phase_exit(&f->rt);
+    use_one(f, w[0]); /* w4, w1, w2, w3 come in: the budget's 256 MiB */
+    for (int i = 1; i <= 4; i++)
+        assert_true(piece_on_gpu(f, w[i]));
+    void *a = alloc(f, 64 * MiB, API_CUDA_MALLOC, S1); /* room for it: w3, used last of them */
+    assert_false(piece_on_gpu(f, w[3]));
+    assert_true(piece_on_gpu(f, w[4]) && piece_on_gpu(f, w[1]) && piece_on_gpu(f, w[2]));
+    release(f, a, S1, MODE_ANY);
+    assert_weights_as_made(w);
+    stream_done(f, w);
+}
+
 /* Pieces the stream brought give way to a slab of device memory, for the
  * budget and for a card that is full: their GPU memory is back (their
  * remaps made on the runtime's thread) before the card is asked again. */
@@ -2679,6 +2739,8 @@ int main(void)
         cmocka_unit_test(test_runtime_stream_remap_on_thread),
         cmocka_unit_test(test_runtime_stream_room_from_empty_slab),
         cmocka_unit_test(test_runtime_stream_drops_farthest),
+        cmocka_unit_test(test_runtime_stream_drops_once_while_leaving),
+        cmocka_unit_test(test_runtime_stream_yields_farthest),
         cmocka_unit_test(test_runtime_stream_gives_way_to_full_card),
         cmocka_unit_test(test_runtime_stream_remap_fails_on_thread),
         cmocka_unit_test(test_runtime_stream_new_block_in_clean_piece),

@@ -471,13 +471,25 @@ size_t place_trim(struct runtime *rt, int device, int class_idx)
     return trim(rt, device, class_idx, UINT64_MAX);
 }
 
+/* Has DEVICE an empty slab on the card that TRIM_FOR_STREAM would give back?
+ * (Looked for first: the stream asks at every use that finds no room.) */
+static bool stream_room_in_slabs(const struct runtime *rt, int device)
+{
+    const struct device_state *dev = &rt->devices[device];
+    for (size_t c = 0; c < rt->program->class_count; c++)
+        if (rt->program->classes[c].memory != MEMORY_HOST && dev->pools[c] &&
+            pool_has_empty_slab_of(dev->pools[c], STREAM_ROOM_SLAB))
+            return true;
+    return false;
+}
+
 size_t place_room_for_stream(struct runtime *rt, int device, uint64_t bytes)
 {
     size_t released = 0;
     for (int d = 0; d < RT_MAX_DEVICES; d++) {
         const struct device_state *dev = &rt->devices[d];
         if ((device < 0 || d == device) && dev->known && dev->budget_bytes != UINT64_MAX &&
-            dev->resident_bytes + bytes > dev->budget_bytes)
+            dev->resident_bytes + bytes > dev->budget_bytes && stream_room_in_slabs(rt, d))
             released += trim(rt, d, TRIM_FOR_STREAM, bytes);
     }
     return released;

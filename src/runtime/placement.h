@@ -49,7 +49,7 @@ size_t place_trim(struct runtime *rt, int device, int class_idx);
  * a step's few largest buffers (a loss's logits), left empty past its peak
  * until the next step's; smaller ones are soon filled again (a backward
  * pass's gradients), and giving them back only to make them again cost a
- * release, which waits for the GPU, each time (a 1.75B Llama: 126 a step,
+ * release, which waits for the GPU, each time (a 1.75B Llama: 124 a step,
  * slower than not streaming). Returns the bytes given back. */
 size_t place_room_for_stream(struct runtime *rt, int device, uint64_t bytes);
 

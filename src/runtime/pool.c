@@ -113,12 +113,17 @@ static bool slab_empty(const struct slab *s)
     return true;
 }
 
-bool pool_has_empty_slab(const struct pool *p)
+bool pool_has_empty_slab_of(const struct pool *p, size_t min_size)
 {
     for (const struct slab *s = p->slabs; s; s = s->next)
-        if (slab_empty(s))
+        if (s->size >= min_size && slab_empty(s))
             return true;
     return false;
+}
+
+bool pool_has_empty_slab(const struct pool *p)
+{
+    return pool_has_empty_slab_of(p, 0);
 }
 
 struct slab *pool_detach_empty_slabs(struct pool *p)

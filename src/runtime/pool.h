@@ -169,8 +169,9 @@ void pool_idle_left_gpu(struct pool *p, struct block *b);
 /* The block of slab S holding ADDR (free or live), or NULL. */
 struct block *slab_block_at(const struct slab *s, uintptr_t addr);
 
-/* Does P have a slab with no live block? */
+/* Does P have a slab with no live block (of MIN_SIZE bytes or more)? */
 bool pool_has_empty_slab(const struct pool *p);
+bool pool_has_empty_slab_of(const struct pool *p, size_t min_size);
 /* Unlink every slab of P with no live block; returns them, linked by next.
  * Their blocks are still attached: read them, then slab_destroy. */
 struct slab *pool_detach_empty_slabs(struct pool *p);

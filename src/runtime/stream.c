@@ -509,8 +509,10 @@ static void ahead_here(struct runtime *rt, int c, int device, bool may_drop)
         if (dev->budget_bytes != UINT64_MAX &&
             dev->resident_bytes + mover_leaving_bytes(&rt->mover, device) + len > dev->budget_bytes) {
             uint64_t short_by = short_of_room(rt, c, device, want + k, n - k);
-            if (may_drop)
-                drop_farthest(rt, c, device, want, n, short_by);
+            /* Pieces already leaving are room to come: only the rest is dropped. */
+            if (may_drop && dev->resident_bytes + short_by > dev->budget_bytes)
+                drop_farthest(rt, c, device, want, n,
+                              dev->resident_bytes + short_by - dev->budget_bytes);
             break; /* no room (pieces still leaving count): the rest is read where it lies */
         }
         if (!mover_piece_fetch(&rt->mover, mv, i, copy))
