@@ -677,12 +677,12 @@ static void test_runtime_stream_ahead(void **state)
     teardown(f);
 }
 
-/* Six weights made in "init" under stream_policy (w[1] of 32 MiB, leaving
- * room in its slab, the rest of 64), one cycle of their uses learned, and a
- * write phase ended. */
+/* Six weights made in "init" under POLICY (w[1] of 32 MiB, leaving room in
+ * its slab, the rest of 64), one cycle of their uses learned (in the order
+ * ORDER gives, else as made), and a write phase ended. */
 enum { STREAM_N = 6 };
 
-static struct fixture *stream_learned_under(const char *policy, void *w[STREAM_N])
+static struct fixture *stream_learned_in(const char *policy, const int *order, void *w[STREAM_N])
 {
     const uint64_t MiB = 1u << 20;
     struct fixture *f = setup(policy);
@@ -692,11 +692,16 @@ static struct fixture *stream_learned_under(const char *policy, void *w[STREAM_N
         fill(w[i], (i == 1 ? 32 : 64) * MiB, 1 + i);
     }
     phase_exit(&f->rt);
-    for (int i = 0; i < STREAM_N; i++)
-        use_one(f, w[i]);
+    for (int k = 0; k < STREAM_N; k++)
+        use_one(f, w[order ? order[k] : k]);
     phase_enter(&f->rt, "opt.step");
     phase_exit(&f->rt);
     return f;
+}
+
+static struct fixture *stream_learned_under(const char *policy, void *w[STREAM_N])
+{
+    return stream_learned_in(policy, NULL, w);
 }
 
 static struct fixture *stream_learned(void *w[STREAM_N])
@@ -899,17 +904,7 @@ static void test_runtime_stream_yields_farthest(void **state)
     const uint64_t MiB = 1u << 20;
     static const int order[STREAM_N] = {0, 4, 1, 2, 3, 5}; /* not the order they were made */
     void *w[STREAM_N];
-    struct fixture *f = setup(STREAM_POLICY("256MiB"));
-    phase_enter(&f->rt, "init");
-    for (int i = 0; i < STREAM_N; i++) {
-        w[i] = alloc(f, (i == 1 ? 32 : 64) * MiB, API_CUDA_MALLOC, S1);
-        fill(w[i], (i == 1 ? 32 : 64) * MiB, 1 + i);
-    }
-    phase_exit(&f->rt);
-    for (int k = 0; k < STREAM_N; k++)
-        use_one(f, w[order[k]]);
-    phase_enter(&f->rt, "opt.step");
-    phase_exit(&f->rt);
+    struct fixture *f = stream_learned_in(STREAM_POLICY("256MiB"), order, w);
     use_one(f, w[0]); /* w4, w1, w2, w3 come in: the budget's 256 MiB */
     for (int i = 1; i <= 4; i++)
         assert_true(piece_on_gpu(f, w[i]));
