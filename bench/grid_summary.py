@@ -29,12 +29,23 @@ Per umpol cell:
               and moves hidden behind compute.
   gh200       the same bytes over NVLink-C2C at 346 GB/s each way (a paper
               projection, compute unchanged)
+  in order    the bound that keeps the job's order of work: the AdamW step
+              (fused, fp32) reads weights, gradients and both moments, 16
+              bytes a parameter, and it starts only when the backward pass has
+              ended, while the card holds at most its peak; so at least
+              16 x params - card peak of them cross the link inside the step,
+              with no compute beside them:
+              max(bound, compute + that / bw_h2d). Compute is checkpointing
+              alone's whole step, its own AdamW on the card included (28 bytes
+              a parameter at HBM speed, about 2-4% of it), as in bound.
 """
 import json
 import os
 import sys
 
 GH200_BPS = 346e9
+# A fused fp32 AdamW step reads weights, gradients and both moments.
+OPTIMIZER_BYTES_PER_PARAM = 16
 
 
 def load_cells(dirs):
@@ -224,12 +235,15 @@ def main():
                 source += ", + modelled zero-copy"
                 h2d = mig_h2d + rep["zero_copy_h2d_bytes_per_step"]
                 d2h = mig_d2h + rep["zero_copy_d2h_bytes_per_step"]
-            bound = gh = None
+            bound = gh = in_order = None
             if h2d is not None and cbw and ckpt:
                 compute = ckpt["median_step_ms"]
                 link_ms = max(h2d / (cbw["h2d_gbps"] * 1e6), d2h / (cbw["d2h_gbps"] * 1e6))
                 bound = max(compute, link_ms)
                 gh = max(compute, max(h2d, d2h) / GH200_BPS * 1e3)
+                if params:
+                    in_step = max(0, OPTIMIZER_BYTES_PER_PARAM * params - run["card_peak_bytes"])
+                    in_order = max(bound, compute + in_step / (cbw["h2d_gbps"] * 1e6))
             cell.update({
                 "umpol_ms": round(ms, 1), "card_peak_bytes": run["card_peak_bytes"],
                 "nvml_peak_bytes": row.get("nvml_peak_bytes"), "held_peak_bytes": rep.get("held_peak_bytes"),
@@ -255,6 +269,8 @@ def main():
                 "bound_ms": None if bound is None else round(bound, 1),
                 "umpol_over_bound": None if bound is None else round(ms / bound, 3),
                 "gh200_projection_ms": None if gh is None else round(gh, 1),
+                "bound_in_order_ms": None if in_order is None else round(in_order, 1),
+                "umpol_over_bound_in_order": None if in_order is None else round(ms / in_order, 3),
                 "max_loss_diff": loss_diff(run)})
             grid_cells.append(cell)
             lines.append(
@@ -266,7 +282,9 @@ def main():
                 + (f"; at the card's {gib(run['card_peak_bytes'])} GiB: {card_best[0]}, umpol "
                    f"x{cell['umpol_over_best_at_card_memory']:.2f}" if card_best else "")
                 + (f"; bound {bound:.1f} ms (umpol / bound {ms / bound:.2f}); GH200 projection {gh:.1f} ms"
-                   if bound else "") + " |")
+                   if bound else "")
+                + (f"; in the job's order {in_order:.1f} ms (umpol / it {ms / in_order:.2f})" if in_order else "")
+                + " |")
     def pick(cs, key="umpol_over_best"):
         vals = [c[key] for c in cs if c.get(key) is not None]
         return min(vals) if vals else None
@@ -277,6 +295,11 @@ def main():
     out["grid.min_umpol_over_best_at_card_memory"] = pick(grid_cells, "umpol_over_best_at_card_memory")
     bounds = [c["umpol_over_bound"] for c in grid_cells if c.get("umpol_over_bound") is not None]
     out["grid.max_umpol_over_bound"] = max(bounds) if bounds else None
+    ordered = [c["umpol_over_bound_in_order"] for c in grid_cells if c.get("umpol_over_bound_in_order") is not None]
+    out["grid.max_umpol_over_bound_in_order"] = max(ordered) if ordered else None
+    # The least umpol / bound any placement could reach in a cell: its in-order bound over its bound.
+    floors = [c["bound_in_order_ms"] / c["bound_ms"] for c in grid_cells if c.get("bound_in_order_ms")]
+    out["grid.max_bound_in_order_over_bound"] = round(max(floors), 3) if floors else None
     print(f"device: {device}; commit {commit}")
     if bw:
         print(f"\npinned cudaMemcpy ({bw['bytes'] >> 30} GiB, median of 5): host->GPU {bw['h2d_gbps']:.1f} GB/s, "
@@ -287,7 +310,9 @@ def main():
     print("\n".join(lines))
     print(f"\ngrid.min_umpol_over_best {out['grid.min_umpol_over_best']} (goal >= 1.0); "
           f"where the states fit {out['grid.min_umpol_over_best_where_states_fit']} (goal >= 1.5); "
-          f"grid.max_umpol_over_bound {out['grid.max_umpol_over_bound']} (goal <= 1.25); "
+          f"grid.max_umpol_over_bound {out['grid.max_umpol_over_bound']} (goal <= 1.25; no placement can go "
+          f"below {out['grid.max_bound_in_order_over_bound']} in the job's order of work, where it is "
+          f"{out['grid.max_umpol_over_bound_in_order']}); "
           f"by the card's memory instead of the budget {out['grid.min_umpol_over_best_at_card_memory']}")
     json.dump(out, open(keys_path, "w"), indent=1)
 
