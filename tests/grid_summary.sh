@@ -1,7 +1,8 @@
 #!/bin/sh
 # bench/grid_summary.py against a recorded grid (bench/results/2026-11-23-h100-grid-8ef32ed,
 # two models from two calls): it must make the committed grid.* keys and summary again,
-# byte for byte, and each model's bound must use its own call's pinned-copy bandwidth.
+# byte for byte, each model's bound must use its own call's pinned-copy bandwidth, and the
+# bound in the job's order must add the AdamW step's reads the card cannot hold.
 . "${top_srcdir:-.}/tests/lib.sh"
 command -v python3 >/dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
 r="$top_srcdir/bench/results/2026-11-23-h100-grid-8ef32ed"
@@ -17,5 +18,12 @@ cells = {(c["model_layers"], c["budget_bytes"]): c for c in json.load(open(sys.a
 # not the 54.9 of the 0.94B model's call.
 c = cells[(32, 10515120128)]
 assert abs(c["bound_ms"] - 831.5) < 0.5, c["bound_ms"]
+# 1.75B at 18.38 GiB, in the job's order: checkpointing's 399.7 ms, then the AdamW step's
+# 16 x 1.75e9 bytes less the card's 18.00 GB peak over that call's 49.8 GB/s: 200.6 ms more.
+c = cells[(32, 19735144038)]
+assert abs(c["bound_in_order_ms"] - (399.7 + (16 * 1750206464 - 18004049920) / 49.843e6)) < 0.5, c
+# Where the link bound is above it, the in-order bound is the link bound.
+c = cells[(32, 10515120128)]
+assert c["bound_in_order_ms"] == c["bound_ms"], c
 PY
 finish
