@@ -896,6 +896,68 @@ static void test_runtime_stream_drops_once_while_leaving(void **state)
     stream_done(f, w);
 }
 
+
+/* `learn step` and device memory: once a step has repeated the one before,
+ * its blocks go where the step's plan put them, in one arena as large as the
+ * step's peak (18 MiB here, where the pool's slabs came to 28 MiB); a block
+ * whose planned place is still held goes to the pool; cudaMalloc's blocks
+ * and small ones are never planned. The data of every live block stay its own. */
+static void test_runtime_step_plan(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nslab 4MiB;\nlearn step \"forward\";\n"
+                              "class acts { match any; memory device; }\n");
+    const struct class_stats *st = &f->rt.class_stats[0];
+    const size_t MiB = 1u << 20;
+    uint64_t slab_peak_unplanned = 0;
+    for (int step = 0; step < 6; step++) {
+        bool hold = step == 5; /* a step that keeps its first block longer */
+        uint64_t planned = st->planned_allocations;
+        phase_enter(&f->rt, "forward");
+        /* lifetimes: a 8 MiB [a, c), b 3 MiB [b, d), c 6 MiB [c, end), d 12 MiB [d, end) */
+        void *a = alloc(f, 8 * MiB, API_CUDA_MALLOC_ASYNC, S1);
+        fill(a, 8 * MiB, 1);
+        void *b = alloc(f, 3 * MiB, API_CUDA_MALLOC_ASYNC, S1);
+        fill(b, 3 * MiB, 2);
+        void *small = alloc(f, 64u << 10, API_CUDA_MALLOC_ASYNC, S1);
+        void *any = alloc(f, 2 * MiB, API_CUDA_MALLOC, S1);
+        if (!hold) {
+            assert_true(filled(a, 8 * MiB, 1));
+            release(f, a, S1, MODE_STREAM);
+        }
+        void *c = alloc(f, 6 * MiB, API_CUDA_MALLOC_ASYNC, S1);
+        fill(c, 6 * MiB, 3);
+        assert_true(filled(b, 3 * MiB, 2));
+        release(f, b, S1, MODE_STREAM);
+        void *d = alloc(f, 12 * MiB, API_CUDA_MALLOC_ASYNC, S1);
+        fill(d, 12 * MiB, 4);
+        assert_true(filled(c, 6 * MiB, 3));
+        if (hold) { /* d's place was a's: the pool serves it */
+            assert_true(filled(a, 8 * MiB, 1));
+            release(f, a, S1, MODE_STREAM);
+        }
+        assert_true(filled(d, 12 * MiB, 4));
+        release(f, c, S1, MODE_STREAM);
+        release(f, d, S1, MODE_STREAM);
+        release(f, small, S1, MODE_STREAM);
+        release(f, any, S1, MODE_ANY);
+        phase_exit(&f->rt);
+        if (step < 2) { /* no plan yet: the first step is the reference, the second repeats it */
+            assert_int_equal(st->planned_allocations, 0);
+            slab_peak_unplanned = st->slab_peak_bytes;
+        } else {
+            assert_int_equal(st->planned_allocations - planned, hold ? 3 : 4);
+        }
+    }
+    assert_int_equal(st->plans_made, 1);
+    assert_int_equal(st->plan_bytes, 18 * MiB); /* c and d at once */
+    assert_int_equal(st->plan_misses, 1);
+    assert_int_equal(slab_peak_unplanned, 8 * MiB + 4 * MiB + 4 * MiB + 12 * MiB);
+    /* The arena took the empty slabs' place; the small block's slab stays, and d's of the last step. */
+    assert_int_equal(st->slab_bytes, 18 * MiB + 4 * MiB + 12 * MiB);
+    assert_int_equal(f->rt.devices[0].resident_bytes, st->slab_bytes);
+    teardown(f);
+}
 /* Placement's pressure takes the streamed piece whose next use in the
  * learned cycle is farthest, whatever the order the slabs were made in. */
 static void test_runtime_stream_yields_farthest(void **state)
@@ -2736,6 +2798,7 @@ int main(void)
         cmocka_unit_test(test_runtime_stream_drops_farthest),
         cmocka_unit_test(test_runtime_stream_drops_once_while_leaving),
         cmocka_unit_test(test_runtime_stream_yields_farthest),
+        cmocka_unit_test(test_runtime_step_plan),
         cmocka_unit_test(test_runtime_stream_gives_way_to_full_card),
         cmocka_unit_test(test_runtime_stream_remap_fails_on_thread),
         cmocka_unit_test(test_runtime_stream_new_block_in_clean_piece),

@@ -29,6 +29,9 @@ struct slab {
     void *backing;  /* `memory movable`: the mover's record of its memory */
     uint64_t tick;  /* movable: when its pieces last came to the GPU (the LRU's tick) */
     bool quarantined; /* part of its range is not mapped: its free space is not handed out */
+    /* The arena of a step's plan (plan.h): not among its pool's slabs; its
+     * blocks are carved where the plan says and never enter the bins. */
+    bool planned;
 };
 
 struct block {

@@ -129,6 +129,11 @@ static void write_class(FILE *f, const struct runtime *rt, size_t c)
                 ", \"demand_bytes\": %" PRIu64 "}",
                 s->next_use_predictions, s->next_use_hits, s->next_use_error, s->ahead_bytes,
                 s->demand_bytes);
+    if (rt->learn && cls->memory == MEMORY_DEVICE) /* blocks where the step's plan put them */
+        fprintf(f,
+                ", \"plan\": {\"bytes\": %" PRIu64 ", \"made\": %" PRIu64
+                ", \"planned_allocations\": %" PRIu64 ", \"misses\": %" PRIu64 "}",
+                s->plan_bytes, s->plans_made, s->planned_allocations, s->plan_misses);
     if (rt->profile) {
         fputs(", \"um\": ", f);
         profile_print_um(f, &s->um);

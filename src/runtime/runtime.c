@@ -38,6 +38,9 @@ int runtime_init(struct runtime *rt, const struct program *program, const struct
             return -1;
         for (size_t c = 0; c < program->class_count; c++)
             rt->predicted_use[c] = -1;
+        rt->arenas = calloc(RT_MAX_DEVICES * program->class_count, sizeof *rt->arenas);
+        if (!rt->arenas)
+            return -1;
     }
     return 0;
 }
@@ -56,9 +59,15 @@ void runtime_destroy(struct runtime *rt)
                     mover_movable_forget(s->backing);
         device_close(dev, rt->program->class_count);
     }
-    for (size_t i = 0; i < rt->map.cap; i++)
-        if (rt->map.slots[i] && !rt->map.slots[i]->slab)
+    for (size_t i = 0; i < rt->map.cap; i++) /* live blocks no pool holds */
+        if (rt->map.slots[i] && (!rt->map.slots[i]->slab || rt->map.slots[i]->slab->planned))
             block_release(rt->map.slots[i]);
+    for (size_t a = 0; rt->arenas && a < RT_MAX_DEVICES * rt->program->class_count; a++) {
+        free(rt->arenas[a].slab);
+        plan_free(&rt->arenas[a].plan);
+    }
+    free(rt->arenas);
+    free(rt->notes);
     map_free(&rt->map);
     profile_free(rt);
     phases_free(rt);
@@ -251,12 +260,137 @@ static bool stream_idle(void *rt, cudaStream_t stream)
     return mover_stream_idle(&((struct runtime *)rt)->mover, stream);
 }
 
-/* A block of class CLASS_IDX on DEVICE for SIZE bytes: free space of its
- * pool (STREAM first ordered after the streams that last used it), else a
- * new slab (*GREW). */
+/* ---- the step's plan: blocks of device memory where it put them ---- */
+
+static struct plan_arena *arena_of(struct runtime *rt, int device, int class_idx)
+{
+    return rt->arenas ? &rt->arenas[(size_t)device * rt->program->class_count + class_idx] : NULL;
+}
+
+/* Could a plan hold a block of SIZE bytes of class CLS, allocated in MODE? */
+static bool plannable(const struct runtime *rt, int cls, size_t size, enum alloc_mode mode)
+{
+    return rt->arenas && mode == MODE_STREAM && size >= PLAN_MIN_BLOCK &&
+           rt->program->classes[cls].memory == MEMORY_DEVICE;
+}
+
+/* The arena of A's plan, for POOL: its empty slabs go first, whose place it
+ * takes. False: no memory for it (said once; the pool serves the class). */
+static bool make_arena(struct runtime *rt, struct pool *p, struct plan_arena *a,
+                       cudaStream_t stream)
+{
+    static _Atomic bool said;
+    if (capturing(rt, stream))
+        return false;
+    place_trim(rt, p->device, p->class_idx);
+    uintptr_t base = 0;
+    cudaError_t err = fixed_slab(rt, p, MEMORY_DEVICE, a->plan.bytes, -1, stream, &base);
+    struct slab *s = err == cudaSuccess ? calloc(1, sizeof *s) : NULL;
+    if (!s) {
+        if (err == cudaSuccess)
+            mover_release(&rt->mover, MEMORY_DEVICE, base, a->plan.bytes);
+        a->failed = true;
+        if (!atomic_exchange(&said, true))
+            LOG(LOG_WARN, "no memory for the step's plan of class '%s' on GPU %d (%llu bytes): "
+                "its pool serves it (said once)", rt->program->classes[p->class_idx].name,
+                p->device, (unsigned long long)a->plan.bytes);
+        return false;
+    }
+    *s = (struct slab){.base = base, .size = a->plan.bytes, .pool = p, .dedicated = true,
+                       .planned = true};
+    a->slab = s;
+    a->stream = stream;
+    place_new_slab(rt, p, s);
+    rt->class_stats[p->class_idx].plan_bytes = a->plan.bytes;
+    return true;
+}
+
+/* The block the step's plan put the current step's EVENT at, WANT bytes of
+ * POOL's class on STREAM: NULL where there is none, or its place is held. */
+static struct block *planned_block(struct runtime *rt, struct pool *p, long event, size_t want,
+                                   cudaStream_t stream)
+{
+    struct plan_arena *a = arena_of(rt, p->device, p->class_idx);
+    long j = step_matched(&rt->step, event);
+    uint64_t off;
+    if (!a || a->failed || j < 0 || !plan_offset(&a->plan, (size_t)j, &off))
+        return NULL;
+    struct class_stats *st = &rt->class_stats[p->class_idx];
+    if (!a->slab && !make_arena(rt, p, a, stream))
+        return NULL;
+    if (a->stream != stream || !plan_claim(&a->plan, off, want)) {
+        st->plan_misses++;
+        return NULL;
+    }
+    struct block *b = block_new();
+    if (!b) {
+        plan_release(&a->plan, off, want);
+        return NULL;
+    }
+    *b = (struct block){.addr = a->slab->base + off, .size = want, .slab = a->slab,
+                        .class_idx = p->class_idx};
+    st->planned_allocations++;
+    return b;
+}
+
+/* Planned block B is free: its pages are the plan's again. */
+static void planned_free(struct runtime *rt, struct block *b)
+{
+    struct pool *home = b->slab->pool;
+    plan_release(&arena_of(rt, home->device, home->class_idx)->plan, b->addr - b->slab->base,
+                 b->size);
+    block_release(b);
+}
+
+/* A step began, after one that REPEATED the step before it (or not): the
+ * plans follow the step that is now the reference, and a class that has
+ * none, or whose plan lost part of its blocks to a step that strayed,
+ * gets one from it while its arena holds no block and the plan fits it. */
+static void plan_step(struct runtime *rt, bool repeated)
+{
+    const struct step_model *m = &rt->step;
+    size_t classes = rt->program->class_count, len = step_ref_len(m);
+    for (size_t a = 0; a < RT_MAX_DEVICES * classes; a++)
+        if (rt->arenas[a].plan.offset && !plan_reindex(&rt->arenas[a].plan, step_ref_at(m), len))
+            plan_free(&rt->arenas[a].plan); /* no memory: unplanned, the pool serves */
+    if (repeated && rt->note_count) {
+        struct plan_block *blocks = malloc(rt->note_count * sizeof *blocks);
+        for (size_t a = 0; blocks && a < RT_MAX_DEVICES * classes; a++) {
+            struct plan_arena *arena = &rt->arenas[a];
+            size_t n = 0, notes = 0;
+            for (size_t k = 0; k < rt->note_count; k++) {
+                const struct plan_note *nt = &rt->notes[k];
+                if ((size_t)nt->device * classes + (size_t)nt->class_idx != a)
+                    continue;
+                notes++;
+                long end = step_ref_partner(m, nt->event);
+                if (end > (long)nt->event) /* freed within the step */
+                    blocks[n++] = (struct plan_block){nt->event, (uint32_t)end, nt->size};
+            }
+            if (arena->failed || n == 0 || arena->plan.planned >= n - n / 4 ||
+                (arena->slab && plan_in_use(&arena->plan)))
+                continue;
+            struct step_plan plan = {0};
+            if (plan_build(&plan, blocks, n, len) && (!arena->slab || plan.bytes <= arena->slab->size)) {
+                plan_free(&arena->plan);
+                arena->plan = plan;
+                rt->class_stats[a % classes].plans_made++;
+            } else {
+                plan_free(&plan);
+            }
+        }
+        free(blocks);
+    }
+    rt->note_count = 0;
+}
+
+/* A block of class CLASS_IDX on DEVICE for SIZE bytes: where the step's plan
+ * put the current step's EVENT (>= 0), else free space of its pool (STREAM
+ * first ordered after the streams that last used it), else a new slab
+ * (*GREW). */
 static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, size_t size,
-                              cudaStream_t stream, enum alloc_mode mode, struct block **out,
-                              bool *grew)
+                              long event, cudaStream_t stream, enum alloc_mode mode,
+                              struct block **out, bool *grew)
 {
     *grew = false;
     struct device_state *dev = device_get(rt, device);
@@ -270,7 +404,19 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
     bool wait = false;
     if (memory == MEMORY_MOVABLE && stream_enabled(rt))
         stream_settle(rt); /* a piece a remap lost is quarantined before its space is handed out */
-    struct block *b = pool_find_free(p, req.want, req.max, stream, mode, stream_idle, rt, &wait);
+    struct block *b = NULL;
+    if (event >= 0 && plannable(rt, class_idx, req.want, mode) &&
+        (b = planned_block(rt, p, event, req.want, stream))) {
+        if (map_insert(&rt->map, b) != 0) {
+            planned_free(rt, b);
+            return cudaErrorMemoryAllocation;
+        }
+        b->stream = stream;
+        b->requested = size;
+        *out = b;
+        return cudaSuccess;
+    }
+    b = pool_find_free(p, req.want, req.max, stream, mode, stream_idle, rt, &wait);
     if (b && wait) {
         for (int i = 0; b && i < b->free_stream_count; i++)
             if (!mover_follow(&rt->mover, dev, stream, b->free_streams[i]))
@@ -305,7 +451,9 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
 
 static void begin_step(struct runtime *rt)
 {
+    uint64_t matched = rt->step.matched;
     step_begin(&rt->step);
+    plan_step(rt, rt->step.matched > matched);
     rt->ahead_scanned = -1;
     for (size_t c = 0; c < rt->program->class_count; c++)
         rt->predicted_use[c] = -1;
@@ -323,13 +471,30 @@ static void learn_event(struct runtime *rt, uint32_t key)
         begin_step(rt);
 }
 
-static void learn_alloc(struct runtime *rt, struct block *b)
+/* An allocation of SIZE bytes of class CLS on DEVICE, about to be served:
+ * its event in the current step (-1: none). One a plan could hold is noted
+ * for the plan the step may become. */
+static long learn_alloc(struct runtime *rt, int cls, int device, size_t size,
+                        enum alloc_mode mode)
 {
-    uint32_t key = step_key(STEP_ALLOC, (uint32_t)b->class_idx, b->size);
+    struct pool_request req;
+    if (!pool_request_for(size, rt->program->slab_bytes, &req))
+        return -1;
+    uint32_t key = step_key(STEP_ALLOC, (uint32_t)cls, req.want);
     learn_event(rt, key);
     long i = step_record(&rt->step, key);
-    b->step_id = i >= 0 ? (uint32_t)i + 1 : 0;
-    b->step_no = (uint32_t)rt->step.steps;
+    if (i < 0 || !plannable(rt, cls, req.want, mode))
+        return i;
+    if (rt->note_count == rt->note_cap) {
+        size_t cap = rt->note_cap ? 2 * rt->note_cap : 1024;
+        struct plan_note *notes = cap <= PLAN_MAX_BLOCKS * 4 ? realloc(rt->notes, cap * sizeof *notes) : NULL;
+        if (!notes)
+            return i; /* not noted: a step this long is not planned */
+        rt->notes = notes;
+        rt->note_cap = cap;
+    }
+    rt->notes[rt->note_count++] = (struct plan_note){(uint32_t)i, device, cls, req.want};
+    return i;
 }
 
 static void learn_free(struct runtime *rt, struct block *b)
@@ -471,8 +636,9 @@ classify:
     } else {
         struct block *b = NULL;
         bool grew;
-        err = pool_alloc(rt, cls, device, size, stream,
-                         api == API_CUDA_MALLOC ? MODE_ANY : MODE_STREAM, &b, &grew);
+        enum alloc_mode mode = api == API_CUDA_MALLOC ? MODE_ANY : MODE_STREAM;
+        long event = rt->learn ? learn_alloc(rt, cls, device, size, mode) : -1;
+        err = pool_alloc(rt, cls, device, size, event, stream, mode, &b, &grew);
         if (err == cudaErrorMemoryAllocation && rt->program->classes[cls].uses_spare &&
             ctx.spare_bytes) {
             /* The budget had room the card has not (other processes, the
@@ -493,8 +659,8 @@ classify:
         if (err == cudaSuccess) {
             *ptr = (void *)b->addr;
             note_ctx(b, &ctx);
-            if (rt->learn)
-                learn_alloc(rt, b);
+            b->step_id = event >= 0 ? (uint32_t)event + 1 : 0;
+            b->step_no = (uint32_t)rt->step.steps;
             /* A new slab placed whole on the GPU left the block there already. */
             uint8_t growth = !grew       ? TRACE_NO_SLAB
                              : b->on_gpu ? TRACE_SLAB_ON_GPU
@@ -508,8 +674,7 @@ classify:
                            (struct trace_event){.op = 'a', .t_ns = now_ns(), .seq = b->seq,
                                                 .size = size, .class_idx = cls,
                                                 .device = (int16_t)device,
-                                                .mode = api == API_CUDA_MALLOC ? MODE_ANY
-                                                                               : MODE_STREAM,
+                                                .mode = mode,
                                                 .on_gpu = b->on_gpu, .growth = growth,
                                                 .slab_base = grew ? b->slab->base : 0},
                            stream);
@@ -647,7 +812,10 @@ bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode
                                             .device = (int16_t)b->slab->pool->device,
                                             .mode = (uint8_t)mode, .on_gpu = b->on_gpu},
                        stream);
-        pool_put(b->slab->pool, b, stream, mode);
+        if (b->slab->planned)
+            planned_free(rt, b);
+        else
+            pool_put(b->slab->pool, b, stream, mode);
     }
     pthread_mutex_unlock(&rt->lock);
     return true;

@@ -15,6 +15,7 @@
 #include "runtime/cuda_api.h"
 #include "runtime/device.h"
 #include "runtime/mover.h"
+#include "runtime/plan.h"
 #include "runtime/pool.h"
 #include "runtime/ranges.h"
 #include "runtime/sites.h"
@@ -80,6 +81,12 @@ struct runtime {
     uint32_t step_open; /* open phases matching the step glob */
     size_t step_depth;  /* the first step's opening: phases open on its thread; 0: none yet */
     long *predicted_use;
+    /* The step's plans, per GPU and class of device memory ([device *
+     * class_count + class], plan.h), and the blocks of the current step a
+     * plan could hold. */
+    struct plan_arena *arenas;
+    struct plan_note *notes;
+    size_t note_count, note_cap;
     /* Per class of `memory host`: pinning failed, or this is a forked child,
      * which does not inherit pinned pages: its allocations go to CUDA. */
     _Atomic bool *pinning_off;

@@ -48,6 +48,10 @@ struct class_stats {
      * learned cycle. */
     uint64_t stream_uses, stream_ready_bytes, stream_late_bytes;
     uint64_t stream_fetch_bytes, stream_drop_bytes, stream_save_bytes, stream_unlearned;
+    /* `learn step`, device memory: blocks served where the step's plan put
+     * them, blocks it planned whose place was still held (served by the
+     * pool), and the plan's arena (its bytes, times it was laid out). */
+    uint64_t planned_allocations, plan_misses, plan_bytes, plans_made;
     struct um_counters um;
 };
 

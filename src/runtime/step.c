@@ -174,3 +174,18 @@ uint32_t step_ref_key(const struct step_model *m, size_t i)
 {
     return i < m->ref.len ? m->ref.keys[i] : 0;
 }
+
+size_t step_ref_len(const struct step_model *m)
+{
+    return m->ref.len;
+}
+
+long step_ref_partner(const struct step_model *m, size_t i)
+{
+    return i < m->ref.len ? m->ref.partner[i] : -1;
+}
+
+const int32_t *step_ref_at(const struct step_model *m)
+{
+    return m->ref.at;
+}

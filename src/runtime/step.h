@@ -85,5 +85,11 @@ long step_next(const struct step_model *m, uint32_t key, size_t from);
 long step_partner(const struct step_model *m, size_t alloc);
 /* The reference's key at index I (0 past its end). */
 uint32_t step_ref_key(const struct step_model *m, size_t i);
+/* The reference's events, its allocation I's free (the event index it came
+ * before, -1: not in the step), and the event of the step before that each
+ * of its events matched (-1: none; LEN of them). */
+size_t step_ref_len(const struct step_model *m);
+long step_ref_partner(const struct step_model *m, size_t i);
+const int32_t *step_ref_at(const struct step_model *m);
 
 #endif
