@@ -89,6 +89,9 @@ def report_of(row):
     steps = len(run["losses"]) - run["warmup"]
     tl = r.get("timeline") or {}
     held = max((e.get("resident_bytes", 0) for e in tl.get("events", [])), default=None)
+    peaks = [d["resident_peak_bytes"] for d in r.get("devices", []) if "resident_peak_bytes" in d]
+    if peaks:  # counted at every change, not only at the timeline's moves
+        held = max(peaks)
     names = [ph["name"] for ph in r.get("phases", [])]
     forwards = [sp["start_ns"] for sp in tl.get("spans", [])
                 if sp["phase"] < len(names) and names[sp["phase"]] == "forward"]

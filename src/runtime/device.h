@@ -26,6 +26,7 @@ struct device_state {
     /* GPU memory the runtime holds on this device: its managed blocks on the
      * GPU, live or free, and its device-memory slabs. The budget bounds it. */
     uint64_t resident_bytes;
+    uint64_t resident_peak; /* the most resident_bytes has been */
     /* `spare`: what the classes that read it hold of resident_bytes, and the
      * most the rest of it has ever been (the job's peak without them). */
     uint64_t spare_held, others_peak;

@@ -335,9 +335,10 @@ int report_write(const struct runtime *rt, const char *path)
         fprintf(f,
                 "%s\n    {\"device\": %d, \"total_bytes\": %" PRIu64 ", \"budget_bytes\": %s"
                 ", \"cap_bytes\": %" PRIu64 ", \"managed_bytes\": %" PRIu64
-                ", \"resident_bytes\": %" PRIu64 ", \"host_numa_id\": %d",
+                ", \"resident_bytes\": %" PRIu64 ", \"resident_peak_bytes\": %" PRIu64
+                ", \"host_numa_id\": %d",
                 first ? "" : ",", d, dev->total_bytes, budget, dev->cap_bytes, dev->managed_bytes,
-                dev->resident_bytes, dev->host_numa_id);
+                dev->resident_bytes, dev->resident_peak, dev->host_numa_id);
         if (rt->program->uses_spare)
             fprintf(f,
                     ", \"spare\": {\"held_bytes\": %" PRIu64 ", \"others_peak_bytes\": %" PRIu64

@@ -6,6 +6,8 @@
 void resident_add(struct runtime *rt, struct device_state *dev, int cls, uint64_t bytes)
 {
     dev->resident_bytes += bytes;
+    if (dev->resident_bytes > dev->resident_peak)
+        dev->resident_peak = dev->resident_bytes;
     if (rt->program->classes[cls].uses_spare) {
         dev->spare_held += bytes;
         dev->spare_judged_by = dev->others_peak;
