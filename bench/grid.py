@@ -302,6 +302,10 @@ def train(args):
 
     gen = torch.Generator(device="cpu").manual_seed(args.seed + 1)
     losses, times = [], []
+    # The GPU's own time in each part of the step: events on the job's stream,
+    # read once the step has synchronised (the CPU's phase times run ahead).
+    marks = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+    gpu_parts = {"forward": [], "backward": [], "optimizer": []}
     total = args.warmup + args.steps
     for step in range(total):
         if step == args.warmup:  # the timed window starts: memory and link counters from here
@@ -314,6 +318,7 @@ def train(args):
         tokens = torch.randint(0, VOCAB, (BATCH, SEQ), generator=gen).to(device)
         torch.cuda.synchronize()
         t0 = time.perf_counter()
+        marks[0].record()
         nvtx.range_push("forward")
         if engine is not None:
             loss = engine(input_ids=tokens, labels=tokens).loss
@@ -321,12 +326,14 @@ def train(args):
             with torch.autocast("cuda", dtype=torch.bfloat16), ctx():
                 loss = model(input_ids=tokens, labels=tokens).loss
         nvtx.range_pop()
+        marks[1].record()
         nvtx.range_push("backward")
         if engine is not None:
             engine.backward(loss)
         else:
             loss.backward()
         nvtx.range_pop()
+        marks[2].record()
         nvtx.range_push("optimizer.step")
         if engine is not None:
             engine.step()
@@ -342,8 +349,11 @@ def train(args):
                 opt.step()
             opt.zero_grad(set_to_none=True)
         nvtx.range_pop()
+        marks[3].record()
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
+        for k, part in enumerate(gpu_parts):
+            gpu_parts[part].append(marks[k].elapsed_time(marks[k + 1]))
         losses.append(loss.detach().float().item())
         print(f"step {step:3d}  loss {losses[-1]:.6f}  {times[-1] * 1e3:8.1f} ms", flush=True)
     timed = times[args.warmup:] or times
@@ -362,6 +372,9 @@ def train(args):
             print(f"NVML's link counters were read {link_counter.max_gap * 1e3:.0f} ms apart at "
                   "most; a wrap may have been missed: no link figures for this run", flush=True)
     link_counter.close()
+    parts = {k: statistics.median(v[args.warmup:] or v) for k, v in gpu_parts.items()}
+    print("GPU time by part of the step (median): " + ", ".join(f"{k} {v:.1f} ms" for k, v in parts.items()),
+          flush=True)
     print(f"median step {median_ms:.1f} ms over steps {args.warmup}..{total - 1}; card peak "
           f"{card / 2**30:.2f} GiB above start (whole run {card_whole / 2**30:.2f})"
           + (f"; max allocated {allocated / 2**30:.2f} GiB" if allocated is not None else "")
@@ -379,6 +392,7 @@ def train(args):
                        "median_step_ms": median_ms, "card_peak_bytes": card,
                        "card_peak_whole_run_bytes": card_whole, "max_allocated_bytes": allocated,
                        "fused_adamw": fused, "link": link,
+                       "gpu_part_ms": parts,
                        "allocator": str(torch.cuda.get_allocator_backend())}, f, indent=1)
 
 
