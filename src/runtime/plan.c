@@ -16,11 +16,10 @@ void plan_free(struct step_plan *plan)
 }
 
 /* Largest first; among equals, the earliest. */
-static const struct plan_block *sort_blocks;
-static int larger_first(const void *a, const void *b)
+static int larger_first(const void *a, const void *b, void *blocks)
 {
-    const struct plan_block *x = &sort_blocks[*(const uint32_t *)a];
-    const struct plan_block *y = &sort_blocks[*(const uint32_t *)b];
+    const struct plan_block *x = &((const struct plan_block *)blocks)[*(const uint32_t *)a];
+    const struct plan_block *y = &((const struct plan_block *)blocks)[*(const uint32_t *)b];
     if (x->size != y->size)
         return x->size < y->size ? 1 : -1;
     return (x->start > y->start) - (x->start < y->start);
@@ -53,8 +52,7 @@ bool plan_build(struct step_plan *plan, const struct plan_block *blocks, size_t 
     if (ok) {
         for (size_t i = 0; i < n; i++)
             order[i] = (uint32_t)i;
-        sort_blocks = blocks; /* under the caller's lock: one plan is built at a time */
-        qsort(order, n, sizeof *order, larger_first);
+        qsort_r(order, n, sizeof *order, larger_first, (void *)blocks);
         /* Each block at the lowest offset that the blocks placed before it and
          * living at the same time leave free. */
         for (size_t k = 0; k < n; k++) {

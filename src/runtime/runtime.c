@@ -102,7 +102,8 @@ void runtime_after_fork_child(struct runtime *rt)
                                                   .peak_bytes = s->live_bytes,
                                                   .slabs = s->slabs,
                                                   .slab_bytes = s->slab_bytes,
-                                                  .slab_peak_bytes = s->slab_bytes};
+                                                  .slab_peak_bytes = s->slab_bytes,
+                                                  .plan_bytes = s->plan_bytes};
     }
     rt->timeline_count = rt->timeline_dropped = 0;
     for (size_t c = 0; c < rt->program->class_count; c++) /* MADV_DONTFORK: not mapped here */
@@ -349,8 +350,8 @@ static void planned_free(struct runtime *rt, struct block *b)
     block_release(b);
 }
 
-/* A step began, after one that REPEATED the step before it (or not): the
- * plans follow the step that is now the reference, and a class that has
+/* A step began and the one that ended is the reference now, after it
+ * REPEATED the step before it (or not): the plans follow it, and a class that has
  * none, or whose plan lost part of its blocks to a step that strayed,
  * gets one from it while its arena holds no block and the plan fits it. */
 static void plan_step(struct runtime *rt, bool repeated)
@@ -459,8 +460,13 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
 static void begin_step(struct runtime *rt)
 {
     uint64_t matched = rt->step.matched;
+    /* The step ending becomes the reference unless it outgrew the model. */
+    bool new_reference = rt->step.steps > 0 && !rt->step.overflow;
     step_begin(&rt->step);
-    plan_step(rt, rt->step.matched > matched);
+    if (new_reference)
+        plan_step(rt, rt->step.matched > matched);
+    else
+        rt->note_count = 0;
     rt->ahead_scanned = -1;
     for (size_t c = 0; c < rt->program->class_count; c++)
         rt->predicted_use[c] = -1;
