@@ -897,6 +897,113 @@ static void test_runtime_stream_drops_once_while_leaving(void **state)
 }
 
 
+/* The step's plan keeps to the stream most of its blocks come on (here the
+ * default stream, whose handle is 0): a block on a side stream goes to the
+ * pool. A planned block freed on another stream leaves its pages to the next
+ * block only after the arena's stream has been made to follow that stream's
+ * work. */
+static void test_runtime_step_plan_streams(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nslab 4MiB;\nlearn step \"forward\";\n"
+                              "class acts { match any; memory device; }\n");
+    const struct class_stats *st = &f->rt.class_stats[0];
+    const size_t MiB = 1u << 20;
+    const cudaStream_t main_stream = (cudaStream_t)0;
+    for (int step = 0; step < 5; step++) {
+        uint64_t planned = st->planned_allocations, misses = st->plan_misses;
+        phase_enter(&f->rt, "forward");
+        void *side = alloc(f, 4 * MiB, API_CUDA_MALLOC_ASYNC, S2); /* first, on a side stream */
+        void *a = alloc(f, 8 * MiB, API_CUDA_MALLOC_ASYNC, main_stream);
+        void *b = alloc(f, 6 * MiB, API_CUDA_MALLOC_ASYNC, main_stream);
+        fill(b, 6 * MiB, 7);
+        release(f, side, S2, MODE_STREAM);
+        uint64_t waits = DELTA(f, stream_wait);
+        release(f, a, S2, MODE_STREAM); /* used last on the side stream */
+        void *c = alloc(f, 8 * MiB, API_CUDA_MALLOC_ASYNC, main_stream); /* a's place */
+        if (step >= 2) {
+            assert_ptr_equal(c, a);
+            assert_true(DELTA(f, stream_wait) > waits); /* the main stream follows S2 first */
+        }
+        fill(c, 8 * MiB, 8);
+        assert_true(filled(b, 6 * MiB, 7));
+        release(f, b, main_stream, MODE_STREAM);
+        assert_true(filled(c, 8 * MiB, 8));
+        release(f, c, main_stream, MODE_STREAM);
+        phase_exit(&f->rt);
+        if (step >= 2) {
+            assert_int_equal(st->planned_allocations - planned, 3);
+            assert_int_equal(st->plan_misses - misses, 0); /* the side block was never planned */
+        }
+    }
+    assert_int_equal(st->plan_bytes, 14 * MiB);
+    teardown(f);
+}
+
+/* A step that changes (other sizes, as an evaluation or a new sequence
+ * length would bring): the arena that served nothing in a step is given
+ * back, and once the new step repeats, a plan of its own is made. */
+static void test_runtime_step_plan_follows_a_new_step(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nslab 4MiB;\nlearn step \"forward\";\n"
+                              "class acts { match any; memory device; }\n");
+    const struct class_stats *st = &f->rt.class_stats[0];
+    const size_t MiB = 1u << 20;
+    for (int step = 0; step < 10; step++) {
+        size_t unit = step < 4 ? MiB : 3 * MiB;
+        phase_enter(&f->rt, "forward");
+        void *a = alloc(f, 4 * unit, API_CUDA_MALLOC_ASYNC, S1);
+        void *b = alloc(f, 2 * unit, API_CUDA_MALLOC_ASYNC, S1);
+        release(f, a, S1, MODE_STREAM);
+        void *c = alloc(f, 3 * unit, API_CUDA_MALLOC_ASYNC, S1);
+        release(f, b, S1, MODE_STREAM);
+        release(f, c, S1, MODE_STREAM);
+        phase_exit(&f->rt);
+        if (step == 3 || step == 4) /* a and b at once; step 4 had nothing planned */
+            assert_int_equal(st->plan_bytes, 6 * MiB);
+        /* Step 5 began: the arena that served nothing was given back, and step 4
+         * (its phases as before, its three allocations passed over by the step
+         * model: a repeat) laid out the new plan, whose arena step 5 made. */
+        if (step == 5) {
+            assert_int_equal(st->plans_made, 2);
+            assert_int_equal(st->plan_bytes, 18 * MiB);
+        }
+    }
+    assert_int_equal(st->plans_made, 2);
+    assert_int_equal(st->plan_bytes, 18 * MiB);
+    /* The new arena and nothing of the old one: the pool's slabs are empty and given back. */
+    assert_int_equal(f->rt.devices[0].resident_bytes, st->slab_bytes);
+    assert_int_equal(st->slab_bytes, 18 * MiB);
+    teardown(f);
+}
+
+/* An arena that served nothing in a whole step (the step now allocates
+ * blocks no plan holds) is given back. */
+static void test_runtime_step_plan_idle_arena_goes(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nslab 4MiB;\nlearn step \"forward\";\n"
+                              "class acts { match any; memory device; }\n");
+    const struct class_stats *st = &f->rt.class_stats[0];
+    const size_t MiB = 1u << 20;
+    for (int step = 0; step < 7; step++) {
+        size_t size = step < 4 ? 8 * MiB : 256u << 10; /* then too small to plan */
+        phase_enter(&f->rt, "forward");
+        void *a = alloc(f, size, API_CUDA_MALLOC_ASYNC, S1);
+        void *b = alloc(f, size, API_CUDA_MALLOC_ASYNC, S1);
+        release(f, a, S1, MODE_STREAM);
+        release(f, b, S1, MODE_STREAM);
+        phase_exit(&f->rt);
+        if (step == 3)
+            assert_int_equal(st->plan_bytes, 16 * MiB);
+    }
+    assert_int_equal(st->plan_bytes, 0);
+    assert_int_equal(st->slab_bytes, 4 * MiB); /* the small blocks' slab alone */
+    assert_int_equal(f->rt.devices[0].resident_bytes, 4 * MiB);
+    teardown(f);
+}
+
 /* `learn step` and device memory: once a step has repeated the one before,
  * its blocks go where the step's plan put them, in one arena as large as the
  * step's peak (18 MiB here, where the pool's slabs came to 28 MiB or more); a block
@@ -2800,6 +2907,9 @@ int main(void)
         cmocka_unit_test(test_runtime_stream_drops_once_while_leaving),
         cmocka_unit_test(test_runtime_stream_yields_farthest),
         cmocka_unit_test(test_runtime_step_plan),
+        cmocka_unit_test(test_runtime_step_plan_streams),
+        cmocka_unit_test(test_runtime_step_plan_follows_a_new_step),
+        cmocka_unit_test(test_runtime_step_plan_idle_arena_goes),
         cmocka_unit_test(test_runtime_stream_gives_way_to_full_card),
         cmocka_unit_test(test_runtime_stream_remap_fails_on_thread),
         cmocka_unit_test(test_runtime_stream_new_block_in_clean_piece),

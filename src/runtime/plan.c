@@ -100,8 +100,12 @@ bool plan_offset(const struct step_plan *plan, size_t i, uint64_t *offset)
 bool plan_reindex(struct step_plan *plan, const int32_t *at, size_t len)
 {
     uint64_t *offset = calloc(len ? len : 1, sizeof *offset);
-    if (!offset)
+    if (!offset) {
+        free(plan->offset);
+        plan->offset = NULL;
+        plan->len = plan->planned = 0;
         return false;
+    }
     size_t planned = 0;
     for (size_t i = 0; i < len; i++)
         if (at[i] >= 0 && (size_t)at[i] < plan->len && plan->offset[at[i]]) {

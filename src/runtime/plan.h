@@ -40,15 +40,18 @@ struct slab;
 struct plan_arena {
     struct step_plan plan;
     struct slab *slab; /* made when the first planned block comes; NULL until then */
-    void *stream;      /* the stream of that block: blocks of another go to the pool */
+    void *stream;      /* the stream most of the step's blocks came on: the others go to the pool */
+    uint64_t served;   /* planned blocks served since the step began */
     bool failed;       /* no memory for it: the pool serves the class */
 };
 
-/* A block of the current step a plan could hold: its event, GPU, class, size. */
+/* A block of the current step a plan could hold: its event, GPU, class,
+ * size and stream. */
 struct plan_note {
     uint32_t event;
     int32_t device, class_idx;
     uint64_t size;
+    void *stream;
 };
 
 /* Plan BLOCKS[0..N) of a step of LEN events into PLAN (emptied first).
@@ -58,7 +61,8 @@ bool plan_build(struct step_plan *plan, const struct plan_block *blocks, size_t 
 bool plan_offset(const struct step_plan *plan, size_t i, uint64_t *offset);
 /* A new step of LEN events becomes the one the plan is indexed by: its event
  * I is the old step's event AT[I] (-1: none), as the step model matched
- * them. Offsets of unmatched events are lost. False: no memory (unchanged). */
+ * them. Offsets of unmatched events are lost. False: no memory, and every
+ * offset is lost (the pages live blocks hold stay held). */
 bool plan_reindex(struct step_plan *plan, const int32_t *at, size_t len);
 /* The pages SIZE bytes at OFFSET need: all free, now held (true), or not
  * (false, nothing changed). */

@@ -10,6 +10,7 @@
 #include "runtime/mover.h"
 #include "runtime/placement.h"
 #include "runtime/profile.h"
+#include "runtime/residency.h"
 #include "runtime/runtime.h"
 #include "runtime/stream.h"
 
@@ -284,15 +285,14 @@ static bool plannable(const struct runtime *rt, int cls, size_t size, enum alloc
 
 /* The arena of A's plan, for POOL: its empty slabs go first, whose place it
  * takes. False: no memory for it (said once; the pool serves the class). */
-static bool make_arena(struct runtime *rt, struct pool *p, struct plan_arena *a,
-                       cudaStream_t stream)
+static bool make_arena(struct runtime *rt, struct pool *p, struct plan_arena *a)
 {
     static _Atomic bool said;
-    if (capturing(rt, stream))
+    if (capturing(rt, a->stream))
         return false;
     place_trim(rt, p->device, p->class_idx);
     uintptr_t base = 0;
-    cudaError_t err = fixed_slab(rt, p, MEMORY_DEVICE, a->plan.bytes, -1, stream, &base);
+    cudaError_t err = fixed_slab(rt, p, MEMORY_DEVICE, a->plan.bytes, -1, a->stream, &base);
     struct slab *s = err == cudaSuccess ? calloc(1, sizeof *s) : NULL;
     if (!s) {
         if (err == cudaSuccess)
@@ -307,10 +307,31 @@ static bool make_arena(struct runtime *rt, struct pool *p, struct plan_arena *a,
     *s = (struct slab){.base = base, .size = a->plan.bytes, .pool = p, .dedicated = true,
                        .planned = true};
     a->slab = s;
-    a->stream = stream;
     place_new_slab(rt, p, s);
     rt->class_stats[p->class_idx].plan_bytes = a->plan.bytes;
     return true;
+}
+
+/* Give back A's arena, which holds no block (cudaFree waits for the GPU's
+ * work in it). Not while a stream is captured. */
+static void release_arena(struct runtime *rt, struct plan_arena *a)
+{
+    struct slab *s = a->slab;
+    if (!s || atomic_load(&rt->captures) > 0)
+        return;
+    struct pool *p = s->pool;
+    struct class_stats *st = &rt->class_stats[p->class_idx];
+    resident_sub(rt, &rt->devices[p->device], p->class_idx, s->size);
+    st->slabs--;
+    st->slab_bytes -= s->size;
+    st->slab_releases++;
+    st->plan_bytes = 0;
+    cudaError_t err = mover_release(&rt->mover, MEMORY_DEVICE, s->base, s->size);
+    if (err != cudaSuccess)
+        LOG(LOG_WARN, "releasing the step's plan of class '%s' (%zu bytes) failed: %s",
+            rt->program->classes[p->class_idx].name, s->size, mover_error(&rt->mover, err));
+    free(s);
+    a->slab = NULL;
 }
 
 /* The block the step's plan put the current step's EVENT at, WANT bytes of
@@ -324,9 +345,13 @@ static struct block *planned_block(struct runtime *rt, struct pool *p, long even
     if (!a || a->failed || j < 0 || !plan_offset(&a->plan, (size_t)j, &off))
         return NULL;
     struct class_stats *st = &rt->class_stats[p->class_idx];
-    if (!a->slab && !make_arena(rt, p, a, stream))
+    if (a->stream != (void *)stream) {
+        st->plan_misses++;
         return NULL;
-    if (a->stream != stream || !plan_claim(&a->plan, off, want)) {
+    }
+    if (!a->slab && !make_arena(rt, p, a))
+        return NULL;
+    if (!plan_claim(&a->plan, off, want)) {
         st->plan_misses++;
         return NULL;
     }
@@ -338,54 +363,100 @@ static struct block *planned_block(struct runtime *rt, struct pool *p, long even
     *b = (struct block){.addr = a->slab->base + off, .size = want, .slab = a->slab,
                         .class_idx = p->class_idx};
     st->planned_allocations++;
+    a->served++;
     return b;
 }
 
-/* Planned block B is free: its pages are the plan's again. */
-static void planned_free(struct runtime *rt, struct block *b)
+/* Planned block B is free, used last by STREAM (MODE_ANY: by no stream):
+ * its pages are the plan's again. Freed on another stream than the arena's,
+ * the arena's stream first follows that one's work, as the pool's reuse
+ * across streams does; where it cannot, the pages stay held. */
+static void planned_free(struct runtime *rt, struct block *b, cudaStream_t stream,
+                         enum alloc_mode mode)
 {
     struct pool *home = b->slab->pool;
-    plan_release(&arena_of(rt, home->device, home->class_idx)->plan, b->addr - b->slab->base,
-                 b->size);
+    struct plan_arena *a = arena_of(rt, home->device, home->class_idx);
+    if (mode == MODE_ANY || (void *)stream == a->stream ||
+        mover_follow(&rt->mover, &rt->devices[home->device], a->stream, stream))
+        plan_release(&a->plan, b->addr - b->slab->base, b->size);
     block_release(b);
 }
 
+/* The stream most of the current step's blocks of arena A came on (among
+ * the first 8 streams seen): *STREAM; false: none came. */
+static bool main_stream(const struct runtime *rt, size_t a, void **stream)
+{
+    enum { SEEN = 8 };
+    void *streams[SEEN];
+    size_t counts[SEEN], seen = 0, best = 0, classes = rt->program->class_count;
+    for (size_t k = 0; k < rt->note_count; k++) {
+        const struct plan_note *nt = &rt->notes[k];
+        if ((size_t)nt->device * classes + (size_t)nt->class_idx != a)
+            continue;
+        size_t i = 0;
+        while (i < seen && streams[i] != nt->stream)
+            i++;
+        if (i == seen && seen < SEEN) {
+            streams[seen] = nt->stream;
+            counts[seen++] = 0;
+        }
+        if (i < seen && ++counts[i] > counts[best])
+            best = i;
+    }
+    if (seen)
+        *stream = streams[best];
+    return seen > 0;
+}
+
 /* A step began and the one that ended is the reference now, after it
- * REPEATED the step before it (or not): the plans follow it, and a class that has
- * none, or whose plan lost part of its blocks to a step that strayed,
- * gets one from it while its arena holds no block and the plan fits it. */
+ * REPEATED the step before it (or not). The plans follow it; an arena that
+ * served nothing in the step that ended, and holds no block, is given back
+ * (the step changed: its blocks go to the pool until a plan fits again);
+ * and a class with no plan, or whose plan lost a quarter of its blocks to
+ * a step that strayed, gets one from this step while its arena holds no
+ * block (a larger one than the arena gives the arena back). */
 static void plan_step(struct runtime *rt, bool repeated)
 {
     const struct step_model *m = &rt->step;
     size_t classes = rt->program->class_count, len = step_ref_len(m);
-    for (size_t a = 0; a < RT_MAX_DEVICES * classes; a++)
-        if (rt->arenas[a].plan.offset && !plan_reindex(&rt->arenas[a].plan, step_ref_at(m), len))
-            plan_free(&rt->arenas[a].plan); /* no memory: unplanned, the pool serves */
+    for (size_t a = 0; a < RT_MAX_DEVICES * classes; a++) {
+        struct plan_arena *arena = &rt->arenas[a];
+        if (arena->plan.offset)
+            plan_reindex(&arena->plan, step_ref_at(m), len); /* false: unplanned, the pool serves */
+        if (arena->slab && !arena->served && !plan_in_use(&arena->plan))
+            release_arena(rt, arena);
+        arena->served = 0;
+    }
     if (repeated && rt->note_count) {
         struct plan_block *blocks = malloc(rt->note_count * sizeof *blocks);
         for (size_t a = 0; blocks && a < RT_MAX_DEVICES * classes; a++) {
             struct plan_arena *arena = &rt->arenas[a];
-            size_t n = 0, notes = 0;
-            for (size_t k = 0; k < rt->note_count; k++) {
+            void *stream = NULL;
+            size_t n = 0;
+            bool came = main_stream(rt, a, &stream);
+            for (size_t k = 0; came && k < rt->note_count; k++) {
                 const struct plan_note *nt = &rt->notes[k];
-                if ((size_t)nt->device * classes + (size_t)nt->class_idx != a)
-                    continue;
-                notes++;
                 long end = step_ref_partner(m, nt->event);
-                if (end > (long)nt->event) /* freed within the step */
+                if ((size_t)nt->device * classes + (size_t)nt->class_idx == a &&
+                    nt->stream == stream && end > (long)nt->event) /* freed within the step */
                     blocks[n++] = (struct plan_block){nt->event, (uint32_t)end, nt->size};
             }
             if (arena->failed || n == 0 || arena->plan.planned >= n - n / 4 ||
                 (arena->slab && plan_in_use(&arena->plan)))
                 continue;
             struct step_plan plan = {0};
-            if (plan_build(&plan, blocks, n, len) && (!arena->slab || plan.bytes <= arena->slab->size)) {
-                plan_free(&arena->plan);
-                arena->plan = plan;
-                rt->class_stats[a % classes].plans_made++;
-            } else {
-                plan_free(&plan);
+            if (!plan_build(&plan, blocks, n, len))
+                continue;
+            if (arena->slab && (plan.bytes > arena->slab->size || stream != arena->stream))
+                release_arena(rt, arena);
+            if (arena->slab && (plan.bytes > arena->slab->size || stream != arena->stream)) {
+                plan_free(&plan); /* not given back (a capture): the pool serves meanwhile */
+                continue;
             }
+            plan_free(&arena->plan);
+            arena->plan = plan;
+            arena->stream = stream;
+            rt->class_stats[a % classes].plans_made++;
         }
         free(blocks);
     }
@@ -416,7 +487,7 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
     if (event >= 0 && plannable(rt, class_idx, req.want, mode) &&
         (b = planned_block(rt, p, event, req.want, stream))) {
         if (map_insert(&rt->map, b) != 0) {
-            planned_free(rt, b);
+            planned_free(rt, b, stream, mode);
             return cudaErrorMemoryAllocation;
         }
         b->stream = stream;
@@ -484,11 +555,11 @@ static void learn_event(struct runtime *rt, uint32_t key)
         begin_step(rt);
 }
 
-/* An allocation of SIZE bytes of class CLS on DEVICE, about to be served:
+/* An allocation of SIZE bytes of class CLS on DEVICE and STREAM, about to be served:
  * its event in the current step (-1: none). One a plan could hold is noted
  * for the plan the step may become. */
 static long learn_alloc(struct runtime *rt, int cls, int device, size_t size,
-                        enum alloc_mode mode)
+                        enum alloc_mode mode, cudaStream_t stream)
 {
     struct pool_request req;
     if (!pool_request_for(size, rt->program->slab_bytes, &req))
@@ -506,7 +577,7 @@ static long learn_alloc(struct runtime *rt, int cls, int device, size_t size,
         rt->notes = notes;
         rt->note_cap = cap;
     }
-    rt->notes[rt->note_count++] = (struct plan_note){(uint32_t)i, device, cls, req.want};
+    rt->notes[rt->note_count++] = (struct plan_note){(uint32_t)i, device, cls, req.want, stream};
     return i;
 }
 
@@ -650,7 +721,7 @@ classify:
         struct block *b = NULL;
         bool grew;
         enum alloc_mode mode = api == API_CUDA_MALLOC ? MODE_ANY : MODE_STREAM;
-        long event = rt->learn ? learn_alloc(rt, cls, device, size, mode) : -1;
+        long event = rt->learn ? learn_alloc(rt, cls, device, size, mode, stream) : -1;
         err = pool_alloc(rt, cls, device, size, event, stream, mode, &b, &grew);
         if (err == cudaErrorMemoryAllocation && rt->program->classes[cls].uses_spare &&
             ctx.spare_bytes) {
@@ -826,7 +897,7 @@ bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode
                                             .mode = (uint8_t)mode, .on_gpu = b->on_gpu},
                        stream);
         if (b->slab->planned)
-            planned_free(rt, b);
+            planned_free(rt, b, stream, mode);
         else
             pool_put(b->slab->pool, b, stream, mode);
     }
