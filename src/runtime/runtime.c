@@ -271,9 +271,15 @@ static bool stream_idle(void *rt, cudaStream_t stream)
 
 /* ---- the step's plan: blocks of device memory where it put them ---- */
 
+/* Where the plan of CLASS_IDX on DEVICE is in rt->arenas. */
+static size_t arena_index(const struct runtime *rt, int device, int class_idx)
+{
+    return (size_t)device * rt->program->class_count + (size_t)class_idx;
+}
+
 static struct plan_arena *arena_of(struct runtime *rt, int device, int class_idx)
 {
-    return rt->arenas ? &rt->arenas[(size_t)device * rt->program->class_count + class_idx] : NULL;
+    return rt->arenas ? &rt->arenas[arena_index(rt, device, class_idx)] : NULL;
 }
 
 /* Could a plan hold a block of SIZE bytes of class CLS, allocated in MODE? */
@@ -388,10 +394,10 @@ static bool main_stream(const struct runtime *rt, size_t a, void **stream)
 {
     enum { SEEN = 8 };
     void *streams[SEEN];
-    size_t counts[SEEN], seen = 0, best = 0, classes = rt->program->class_count;
+    size_t counts[SEEN], seen = 0, best = 0;
     for (size_t k = 0; k < rt->note_count; k++) {
         const struct plan_note *nt = &rt->notes[k];
-        if ((size_t)nt->device * classes + (size_t)nt->class_idx != a)
+        if (arena_index(rt, nt->device, nt->class_idx) != a)
             continue;
         size_t i = 0;
         while (i < seen && streams[i] != nt->stream)
@@ -437,8 +443,8 @@ static void plan_step(struct runtime *rt, bool repeated)
             for (size_t k = 0; came && k < rt->note_count; k++) {
                 const struct plan_note *nt = &rt->notes[k];
                 long end = step_ref_partner(m, nt->event);
-                if ((size_t)nt->device * classes + (size_t)nt->class_idx == a &&
-                    nt->stream == stream && end > (long)nt->event) /* freed within the step */
+                if (arena_index(rt, nt->device, nt->class_idx) == a && nt->stream == stream &&
+                    end > (long)nt->event) /* freed within the step */
                     blocks[n++] = (struct plan_block){nt->event, (uint32_t)end, nt->size};
             }
             if (arena->failed || n == 0 || arena->plan.planned >= n - n / 4 ||
@@ -447,9 +453,11 @@ static void plan_step(struct runtime *rt, bool repeated)
             struct step_plan plan = {0};
             if (!plan_build(&plan, blocks, n, len))
                 continue;
-            if (arena->slab && (plan.bytes > arena->slab->size || stream != arena->stream))
+            /* An arena too small, or of another stream, is given back for it. */
+            bool misfit = arena->slab && (plan.bytes > arena->slab->size || stream != arena->stream);
+            if (misfit)
                 release_arena(rt, arena);
-            if (arena->slab && (plan.bytes > arena->slab->size || stream != arena->stream)) {
+            if (misfit && arena->slab) {
                 plan_free(&plan); /* not given back (a capture): the pool serves meanwhile */
                 continue;
             }
@@ -480,40 +488,36 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
     struct pool_request req;
     if (!pool_request_for(size, rt->program->slab_bytes, &req))
         return cudaErrorMemoryAllocation;
-    bool wait = false;
     if (memory == MEMORY_MOVABLE && stream_enabled(rt))
         stream_settle(rt); /* a piece a remap lost is quarantined before its space is handed out */
-    struct block *b = NULL;
-    if (event >= 0 && plannable(rt, class_idx, req.want, mode) &&
-        (b = planned_block(rt, p, event, req.want, stream))) {
-        if (map_insert(&rt->map, b) != 0) {
-            planned_free(rt, b, stream, mode);
-            return cudaErrorMemoryAllocation;
-        }
-        b->stream = stream;
-        b->requested = size;
-        *out = b;
-        return cudaSuccess;
-    }
-    b = pool_find_free(p, req.want, req.max, stream, mode, stream_idle, rt, &wait);
-    if (b && wait) {
-        for (int i = 0; b && i < b->free_stream_count; i++)
-            if (!mover_follow(&rt->mover, dev, stream, b->free_streams[i]))
-                b = NULL;
-        if (b)
-            rt->class_stats[class_idx].cross_stream_reuses++;
-    }
+    struct block *b = event >= 0 && plannable(rt, class_idx, req.want, mode)
+                          ? planned_block(rt, p, event, req.want, stream)
+                          : NULL;
     if (!b) {
-        struct slab *s;
-        cudaError_t err = grow(rt, p, req.grow, req.dedicated, stream, &s);
-        if (err != cudaSuccess)
-            return err;
-        b = s->first;
-        *grew = true;
+        bool wait = false;
+        b = pool_find_free(p, req.want, req.max, stream, mode, stream_idle, rt, &wait);
+        if (b && wait) {
+            for (int i = 0; b && i < b->free_stream_count; i++)
+                if (!mover_follow(&rt->mover, dev, stream, b->free_streams[i]))
+                    b = NULL;
+            if (b)
+                rt->class_stats[class_idx].cross_stream_reuses++;
+        }
+        if (!b) {
+            struct slab *s;
+            cudaError_t err = grow(rt, p, req.grow, req.dedicated, stream, &s);
+            if (err != cudaSuccess)
+                return err;
+            b = s->first;
+            *grew = true;
+        }
+        pool_take(p, b, req.want);
     }
-    pool_take(p, b, req.want);
     if (map_insert(&rt->map, b) != 0) {
-        pool_untake(p, b);
+        if (b->slab->planned)
+            planned_free(rt, b, stream, mode);
+        else
+            pool_untake(p, b);
         return cudaErrorMemoryAllocation;
     }
     b->free = false;

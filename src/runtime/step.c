@@ -167,7 +167,7 @@ long step_next(const struct step_model *m, uint32_t key, size_t from)
 long step_partner(const struct step_model *m, size_t alloc)
 {
     long j = step_matched(m, (long)alloc);
-    return j >= 0 && (size_t)j < m->ref.len ? m->ref.partner[j] : -1;
+    return j >= 0 ? step_ref_partner(m, (size_t)j) : -1;
 }
 
 uint32_t step_ref_key(const struct step_model *m, size_t i)
