@@ -75,6 +75,14 @@ int umpol_streaming(void);
  * phase to the next and bring the next uses' pieces to the GPU ahead of them.
  * Returns 0, or -1 when no policy is loaded. */
 int umpol_use(const void *const *ptrs, size_t count, void *stream);
+/* The job is about to queue work that writes the blocks starting at
+ * PTRS[0..COUNT) outside the `stream written` phases of their class (the
+ * Python package calls it before each parameter's update when the optimizer
+ * steps in backward, UMPOL_STEP_IN_BACKWARD=1): the pieces the stream
+ * brought of those blocks leave only once copied back, and those on the host
+ * stay there until the next write phase ends. Returns when no remap of those
+ * blocks is being made; 0, or -1 when no policy is loaded. */
+int umpol_written(const void *const *ptrs, size_t count);
 
 /* PyTorch pluggable allocator entry points
  * (torch.cuda.memory.CUDAPluggableAllocator(path, "umpol_torch_alloc", "umpol_torch_free")). */

@@ -12,6 +12,10 @@
 #     NVTX ranges added by hand (zero_code.unmodified_matches_annotated)
 #   - an unmodified transformers Trainer (gradient accumulation): every class
 #     of the fine-tune policy gets allocations, every optimizer step is seen
+#   - the optimizer's step in backward (UMPOL_STEP_IN_BACKWARD=1,
+#     tests/gpu/python_step_in_backward.py): the same weights bit for bit
+#     as stepping after backward, the gradients gone after backward, off when
+#     the job clips or accumulates
 # With PYTHON_GPU_OUT set, the reports and figures are kept there.
 . "${top_srcdir:-.}/tests/lib.sh"
 [ -f "$top_builddir/.libs/libumpol.so" ] || { echo "SKIP: libumpol.so not built"; exit 77; }
@@ -42,6 +46,39 @@ m = c["state"]["movable"]
 print("state:", m)
 assert c["state"]["allocations"] > 0 and m["to_host_bytes"] > 0 and m["to_gpu_bytes"] > 0, m
 assert m["skipped_in_capture"] > 0, m
+PY
+
+# The optimizer's step in backward: the same weights bit for bit as stepping
+# after backward, every gradient gone when backward() returns, and off (said
+# on stderr) when the job clips or accumulates, with the optimizer's own count
+# of steps kept.
+sib="$top_srcdir/tests/gpu/python_step_in_backward.py"
+policy="$top_srcdir/policies/stream-offload.umpol"
+for m in plain clip accumulate; do
+    for on in 0 1; do
+        expect_status 0 "step in backward ($m, $on)" env UMPOL_STEP_IN_BACKWARD=$on \
+            "$UMPOL_BIN" run -p "$policy" -- python3 "$sib" $m "$out/sib-$m-$on.json"
+        cp "$tmp/out" "$out/sib-$m-$on.log"
+        cat "$tmp/out"
+    done
+done
+python3 - "$out" <<'PY' && pass || fail "the step in backward"
+import json, sys
+r = {f"{m}-{on}": json.load(open(f"{sys.argv[1]}/sib-{m}-{on}.json"))
+     for m in ("plain", "clip", "accumulate") for on in (0, 1)}
+log = {k: open(f"{sys.argv[1]}/sib-{k}.log").read() for k in r}
+assert r["plain-1"]["digest"] == r["plain-0"]["digest"], "different weights"
+assert r["plain-1"]["losses"] == r["plain-0"]["losses"]
+assert all(r["plain-1"]["grads_gone"]) and not any(r["plain-0"]["grads_gone"])
+assert "step in backward: on" in log["plain-1"] and "step in backward" not in log["plain-0"]
+assert "off: the job called torch.nn.utils.clip_grad_norm_" in log["clip-1"], log["clip-1"]
+assert r["clip-1"]["grads_gone"] == [True] * 4 + [False] * 2
+assert "off: a second backward pass ran" in log["accumulate-1"], log["accumulate-1"]
+# Each parameter's own count of updates: one a step, and at the accumulated
+# step, as said on stderr, the first pass's update and then the second's.
+steps = {k: r[k]["steps"] for k in r}
+assert steps == dict({k: 6 for k in r}, **{"accumulate-1": 7}), steps
+print("step in backward: same weights, gradients gone, off when clipping or accumulating")
 PY
 
 if python3 -c 'import transformers' 2>/dev/null; then

@@ -759,6 +759,40 @@ static void test_runtime_stream_new_block_in_clean_piece(void **state)
     stream_done(f, w);
 }
 
+/* The optimizer's step in backward writes one parameter at a time outside
+ * the write phases, announcing each (umpol_written): the piece the stream
+ * brought keeps the write when it leaves, and is clean again once the next
+ * write phase has copied it back. The control: the same write unannounced is
+ * lost when its piece leaves (the promise `stream written` makes). */
+static void test_runtime_stream_written_outside_phases(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20;
+    void *w[STREAM_N];
+    struct fixture *f = stream_learned(w);
+    use_one(f, w[0]); /* w1's and w2's pieces come in, clean */
+    assert_true(piece_on_gpu(f, w[1]) && piece_on_gpu(f, w[2]));
+    const void *p[1] = {w[1]};
+    rt_written(&f->rt, p, 1);
+    fill(w[1], 32 * MiB, 77);
+    fill(w[2], 64 * MiB, 78); /* unannounced */
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < STREAM_N; i++)
+            use_one(f, w[i]);
+    assert_true(filled(w[1], 32 * MiB, 77));
+    assert_true(filled(w[2], 64 * MiB, 3)); /* the control: its write was lost */
+    struct movable *mv1 = map_find(&f->rt.map, (uintptr_t)w[1])->slab->backing;
+    assert_false(mv1->clean[0]);
+    phase_enter(&f->rt, "opt.step");
+    phase_exit(&f->rt);
+    stream_settle(&f->rt);
+    for (int round = 0; round < 2; round++)
+        for (int i = 0; i < STREAM_N; i++)
+            use_one(f, w[i]);
+    assert_true(filled(w[1], 32 * MiB, 77));
+    stream_done(f, w);
+}
+
 /* The same with the piece on its way in when the block is handed out: the
  * copy begun before the block's writes is never mapped. */
 static void test_runtime_stream_new_block_in_incoming_piece(void **state)
@@ -2913,6 +2947,7 @@ int main(void)
         cmocka_unit_test(test_runtime_stream_gives_way_to_full_card),
         cmocka_unit_test(test_runtime_stream_remap_fails_on_thread),
         cmocka_unit_test(test_runtime_stream_new_block_in_clean_piece),
+        cmocka_unit_test(test_runtime_stream_written_outside_phases),
         cmocka_unit_test(test_runtime_stream_new_block_in_incoming_piece),
         cmocka_unit_test(test_runtime_stream_off_after_capture),
         cmocka_unit_test(test_runtime_stream_off_after_driver_capture),

@@ -101,7 +101,8 @@ def enable_auto():
     def installed(torch):
         global _auto
         from umpol import _torch
-        _auto = _torch.install(torch, _rt, saved=os.environ.get("UMPOL_SAVED", "1") != "0")
+        _auto = _torch.install(torch, _rt, saved=os.environ.get("UMPOL_SAVED", "1") != "0",
+                               step_in_backward=os.environ.get("UMPOL_STEP_IN_BACKWARD", "0") == "1")
 
     from umpol._importhook import when_imported
     when_imported("torch", installed)

@@ -46,11 +46,15 @@ class Runtime:
         self._note_saved.argtypes, self._note_saved.restype = [ctypes.c_void_p], ctypes.c_int
         self.active = self._class_count() >= 0
         self._use = getattr(lib, "umpol_use", None)
+        self._written = getattr(lib, "umpol_written", None)
         streaming = getattr(lib, "umpol_streaming", None)
         if self.active and self._use is not None and streaming is not None:
             streaming.argtypes, streaming.restype = [], ctypes.c_int
             self._use.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
             self._use.restype = ctypes.c_int
+            if self._written is not None:
+                self._written.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+                self._written.restype = ctypes.c_int
             self.streaming = streaming() == 1
 
     def _b(self, name):
@@ -90,6 +94,12 @@ class Runtime:
         reads the blocks at PTRS (addresses)."""
         if self.streaming and ptrs:
             self._use((ctypes.c_void_p * len(ptrs))(*ptrs), len(ptrs), stream)
+
+    def written(self, ptrs):
+        """The job is about to queue work that writes the blocks at PTRS outside
+        their `stream written` phases (an optimizer's update in backward)."""
+        if self.streaming and ptrs and self._written is not None:
+            self._written((ctypes.c_void_p * len(ptrs))(*ptrs), len(ptrs))
 
     def note_saved(self, ptr):
         return self._note_saved(ptr) if self.active else -1

@@ -36,6 +36,7 @@ class Auto:
 
     def __init__(self, torch, rt, saved=True):
         self.torch, self.rt, self.saved = torch, rt, saved
+        self.overlap = None  # the optimizer's step in backward (_overlap), when asked for
         self.t = _Thread()
         self.streaming = getattr(rt, "streaming", False)  # umpol_use wanted (stream written)
         self.backwards = 0  # backward passes running, on any thread
@@ -202,7 +203,9 @@ class Auto:
 
     # ---- backward: torch.autograd.backward and grad ----
 
-    def wrap_backward(self, fn):
+    def wrap_backward(self, fn, accumulates=False):
+        """FN runs a backward pass; ACCUMULATES: into the parameters' .grad
+        (torch.autograd.backward, not grad)."""
         auto = self
 
         @functools.wraps(fn)
@@ -210,18 +213,27 @@ class Auto:
             if auto.compiling():
                 return fn(*args, **kwargs)
             with auto.lock:
+                outermost = auto.backwards == 0  # not a reentrant checkpoint's inner pass
                 auto.backwards += 1
+            overlap = auto.overlap if accumulates and outermost else None
+            if overlap is not None:
+                overlap.backward_begin()
             try:
                 return auto.bounded(BACKWARD, fn, *args, **kwargs)
             finally:
                 with auto.lock:
                     auto.backwards -= 1
+                if overlap is not None:
+                    overlap.backward_end()
         wrapper.__umpol_wrapped__ = True
         return wrapper
 
     # ---- optimizer.step: global optimizer hooks; zero_grad ----
 
     def step_pre(self, optimizer, args, kwargs):
+        overlap = self.overlap
+        if overlap is not None and overlap.inner():
+            return None  # one parameter's update in backward: its caller opened the phase
         t = self.t
         if id(optimizer) in t.stepping:  # its last step raised before the post hook
             t.stepping.clear()
@@ -233,6 +245,9 @@ class Auto:
         # A closure (LBFGS, Lightning's automatic optimization) runs the
         # forward and backward passes inside step(): they get their own
         # phases, with optimizer.step closed while the closure runs.
+        closure = (args and callable(args[0])) or callable(kwargs.get("closure"))
+        if closure and overlap is not None:
+            overlap.refuse("the job steps with a closure (backward runs inside step)")
         if args and callable(args[0]):
             return (self._closure(args[0]),) + tuple(args[1:]), kwargs
         if callable(kwargs.get("closure")):
@@ -259,6 +274,9 @@ class Auto:
         return wrapper
 
     def step_post(self, optimizer, args, kwargs):
+        overlap = self.overlap
+        if overlap is not None and overlap.inner():
+            return
         t = self.t
         t.stepping.discard(id(optimizer))
         if not t.bounded.get(STEP):
@@ -268,6 +286,8 @@ class Auto:
         if outermost:
             self.steps += 1
             self.rt.mark(STEP_MARK)
+            if overlap is not None:
+                overlap.step_post()
 
     def wrap_method(self, fn, name, when=None):
         auto = self
@@ -309,14 +329,52 @@ def for_subclasses(base, fn):
     base.__init_subclass__ = classmethod(__init_subclass__)
 
 
-def install(torch, rt, saved=True):
-    """Install the automatic phases into TORCH (once); returns the Auto or None."""
+def _watch_gradient_readers(torch, overlap):
+    """Clipping and GradScaler.unscale_ read the gradients between backward and
+    step: the optimizer's step in backward must know."""
+    def wrap(owner, name, what):
+        fn = getattr(owner, name, None)
+        if fn is None or getattr(fn, "__umpol_wrapped__", False):
+            return
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            overlap.gradients_read(what)
+            return fn(*args, **kwargs)
+        wrapper.__umpol_wrapped__ = True
+        setattr(owner, name, wrapper)
+    utils = torch.nn.utils
+    clip = getattr(utils, "clip_grad", None)
+    for name in ("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "clip_grads_with_norm_"):
+        for owner in (utils, clip):
+            if owner is not None:
+                wrap(owner, name, f"torch.nn.utils.{name}")
+    amp = getattr(torch, "amp", None)
+    scaler = getattr(amp, "GradScaler", None) if amp is not None else None
+    if scaler is not None:
+        wrap(scaler, "unscale_", "GradScaler.unscale_")
+
+
+def install(torch, rt, saved=True, step_in_backward=False):
+    """Install the automatic phases into TORCH (once); returns the Auto or None.
+    STEP_IN_BACKWARD: move the optimizer's updates into backward (_overlap)."""
     if getattr(torch, "_umpol_auto", None) is not None:
         return torch._umpol_auto
     nn_module = torch.nn.modules.module
     Module = torch.nn.Module
     Optimizer = torch.optim.Optimizer
     auto = Auto(torch, rt, saved)
+    if step_in_backward:
+        from umpol._overlap import StepInBackward
+        auto.overlap = StepInBackward(torch, auto)
+        _watch_gradient_readers(torch, auto.overlap)
+        made = Optimizer.__init__
+
+        @functools.wraps(made)
+        def optimizer_init(self, *args, **kwargs):
+            made(self, *args, **kwargs)
+            auto.overlap.optimizer_made(self)
+        Optimizer.__init__ = optimizer_init
 
     nn_module.register_module_forward_pre_hook(auto.forward_pre)
     try:
@@ -326,7 +384,7 @@ def install(torch, rt, saved=True):
     # Our hooks count depth, so an extra firing for torch.compile's wrapper is harmless.
     warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
 
-    torch.autograd.backward = auto.wrap_backward(torch.autograd.backward)
+    torch.autograd.backward = auto.wrap_backward(torch.autograd.backward, accumulates=True)
     torch.autograd.grad = auto.wrap_backward(torch.autograd.grad)
 
     optim_module = getattr(torch.optim, "optimizer", None)

@@ -118,6 +118,15 @@ EXPORT int umpol_use(const void *const *ptrs, size_t count, void *stream)
     return 0;
 }
 
+EXPORT int umpol_written(const void *const *ptrs, size_t count)
+{
+    struct runtime *rt = runtime_loaded();
+    if (!rt || (!ptrs && count))
+        return -1;
+    rt_written(rt, ptrs, count);
+    return 0;
+}
+
 EXPORT int umpol_note_saved(const void *ptr)
 {
     struct runtime *rt = runtime_loaded();

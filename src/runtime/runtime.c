@@ -1021,3 +1021,12 @@ void rt_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStream_t 
     }
     pthread_mutex_unlock(&rt->lock);
 }
+
+void rt_written(struct runtime *rt, const void *const *ptrs, size_t n)
+{
+    if (!stream_enabled(rt) || !ptrs)
+        return;
+    pthread_mutex_lock(&rt->lock);
+    stream_written(rt, ptrs, n);
+    pthread_mutex_unlock(&rt->lock);
+}

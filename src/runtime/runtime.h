@@ -51,5 +51,8 @@ void phase_mark(struct runtime *rt, const char *name);
 /* The job is about to queue, on STREAM, work that reads the blocks at
  * PTRS[0..N): classes that stream bring the next uses' pieces ahead. */
 void rt_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStream_t stream);
+/* The job is about to queue work that writes the blocks at PTRS[0..N)
+ * outside their classes' write phases (stream_written). */
+void rt_written(struct runtime *rt, const void *const *ptrs, size_t n);
 
 #endif

@@ -718,6 +718,19 @@ bool stream_phases(struct runtime *rt)
     return ended;
 }
 
+void stream_written(struct runtime *rt, const void *const *ptrs, size_t n)
+{
+    if (!rt->stream.classes || captured(rt, false))
+        return;
+    reap(rt, 0);
+    for (size_t k = 0; k < n; k++) {
+        struct block *b = streamed_block(rt, (uintptr_t)ptrs[k]);
+        /* Inside a write phase every piece is unclean and nothing comes in already. */
+        if (b && !rt->stream.classes[b->slab->pool->class_idx].writing)
+            stream_block_written(rt, b);
+    }
+}
+
 void stream_block_written(struct runtime *rt, const struct block *b)
 {
     struct movable *mv = b->slab->backing;

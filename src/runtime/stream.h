@@ -44,6 +44,11 @@ void stream_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStrea
  * room it can, brings them, and where room is still short lets pieces whose
  * next use is farther leave for them (rt->lock held). */
 uint64_t stream_short(const struct runtime *rt, int *device);
+/* The job is about to queue work that writes the blocks at PTRS[0..N)
+ * outside their class's write phases (the optimizer's step in backward,
+ * one parameter at a time): as stream_block_written, each such block of a
+ * streaming class (rt->lock held). */
+void stream_written(struct runtime *rt, const void *const *ptrs, size_t n);
 void stream_retry(struct runtime *rt);
 /* Phases opened or closed: start or end the write phases (rt->lock held).
  * Returns true when one ended. */

@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""The optimizer's step in backward (UMPOL_STEP_IN_BACKWARD=1, umpol-python(7)),
+run under `umpol run`: python_step_in_backward.py MODE OUT.json
+
+MODE plain: six steps of fused AdamW on a small MLP; the JSON has a digest of
+the weights (the same bit for bit whether the updates ran in backward or
+after it), the losses, and whether every gradient was already gone when
+backward() returned. MODE clip: the job clips its gradients at step 3, which
+the updates in backward cannot follow: the package turns itself off, saying
+so on stderr. MODE accumulate: two backward passes before step 3."""
+import hashlib
+import json
+import sys
+
+import torch
+import torch.nn.functional as F
+
+mode, out = sys.argv[1], sys.argv[2]
+torch.manual_seed(0)
+device = torch.device("cuda", 0)
+model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.GELU(),
+                            torch.nn.Linear(1024, 1024), torch.nn.GELU(),
+                            torch.nn.Linear(1024, 16)).to(device)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1, fused=True)
+x = torch.randn(256, 1024, device=device)
+y = torch.randint(0, 16, (256,), device=device)
+losses, gone = [], []
+for step in range(6):
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    if mode == "accumulate" and step == 3:
+        F.cross_entropy(model(x), y).backward()
+    gone.append(all(p.grad is None for p in model.parameters()))
+    if mode == "clip" and step == 3:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    losses.append(loss.item())
+torch.cuda.synchronize()
+digest = hashlib.sha256()
+for p in model.parameters():
+    digest.update(p.detach().cpu().numpy().tobytes())
+json.dump({"losses": losses, "digest": digest.hexdigest(), "grads_gone": gone,
+           "steps": len(opt.state[next(model.parameters())]) and
+           int(opt.state[next(model.parameters())]["step"].item())}, open(out, "w"))
+print(f"{mode}: losses {losses[0]:.6f} .. {losses[-1]:.6f}, gradients gone after backward: {gone}")
