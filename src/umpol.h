@@ -83,12 +83,6 @@ int umpol_use(const void *const *ptrs, size_t count, void *stream);
  * stay there until the next write phase ends. Returns when no remap of those
  * blocks is being made; 0, or -1 when no policy is loaded. */
 int umpol_written(const void *const *ptrs, size_t count);
-/* Is PTR in a block of pinned host memory (a class of `memory host`)? 1 or
- * 0; -1 when no policy is loaded. The Python package asks it of an
- * optimizer's state before an update in backward, to copy that state in and
- * out by the copy engines instead of reading it over the link from the
- * kernel. */
-int umpol_on_host(const void *ptr);
 
 /* PyTorch pluggable allocator entry points
  * (torch.cuda.memory.CUDAPluggableAllocator(path, "umpol_torch_alloc", "umpol_torch_free")). */

@@ -47,7 +47,6 @@ class StepInBackward:
         self.group = {}           # parameter -> its group's index
         self.sides = {}           # device -> side stream
         self.queued = set()       # devices with updates queued in this backward
-        self.staged_bytes = 0     # of state copied in (and as many out) for the updates
         self.local = threading.local()  # .inner: an update of ours is running
 
     # ---- what the job does ----
@@ -162,29 +161,6 @@ class StepInBackward:
             side = self.sides[device] = self.torch.cuda.Stream(device)
         return side
 
-    def _stage_in(self, state):
-        """The state tensors of one parameter that lie in pinned host memory,
-        copied to GPU memory by the copy engines on the current (side) stream
-        and put in their place: a kernel reading them over the link needs most
-        of the GPU's threads to keep it busy, and would not overlap the
-        backward pass. Returns {key: the host tensor}."""
-        staged = {}
-        for key, t in (state or {}).items():
-            if isinstance(t, self.torch.Tensor) and t.is_cuda and t.numel() > 1 and \
-                    self.auto.rt.on_host(t.untyped_storage().data_ptr()):
-                gpu = self.torch.empty_like(t)
-                gpu.copy_(t, non_blocking=True)
-                staged[key] = t
-                state[key] = gpu
-                self.staged_bytes += t.numel() * t.element_size()
-        return staged
-
-    def _stage_out(self, state, staged):
-        """The updated state copied back to its host memory, and put back."""
-        for key, host in staged.items():
-            host.copy_(state[key], non_blocking=True)
-            state[key] = host
-
     def _update(self, p):
         if self.state != "armed" or p.grad is None or self.auto.compiling():
             return
@@ -198,22 +174,19 @@ class StepInBackward:
         one = dict(groups[self.group[id(p)]])
         one["params"] = [p]
         # Its first update makes its state: in the optimizer's phase, so that the
-        # policy's classes place it. Later ones allocate nothing in it and open no
-        # phase, which would be a write phase of the whole class for `stream written`.
-        state = optimizer.state.get(p)
+        # policy's classes place it. Later ones allocate nothing and open no phase,
+        # which would be a write phase of the whole class for `stream written`.
         step = optimizer.step
-        if not state:
+        if not optimizer.state.get(p):
             step = functools.partial(self.auto.bounded, "optimizer.step", optimizer.step)
         self.local.inner = True
-        with torch.cuda.stream(side):
-            staged = self._stage_in(state)
-            try:
+        try:
+            with torch.cuda.stream(side):
                 optimizer.param_groups = [one]
                 step()
-            finally:
-                optimizer.param_groups = groups
-                self.local.inner = False
-                self._stage_out(state, staged)
+        finally:
+            optimizer.param_groups = groups
+            self.local.inner = False
         p.grad.record_stream(side)  # freed once the update has read it
         p.grad = None
         self.queued.add(device)

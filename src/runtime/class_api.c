@@ -127,18 +127,6 @@ EXPORT int umpol_written(const void *const *ptrs, size_t count)
     return 0;
 }
 
-EXPORT int umpol_on_host(const void *ptr)
-{
-    struct runtime *rt = runtime_loaded();
-    if (!rt || !ptr)
-        return -1;
-    pthread_mutex_lock(&rt->lock);
-    const struct block *b = rt_block_holding(rt, (uintptr_t)ptr);
-    int host = b && rt->program->classes[b->slab->pool->class_idx].memory == MEMORY_HOST;
-    pthread_mutex_unlock(&rt->lock);
-    return host;
-}
-
 EXPORT int umpol_note_saved(const void *ptr)
 {
     struct runtime *rt = runtime_loaded();

@@ -4,8 +4,7 @@ run under `umpol run`: python_step_in_backward.py MODE OUT.json
 
 MODE plain: six steps of fused AdamW on a small MLP; the JSON has a digest of
 the weights (the same bit for bit whether the updates ran in backward or
-after it), the losses, the bytes of optimizer state the updates in backward
-copied in from pinned host memory, and whether every gradient was already gone when
+after it), the losses, and whether every gradient was already gone when
 backward() returned. MODE clip: the job clips its gradients at step 3, which
 the updates in backward cannot follow: the package turns itself off, saying
 so on stderr. MODE accumulate: two backward passes before step 3."""
@@ -41,9 +40,7 @@ torch.cuda.synchronize()
 digest = hashlib.sha256()
 for p in model.parameters():
     digest.update(p.detach().cpu().numpy().tobytes())
-overlap = getattr(getattr(torch, "_umpol_auto", None), "overlap", None)
 json.dump({"losses": losses, "digest": digest.hexdigest(), "grads_gone": gone,
-           "staged_bytes": getattr(overlap, "staged_bytes", 0),
            "steps": len(opt.state[next(model.parameters())]) and
            int(opt.state[next(model.parameters())]["step"].item())}, open(out, "w"))
 print(f"{mode}: losses {losses[0]:.6f} .. {losses[-1]:.6f}, gradients gone after backward: {gone}")
