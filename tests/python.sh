@@ -210,6 +210,15 @@ want = {"model.init": 2, "forward": 10, "backward": 8, "optimizer.step": 5, "zer
         "forward.eval": 1, "forward.recompute": 1, "job.range": 1}
 assert phases == want, phases
 PY
+    # Asked for the step in backward, a job on the CPU is told why it stays off,
+    # and runs with the same phases.
+    expect_status 0 "step in backward asked for on the CPU" env UMPOL_STEP_IN_BACKWARD=1 \
+        "$UMPOL_BIN" run -p "$policy" -r "$tmp/torch-sib.json" -- "$torch_python" "$top_srcdir/tests/python_torch.py"
+    grep -q "torch phases ok" "$tmp/out" && grep -q "step in backward: off: a parameter is not a dense CUDA tensor" "$tmp/out" ||
+        { fail "step in backward on the CPU"; cat "$tmp/out"; }
+    cmp -s "$tmp/torch.json" "$tmp/torch-sib.json" ||
+        python3 -c 'import json, sys; p = [{q["name"]: q["entries"] for q in json.load(open(f))["phases"]} for f in sys.argv[1:]]; sys.exit(p[0] != p[1])' \
+            "$tmp/torch.json" "$tmp/torch-sib.json" || fail "the step in backward changed the phases"
 else
     echo "no PyTorch: automatic phases not tested here (tests/gpu_python.sh does on a GPU)"
 fi

@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""umpol._overlap (the optimizer's step in backward) over a fake torch: no
+PyTorch, no GPU. Each check names what a job would see go wrong.
+
+Run by tests/python_overlap.sh with PYTHONPATH on the package; prints one
+line a check and exits non-zero on the first failure."""
+import contextlib
+import io
+import sys
+import types
+
+from umpol._overlap import StepInBackward
+
+
+class Stream:
+    def __init__(self, name):
+        self.name, self.waited = name, []
+
+    def wait_stream(self, other):
+        self.waited.append(other.name)
+
+
+class Grad:
+    def __init__(self, value):
+        self.value, self.recorded = value, []
+
+    def record_stream(self, stream):
+        self.recorded.append(stream.name)
+
+
+class Storage:
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    def data_ptr(self):
+        return self.ptr
+
+
+class Param:
+    def __init__(self, ptr, value):
+        self.ptr, self.value, self.grad = ptr, value, None
+        self.is_cuda, self.is_sparse, self.requires_grad, self.device = True, False, True, "cuda:0"
+        self.hooks = []
+
+    def untyped_storage(self):
+        return Storage(self.ptr)
+
+    def register_post_accumulate_grad_hook(self, fn):
+        self.hooks.append(fn)
+        return types.SimpleNamespace(remove=lambda: self.hooks.remove(fn))
+
+    def accumulate(self, g):
+        """What autograd does: accumulate, then run the post-accumulate hooks."""
+        if self.grad is None:
+            self.grad = self.made = Grad(g)
+        else:
+            self.grad.value += g
+        for fn in list(self.hooks):
+            fn(self)
+
+
+def make_torch(world=1):
+    torch = types.SimpleNamespace()
+    current = {"stream": Stream("main")}
+    main = current["stream"]
+
+    @contextlib.contextmanager
+    def stream(s):
+        previous, current["stream"] = current["stream"], s
+        try:
+            yield
+        finally:
+            current["stream"] = previous
+
+    torch.cuda = types.SimpleNamespace(Stream=lambda device: Stream("side"), stream=stream,
+                                       current_stream=lambda device=None: current["stream"])
+    torch.main = main
+    torch.current = current
+
+    class Optimizer:
+        def __init__(self, params, lr):
+            self.param_groups = [{"params": list(params), "lr": lr}]
+            self.state = {}
+            self.steps_run = []  # (params of the groups it saw, the stream it ran on)
+
+        def step(self):
+            seen = []
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    seen.append(p)
+                    st = self.state.setdefault(p, {})
+                    st["step"] = st.get("step", 0) + 1
+                    p.value -= group["lr"] * p.grad.value
+            self.steps_run.append(([p.ptr for g in self.param_groups for p in g["params"]],
+                                   current["stream"].name, [p.ptr for p in seen]))
+
+    class AdamW(Optimizer):
+        pass
+
+    class LBFGS(Optimizer):
+        pass
+
+    class MyAdamW(AdamW):
+        pass
+
+    torch.optim = types.SimpleNamespace(AdamW=AdamW, LBFGS=LBFGS, MyAdamW=MyAdamW)
+    torch.distributed = types.SimpleNamespace(is_available=lambda: True,
+                                              is_initialized=lambda: world > 1,
+                                              get_world_size=lambda: world)
+    return torch
+
+
+class Auto:
+    """The parts of _torch.Auto the step in backward calls."""
+
+    def __init__(self, streaming=False):
+        self.streaming = streaming
+        self.phases = []
+        self.rt = types.SimpleNamespace(written_ptrs=[])
+        self.rt.written = lambda ptrs: self.rt.written_ptrs.extend(ptrs)
+
+    def compiling(self):
+        return False
+
+    def bounded(self, name, fn, *args, **kwargs):
+        self.phases.append(name)
+        return fn(*args, **kwargs)
+
+
+def job(cls="AdamW", world=1, streaming=False, n=3):
+    torch = make_torch(world)
+    auto = Auto(streaming)
+    sib = StepInBackward(torch, auto)
+    params = [Param(0x1000 * (i + 1), 10.0 * (i + 1)) for i in range(n)]
+    opt = getattr(torch.optim, cls)(params, lr=0.5)
+    sib.optimizer_made(opt)
+    return torch, auto, sib, params, opt
+
+
+def backward(sib, params, grads):
+    """One backward pass as the package wraps it: the last parameter first."""
+    sib.backward_begin()
+    for p, g in reversed(list(zip(params, grads))):
+        p.accumulate(g)
+    sib.backward_end()
+
+
+def said(fn):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        fn()
+    return err.getvalue()
+
+
+def check(what, cond):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        sys.exit(1)
+
+
+# Armed at the first backward pass: each parameter updated once, alone in its
+# group, on the side stream after the job's stream, its gradient freed after
+# the side stream has read it; the job's stream waits once backward returns;
+# the job's own step then updates nothing; the group list is the job's again.
+torch, auto, sib, params, opt = job()
+groups = opt.param_groups
+text = said(lambda: backward(sib, params, [1.0, 2.0, 4.0]))
+check("arms at the first backward pass and says so", "on: 3 parameters of AdamW" in text)
+check("each parameter updated as the job's step would", [p.value for p in params] == [9.5, 19.0, 28.0])
+check("one parameter per update, on the side stream, the last layer's first",
+      [(ptrs, s) for ptrs, s, _ in opt.steps_run] == [([0x3000], "side"), ([0x2000], "side"),
+                                                    ([0x1000], "side")])
+check("gradients gone, freed only once the side stream has read them",
+      all(p.grad is None and p.made.recorded == ["side"] for p in params))
+check("the side stream follows the job's, the job's waits for it",
+      sib.sides["cuda:0"].waited == ["main"] * 3 and torch.main.waited == ["side"])
+check("the job's param_groups list is its own again", opt.param_groups is groups)
+check("the first updates make the state inside the optimizer's phase",
+      auto.phases == ["optimizer.step"] * 3)
+opt.step()
+sib.step_post()
+check("the job's step finds no gradient", opt.steps_run[-1][2] == [])
+backward(sib, params, [1.0, 1.0, 1.0])
+check("later updates open no phase", auto.phases == ["optimizer.step"] * 3)
+check("state counts one update a step", all(opt.state[p]["step"] == 2 for p in params))
+
+# A streaming policy is told of each weight written outside its write phases.
+torch, auto, sib, params, opt = job(streaming=True)
+said(lambda: backward(sib, params, [1.0, 1.0, 1.0]))
+check("umpol_written for each weight, before its update",
+      auto.rt.written_ptrs == [0x3000, 0x2000, 0x1000])
+
+# Gradient accumulation: off before the second pass runs, which then
+# accumulates for the job's own step.
+torch, auto, sib, params, opt = job()
+said(lambda: backward(sib, params, [1.0, 1.0, 1.0]))
+text = said(lambda: backward(sib, params, [1.0, 1.0, 1.0]))
+check("a second pass before a step turns it off, saying what was lost",
+      "off: a second backward pass" in text and all(not p.hooks for p in params))
+check("the second pass's gradients are left for the job's step",
+      all(p.grad is not None for p in params))
+opt.step()
+check("the job's step applies them", [p.value for p in params] == [9.0, 19.0, 29.0])
+
+# Clipping after the updates: off, saying the step went unclipped.
+torch, auto, sib, params, opt = job()
+said(lambda: backward(sib, params, [1.0, 1.0, 1.0]))
+text = said(lambda: sib.gradients_read("torch.nn.utils.clip_grad_norm_"))
+check("clipping turns it off and says the step went unclipped",
+      "clip_grad_norm_ after the gradients were applied" in text and sib.state == "off")
+
+# An optimizer made after arming: off before the next pass.
+torch, auto, sib, params, opt = job()
+said(lambda: backward(sib, params, [1.0, 1.0, 1.0]))
+text = said(lambda: sib.optimizer_made(torch.optim.AdamW(params, lr=0.1)))
+check("another optimizer turns it off", "off: the job made another optimizer" in text)
+
+# Never armed (the job keeps its optimizers: they are watched by weak
+# reference): two optimizers, a subclass, a non-elementwise optimizer, a
+# distributed job, a closure before the first pass.
+kept = []
+for why, setup in (
+        ("two optimizers", lambda t, s, p: kept.append(t.optim.AdamW(p, lr=1)) or
+         s.optimizer_made(kept[-1])),
+        ("a subclass of AdamW", None),
+        ("LBFGS", None),
+        ("a distributed job", None),
+        ("a closure", lambda t, s, p: s.refuse("the job steps with a closure"))):
+    cls = {"a subclass of AdamW": "MyAdamW", "LBFGS": "LBFGS"}.get(why, "AdamW")
+    torch, auto, sib, params, opt = job(cls, world=2 if why == "a distributed job" else 1)
+    text = said(lambda: setup and setup(torch, sib, params))
+    text += said(lambda: backward(sib, params, [1.0, 1.0, 1.0]))
+    check(f"off for {why}, saying so",
+          "step in backward: off:" in text and sib.state == "off" and not opt.steps_run
+          and all(p.grad is not None for p in params))
+
+# An update that raises leaves the job's groups as they were.
+torch, auto, sib, params, opt = job()
+
+
+def failing_step():
+    raise RuntimeError("the update failed")
+
+
+opt.step = failing_step
+try:
+    said(lambda: backward(sib, params, [1.0, 1.0, 1.0]))
+    raised = False
+except RuntimeError:
+    raised = True
+check("a failed update raises and restores the groups",
+      raised and opt.param_groups[0]["params"] == params and not sib.local.inner)
