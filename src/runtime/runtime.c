@@ -106,6 +106,8 @@ void runtime_after_fork_child(struct runtime *rt)
                                                   .slab_peak_bytes = s->slab_bytes,
                                                   .plan_bytes = s->plan_bytes};
     }
+    for (int d = 0; d < RT_MAX_DEVICES; d++) /* the child's peak on each card, from the fork on */
+        rt->devices[d].resident_peak = rt->devices[d].resident_bytes;
     rt->timeline_count = rt->timeline_dropped = 0;
     for (size_t c = 0; c < rt->program->class_count; c++) /* MADV_DONTFORK: not mapped here */
         if (rt->program->classes[c].memory == MEMORY_HOST)
