@@ -1292,6 +1292,39 @@ static void test_runtime_stream_off_after_capture(void **state)
     teardown(f);
 }
 
+/* Before a capture begins (rt_capture_prepare, from the hooks): the remap
+ * the runtime's thread is making is made first, so no driver call of that
+ * thread runs beside the capture, and streaming stops for good. */
+static void test_runtime_capture_prepare_waits_for_remaps(void **state)
+{
+    (void)state;
+    void *w[STREAM_N];
+    struct fixture *f = stream_learned(w);
+    struct block *b1 = map_find(&f->rt.map, (uintptr_t)w[1]);
+    const struct movable *mv1 = b1->slab->backing;
+    size_t i1 = (b1->addr - b1->slab->base) / (64u << 20);
+    unsigned long held = fake_vmm_held_calls();
+    fake_set_vmm_hold(1);
+    const void *p[1] = {w[0]};
+    rt_use(&f->rt, p, 1, S1); /* w1's piece swapped in on the thread, held there */
+    wait_held(held);
+    assert_true(mv1->busy[i1] != 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, release_hold_later, NULL), 0);
+    double t0 = seconds();
+    rt_capture_prepare(&f->rt);
+    assert_true(seconds() - t0 > 0.04); /* it waited for the remap */
+    pthread_join(t, NULL);
+    assert_int_equal(mv1->busy[i1], 0);
+    uint64_t mapped = mapped_on_gpu(f);
+    for (int i = 0; i < STREAM_N; i++)
+        use_one(f, w[i]);
+    assert_true(f->rt.stream.off);
+    assert_int_equal(mapped_on_gpu(f), mapped); /* nothing fetched or dropped since */
+    assert_weights_as_made(w);
+    stream_done(f, w);
+}
+
 /* A capture begun through the driver on the job's stream (the hooks do not
  * count it) stops streaming as well, and the pieces then on their way in are
  * given up once it is over. */
@@ -2958,6 +2991,7 @@ int main(void)
         cmocka_unit_test(test_runtime_stream_written_outside_phases),
         cmocka_unit_test(test_runtime_stream_new_block_in_incoming_piece),
         cmocka_unit_test(test_runtime_stream_off_after_capture),
+        cmocka_unit_test(test_runtime_capture_prepare_waits_for_remaps),
         cmocka_unit_test(test_runtime_stream_off_after_driver_capture),
         cmocka_unit_test(test_runtime_movable_card_full),
         cmocka_unit_test(test_runtime_budget_card),

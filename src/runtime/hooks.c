@@ -20,7 +20,6 @@
 #include "runtime/process.h"
 #include "runtime/profile.h"
 #include "runtime/runtime.h"
-#include "runtime/stream.h"
 #include "umpol.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -414,17 +413,10 @@ EXPORT cudaError_t cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream)
 /* ---- stream capture: counted, so that nothing waits for the whole GPU
  * while a capture is in progress (that would invalidate it) ---- */
 
-/* Before a capture begins: streaming stops for good (a graph's replays read
- * unannounced), and the remaps handed to the mover's thread are made first,
- * so that no driver call of that thread runs beside the capture. */
 static void capture_prepare(void)
 {
-    if (!g_loaded || !stream_enabled(&g_rt))
-        return;
-    atomic_store(&g_rt.capture_seen, true);
-    pthread_mutex_lock(&g_rt.lock);
-    stream_settle(&g_rt);
-    pthread_mutex_unlock(&g_rt.lock);
+    if (g_loaded)
+        rt_capture_prepare(&g_rt);
 }
 
 static cudaError_t capture_begun(cudaError_t err)

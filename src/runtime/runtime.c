@@ -1032,3 +1032,13 @@ void rt_written(struct runtime *rt, const void *const *ptrs, size_t n)
     stream_written(rt, ptrs, n);
     pthread_mutex_unlock(&rt->lock);
 }
+
+void rt_capture_prepare(struct runtime *rt)
+{
+    if (!stream_enabled(rt))
+        return;
+    atomic_store(&rt->capture_seen, true);
+    pthread_mutex_lock(&rt->lock);
+    stream_settle(rt);
+    pthread_mutex_unlock(&rt->lock);
+}
