@@ -7,7 +7,10 @@
  * shows as peak_bytes, slab_peak_bytes, slabs, slab_bytes and slab_releases.
  * The replay treats every stream as idle and models no eviction or reclaim:
  * for a run that had none (the report's evictions and reclaims are 0) its
- * figures are the report's.
+ * figures are the report's. Blocks the step's plan served from its arena
+ * (`learn step`, trace version 4) count in the live and peak bytes but take
+ * nothing from the pools: they are counted apart, and the arena is not in
+ * the slab figures (the report's plan.bytes is).
  *
  *   pool_replay [--json] TRACE
  */
@@ -29,6 +32,7 @@ struct class_replay {
     bool slab_on_gpu; /* where the runtime last put a new slab of the class: whole on the GPU */
     uint64_t allocations, frees, live, peak, slabs, slab_bytes, dedicated, dedicated_bytes;
     uint64_t slab_peak_bytes, slab_releases;
+    uint64_t planned, planned_bytes; /* allocations the step's plan served, and their bytes */
 };
 
 /* Live blocks by their allocation's sequence number: open addressing,
@@ -134,8 +138,8 @@ static const char *replay_alloc(struct replay *r, uint64_t seq, unsigned device,
         return "allocation in a class the header does not name";
     if (device >= MAX_DEVICES)
         return "device number too large";
-    if (growth > 2)
-        return "growth is not 0, 1 or 2";
+    if (growth > 3)
+        return "growth is not 0, 1, 2 or 3";
     struct class_replay *c = &r->classes[cls];
     struct pool **pp = &c->pools[device];
     if (!*pp && !(*pp = calloc(1, sizeof **pp)))
@@ -148,6 +152,22 @@ static const char *replay_alloc(struct replay *r, uint64_t seq, unsigned device,
         return "size too large";
     if (live_take(&r->live, seq))
         return "a sequence number allocated twice";
+    if (growth == 3) { /* the plan's arena: a block of no pool, freed back to no pool */
+        struct block *b = calloc(1, sizeof *b);
+        if (!b || !live_put(&r->live, seq, b)) {
+            free(b);
+            return "out of memory";
+        }
+        b->class_idx = (int)cls;
+        b->size = req.want;
+        c->allocations++;
+        c->planned++;
+        c->planned_bytes += req.want;
+        c->live += b->size;
+        if (c->live > c->peak)
+            c->peak = c->live;
+        return NULL;
+    }
     if (growth)
         c->slab_on_gpu = growth == 2;
     bool wait;
@@ -209,6 +229,12 @@ static void replay_free(struct replay *r, uint64_t seq, unsigned stream, unsigne
         r->unknown_frees++;
         return;
     }
+    if (!b->slab) { /* the plan's */
+        r->classes[b->class_idx].live -= b->size;
+        r->classes[b->class_idx].frees++;
+        free(b);
+        return;
+    }
     struct pool *p = b->slab->pool;
     struct class_replay *c = &r->classes[p->class_idx];
     c->frees++;
@@ -238,9 +264,9 @@ static int read_trace(struct replay *r, const char *path)
         }
         if (n == 1) {
             header = sscanf(line, "# umpol allocation trace %d %c", &version, &tail) == 1 &&
-                     (version == 2 || version == 3);
+                     version >= 2 && version <= 4;
             if (!header)
-                rc = bad(path, n, "not an umpol allocation trace (version 2 or 3)");
+                rc = bad(path, n, "not an umpol allocation trace (version 2, 3 or 4)");
             continue;
         }
         uint64_t t, seq, size, v;
@@ -249,8 +275,9 @@ static int read_trace(struct replay *r, const char *path)
         char mem[16], name[256];
         if (line[0] == '#' || line[0] == '\n')
             continue;
-        /* Version 3 adds the address of the slab an allocation added. */
-        bool alloc = version == 3
+        /* Version 3 adds the address of the slab an allocation added; version 4
+         * growth 3, an allocation the step's plan served. */
+        bool alloc = version >= 3
                          ? sscanf(line, "a %" SCNu64 " %" SCNu64 " %u %u %u %u %" SCNu64
                                         " %u %u %" SCNu64 " %c",
                                   &t, &seq, &device, &cls, &stream, &mode, &size, &on_gpu, &growth,
@@ -258,7 +285,9 @@ static int read_trace(struct replay *r, const char *path)
                          : sscanf(line, "a %" SCNu64 " %" SCNu64 " %u %u %u %u %" SCNu64 " %u %u %c",
                                   &t, &seq, &device, &cls, &stream, &mode, &size, &on_gpu, &growth,
                                   &tail) == 9;
-        if (alloc) {
+        if (alloc && growth == 3 && version < 4) {
+            rc = bad(path, n, "growth 3 (planned) before version 4");
+        } else if (alloc) {
             const char *why =
                 replay_alloc(r, seq, device, cls, stream, mode, size, on_gpu, growth, base);
             if (why)
@@ -304,8 +333,8 @@ static void print(const struct replay *r, bool json)
                ", \"classes\": [",
                r->slab_bytes, r->dropped, r->unknown_frees);
     else
-        printf("%-20s %-8s %12s %10s %14s %7s %9s %10s %7s\n", "class", "memory", "allocations",
-               "peak GiB", "slabs peak GiB", "slabs", "released", "dedicated", "spare");
+        printf("%-20s %-8s %12s %10s %14s %7s %9s %10s %7s %9s\n", "class", "memory", "allocations",
+               "peak GiB", "slabs peak GiB", "slabs", "released", "dedicated", "spare", "planned");
     for (size_t i = 0; i < r->nclasses; i++) {
         const struct class_replay *c = &r->classes[i];
         uint64_t held = c->slab_peak_bytes;
@@ -315,14 +344,17 @@ static void print(const struct replay *r, bool json)
                    ", \"frees\": %" PRIu64 ", \"peak_bytes\": %" PRIu64 ", \"slabs\": %" PRIu64
                    ", \"slab_bytes\": %" PRIu64 ", \"slab_peak_bytes\": %" PRIu64
                    ", \"slab_releases\": %" PRIu64 ", \"dedicated_slabs\": %" PRIu64
-                   ", \"dedicated_bytes\": %" PRIu64 "}",
+                   ", \"dedicated_bytes\": %" PRIu64 ", \"planned_allocations\": %" PRIu64
+                   ", \"planned_bytes\": %" PRIu64 "}",
                    i ? "," : "", c->name, c->memory, c->allocations, c->frees, c->peak, c->slabs,
-                   c->slab_bytes, held, c->slab_releases, c->dedicated, c->dedicated_bytes);
+                   c->slab_bytes, held, c->slab_releases, c->dedicated, c->dedicated_bytes,
+                   c->planned, c->planned_bytes);
         else
             printf("%-20s %-8s %12" PRIu64 " %10.2f %14.2f %7" PRIu64 " %9" PRIu64 " %10" PRIu64
-                   " %6.0f%%\n",
+                   " %6.0f%% %9" PRIu64 "\n",
                    c->name, c->memory, c->allocations, gib(c->peak), gib(held), c->slabs,
-                   c->slab_releases, c->dedicated, held ? 100.0 * (double)spare / (double)held : 0);
+                   c->slab_releases, c->dedicated, held ? 100.0 * (double)spare / (double)held : 0,
+                   c->planned);
     }
     if (json)
         puts("\n]}");
@@ -340,9 +372,10 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             puts("usage: pool_replay [--json] TRACE\n\n"
                  "Replay an allocation trace (UMPOL_TRACE) against umpol's pools and print,\n"
-                 "per class, the peak of live bytes, the slabs the pool grew to and the share\n"
-                 "of them that was spare. Every stream counts as idle; no eviction or reclaim\n"
-                 "is modelled.\n\n"
+                 "per class, the peak of live bytes, the slabs the pool grew to, the share\n"
+                 "of them that was spare, and the allocations the step's plan served (not\n"
+                 "from the pools). Every stream counts as idle; no eviction or reclaim is\n"
+                 "modelled.\n\n"
                  "options:\n"
                  "  --json     one JSON object instead of the table\n"
                  "  -h, --help this help\n\n"
@@ -375,6 +408,9 @@ int main(int argc, char **argv)
         for (int d = 0; d < MAX_DEVICES; d++)
             if (r->classes[i].pools[d])
                 pool_destroy(r->classes[i].pools[d]);
+    for (size_t i = 0; i < r->live.cap; i++) /* the plan's blocks still live */
+        if (r->live.keys[i] && r->live.blocks[i] && !r->live.blocks[i]->slab)
+            free(r->live.blocks[i]);
     free(r->live.keys);
     free(r->live.blocks);
     free(r);

@@ -4,7 +4,8 @@
 # request needs a slab of its own; empty slabs given back before a pool on the
 # card grows), its errors, and end to end: a job run under the fake CUDA
 # runtime with UMPOL_TRACE, whose replay must give the report's own peak,
-# slabs, slab bytes, slab peak and releases for every class.
+# slabs, slab bytes, slab peak and releases for every class; and under
+# `learn step`, the allocations the step's plan served, counted apart.
 . "${top_srcdir:-.}/tests/lib.sh"
 replay="$top_builddir/bench/pool_replay"
 [ -x "$replay" ] || { echo "SKIP: bench/pool_replay not built (no CUDA Toolkit headers)"; exit 77; }
@@ -29,7 +30,7 @@ assert (c["peak_bytes"], c["slabs"], c["slab_bytes"], c["slab_peak_bytes"], c["s
         c["dedicated_slabs"]) == (1032 * M, 2, 2000 * M, 2000 * M, 0, 2), c
 PY
 expect_status 0 "replay table" "$replay" "$tmp/split.trace"
-grep -Eq '^acts +managed +3 +1\.01 +1\.95 +2 +0 +2 +48%$' "$tmp/out" || fail "replay: table row"
+grep -Eq '^acts +managed +3 +1\.01 +1\.95 +2 +0 +2 +48% +0$' "$tmp/out" || fail "replay: table row"
 
 # A pool on the card that must grow first gives back its empty slabs: two 86 MiB slabs,
 # both free, go before a 1000 MiB one comes, so the card never holds all three; a pool of
@@ -121,6 +122,32 @@ for name, r in report.items():
     checked += 1
 assert checked >= 2, f"only {checked} classes without evictions had slabs"
 PY
+    # Under `learn step` the step's plan serves the activations from its arena from the
+    # third step on (trace version 4, growth 3): the replay counts them apart, as the
+    # report's plan does, and keeps them out of the pools; live and peak bytes count them.
+    printf 'umpol 1;\nlearn step "forward";\nclass weights { match phase "model.init*"; memory device; }\n%s\n%s\n' \
+        'class acts { match phase "forward*" or phase "backward*"; memory device; }' \
+        'class rest { match any; memory device; }' >"$tmp/plan.umpol"
+    expect_status 0 "a job with UMPOL_TRACE under learn step" env ${san:+LD_PRELOAD="$san"} \
+        UMPOL_TRACE="$tmp/plan-%p.trace" "$UMPOL_BIN" run -p "$tmp/plan.umpol" -r "$tmp/plan.json" -- "$job" 8
+    set -- "$tmp"/plan-*.trace
+    head -1 "$1" | grep -q '^# umpol allocation trace 4$' || fail "the trace is not version 4"
+    expect_status 0 "replay of a planned run's trace" "$replay" --json "$1"
+    python3 - "$tmp/out" "$tmp/plan.json" <<'PY' && pass || fail "replay of a planned run differs from the report"
+import json, sys
+replay = {c["name"]: c for c in json.load(open(sys.argv[1]))["classes"]}
+report = {c["name"]: c for c in json.load(open(sys.argv[2]))["classes"]}
+acts = report["acts"]["plan"]
+assert acts["planned_allocations"] > 0, acts
+for name, r in report.items():
+    p = replay[name]
+    got = (p["allocations"], p["peak_bytes"], p["planned_allocations"])
+    want = (r["allocations"], r["peak_bytes"], r["plan"]["planned_allocations"])
+    print(f"{name}: replay {got}, report {want}")
+    assert got == want, name
+PY
+    printf '# umpol allocation trace 3\nslab 67108864\nclass 0 device acts\na 0 1 0 0 1 0 4194304 1 3 0\n' >"$tmp/old.trace"
+    expect_status 1 "replay: growth 3 in a version 3 trace" "$replay" "$tmp/old.trace"
 else
     echo "libumpol.so or the fake job not built: the runtime's trace not tested"
 fi

@@ -752,9 +752,10 @@ classify:
             b->step_id = event >= 0 ? (uint32_t)event + 1 : 0;
             b->step_no = (uint32_t)rt->step.steps;
             /* A new slab placed whole on the GPU left the block there already. */
-            uint8_t growth = !grew       ? TRACE_NO_SLAB
-                             : b->on_gpu ? TRACE_SLAB_ON_GPU
-                                         : TRACE_SLAB_OFF_GPU;
+            uint8_t growth = b->slab->planned ? TRACE_PLANNED
+                             : !grew          ? TRACE_NO_SLAB
+                             : b->on_gpu      ? TRACE_SLAB_ON_GPU
+                                              : TRACE_SLAB_OFF_GPU;
             count_alloc(rt, cls, b->size);
             sites_note_alloc(rt->sites, atomic_load(&rt->phase_current), tag_site_current(), b,
                              size);

@@ -40,7 +40,7 @@ void trace_note(struct trace *t, struct trace_event e, cudaStream_t stream)
 int trace_write(const struct trace *t, FILE *f, const char *const *names,
                 const char *const *memory, size_t nclasses, size_t slab_bytes)
 {
-    fprintf(f, "# umpol allocation trace 3\n");
+    fprintf(f, "# umpol allocation trace 4\n");
     fprintf(f, "slab %zu\n", slab_bytes);
     for (size_t c = 0; c < nclasses; c++)
         fprintf(f, "class %zu %s %s\n", c, memory[c], names[c]);

@@ -16,8 +16,9 @@
 #define TRACE_MAX_EVENTS (4u << 20) /* then events are counted as dropped */
 #define TRACE_STREAMS 255           /* streams told apart; later ones share the last number */
 
-/* What an allocation did to its pool besides taking a block. */
-enum trace_growth { TRACE_NO_SLAB, TRACE_SLAB_OFF_GPU, TRACE_SLAB_ON_GPU };
+/* What an allocation did to its pool besides taking a block; or that the
+ * step's plan served it from its class's arena, no pool (version 4). */
+enum trace_growth { TRACE_NO_SLAB, TRACE_SLAB_OFF_GPU, TRACE_SLAB_ON_GPU, TRACE_PLANNED };
 
 struct trace_event {
     uint64_t t_ns, seq, size; /* seq: the allocation's sequence number, pairs a free with it */
