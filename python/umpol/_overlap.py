@@ -44,7 +44,8 @@ class StepInBackward:
         self.optimizer = None     # the one optimizer, once armed
         self.backwards = 0        # backward passes since the last step
         self.handles = []         # the parameters' post-accumulate hooks
-        self.group = {}           # parameter -> its group's index
+        self.group = {}           # id of a parameter -> its group's index
+        self.updated = set()      # ids of the parameters updated in backward at least once
         self.sides = {}           # device -> side stream
         self.queued = set()       # devices with updates queued in this backward
         self.local = threading.local()  # .inner: an update of ours is running
@@ -177,7 +178,8 @@ class StepInBackward:
         # policy's classes place it. Later ones allocate nothing and open no phase,
         # which would be a write phase of the whole class for `stream written`.
         step = optimizer.step
-        if not optimizer.state.get(p):
+        if id(p) not in self.updated:
+            self.updated.add(id(p))
             step = functools.partial(self.auto.bounded, "optimizer.step", optimizer.step)
         self.local.inner = True
         try:
