@@ -9,8 +9,9 @@
  * for a run that had none (the report's evictions and reclaims are 0) its
  * figures are the report's. Blocks the step's plan served from its arena
  * (`learn step`, trace version 4) count in the live and peak bytes but take
- * nothing from the pools: they are counted apart, and the arena is not in
- * the slab figures (the report's plan.bytes is).
+ * nothing from the pools: they are counted apart. The arena, and the slabs
+ * given back to make it, are not modelled: under `learn step` the slab
+ * figures differ from the report's, which counts the arena as a slab.
  *
  *   pool_replay [--json] TRACE
  */
@@ -404,13 +405,13 @@ int main(int argc, char **argv)
     int rc = read_trace(r, path);
     if (!rc)
         print(r, json);
+    for (size_t i = 0; i < r->live.cap; i++) /* the plan's blocks still live (no slab) */
+        if (r->live.keys[i] && r->live.blocks[i] && !r->live.blocks[i]->slab)
+            free(r->live.blocks[i]);
     for (size_t i = 0; i < r->nclasses; i++)
         for (int d = 0; d < MAX_DEVICES; d++)
             if (r->classes[i].pools[d])
                 pool_destroy(r->classes[i].pools[d]);
-    for (size_t i = 0; i < r->live.cap; i++) /* the plan's blocks still live */
-        if (r->live.keys[i] && r->live.blocks[i] && !r->live.blocks[i]->slab)
-            free(r->live.blocks[i]);
     free(r->live.keys);
     free(r->live.blocks);
     free(r);

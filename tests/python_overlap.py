@@ -21,8 +21,8 @@ class Stream:
 
 
 class Grad:
-    def __init__(self, value):
-        self.value, self.recorded = value, []
+    def __init__(self, value, sparse=False):
+        self.value, self.recorded, self.is_sparse = value, [], sparse
 
     def record_stream(self, stream):
         self.recorded.append(stream.name)
@@ -37,9 +37,9 @@ class Storage:
 
 
 class Param:
-    def __init__(self, ptr, value):
+    def __init__(self, ptr, value, device="cuda:0"):
         self.ptr, self.value, self.grad = ptr, value, None
-        self.is_cuda, self.is_sparse, self.requires_grad, self.device = True, False, True, "cuda:0"
+        self.is_cuda, self.is_sparse, self.requires_grad, self.device = True, False, True, device
         self.hooks = []
 
     def untyped_storage(self):
@@ -49,10 +49,10 @@ class Param:
         self.hooks.append(fn)
         return types.SimpleNamespace(remove=lambda: self.hooks.remove(fn))
 
-    def accumulate(self, g):
+    def accumulate(self, g, sparse=False):
         """What autograd does: accumulate, then run the post-accumulate hooks."""
         if self.grad is None:
-            self.grad = self.made = Grad(g)
+            self.grad = self.made = Grad(g, sparse)
         else:
             self.grad.value += g
         for fn in list(self.hooks):
@@ -81,6 +81,7 @@ def make_torch(world=1):
         def __init__(self, params, lr):
             self.param_groups = [{"params": list(params), "lr": lr}]
             self.state = {}
+            self._optimizer_step_pre_hooks = {}
             self.steps_run = []  # (params of the groups it saw, the stream it ran on)
 
         def step(self):
@@ -105,7 +106,9 @@ def make_torch(world=1):
     class MyAdamW(AdamW):
         pass
 
-    torch.optim = types.SimpleNamespace(AdamW=AdamW, LBFGS=LBFGS, MyAdamW=MyAdamW)
+    torch.optim = types.SimpleNamespace(AdamW=AdamW, LBFGS=LBFGS, MyAdamW=MyAdamW,
+                                        optimizer=types.SimpleNamespace(
+                                            _global_optimizer_pre_hooks={}))
     torch.distributed = types.SimpleNamespace(is_available=lambda: True,
                                               is_initialized=lambda: world > 1,
                                               get_world_size=lambda: world)
@@ -161,29 +164,34 @@ def check(what, cond):
 
 
 # Armed at the first backward pass: each parameter updated once, alone in its
-# group, on the side stream after the job's stream, its gradient freed after
-# the side stream has read it; the job's stream waits once backward returns;
-# the job's own step then updates nothing; the group list is the job's again.
+# group, its gradient freed. The first update of each makes its state inside
+# the optimizer's phase on the job's own stream; later ones run on the side
+# stream after the job's, their gradients freed once it has read them, and
+# the job's stream waits once backward returns. The job's own step then
+# updates nothing, and its groups are never swapped.
 torch, auto, sib, params, opt = job()
 groups = opt.param_groups
 text = said(lambda: backward(sib, params, [1.0, 2.0, 4.0]))
 check("arms at the first backward pass and says so", "on: 3 parameters of AdamW" in text)
 check("each parameter updated as the job's step would", [p.value for p in params] == [9.5, 19.0, 28.0])
-check("one parameter per update, on the side stream, the last layer's first",
-      [(ptrs, s) for ptrs, s, _ in opt.steps_run] == [([0x3000], "side"), ([0x2000], "side"),
-                                                    ([0x1000], "side")])
-check("gradients gone, freed only once the side stream has read them",
-      all(p.grad is None and p.made.recorded == ["side"] for p in params))
-check("the side stream follows the job's, the job's waits for it",
-      sib.sides["cuda:0"].waited == ["main"] * 3 and torch.main.waited == ["side"])
-check("the job's param_groups list is its own again", opt.param_groups is groups)
+check("one parameter per update, the last layer's first; the first ones on the job's stream",
+      [(ptrs, s) for ptrs, s, _ in opt.steps_run] == [([0x3000], "main"), ([0x2000], "main"),
+                                                    ([0x1000], "main")])
 check("the first updates make the state inside the optimizer's phase",
       auto.phases == ["optimizer.step"] * 3)
+check("gradients gone", all(p.grad is None for p in params))
+check("the job's groups are its own, never swapped",
+      opt.param_groups is groups and groups[0]["params"] == params)
 opt.step()
 sib.step_post()
 check("the job's step finds no gradient", opt.steps_run[-1][2] == [])
 backward(sib, params, [1.0, 1.0, 1.0])
-check("later updates open no phase", auto.phases == ["optimizer.step"] * 3)
+check("later updates on the side stream, in no phase",
+      [s for _, s, _ in opt.steps_run[-3:]] == ["side"] * 3 and auto.phases == ["optimizer.step"] * 3)
+check("their gradients freed only once the side stream has read them",
+      all(p.grad is None and p.made.recorded == ["side"] for p in params))
+check("the side stream follows the job's, the job's waits for it",
+      sib.sides["cuda:0"].waited == ["main"] * 3 and torch.main.waited == ["side"])
 check("state counts one update a step", all(opt.state[p]["step"] == 2 for p in params))
 
 # A streaming policy is told of each weight written outside its write phases.
@@ -236,7 +244,8 @@ for why, setup in (
           "step in backward: off:" in text and sib.state == "off" and not opt.steps_run
           and all(p.grad is not None for p in params))
 
-# An update that raises leaves the job's groups as they were.
+# An update that raises: the job's groups as they were, and the pass, failed,
+# turns it off, saying which parameters were updated.
 torch, auto, sib, params, opt = job()
 
 
@@ -244,11 +253,69 @@ def failing_step():
     raise RuntimeError("the update failed")
 
 
-opt.step = failing_step
+type(opt).step = lambda self: failing_step()
+raised = False
+text = ""
 try:
-    said(lambda: backward(sib, params, [1.0, 1.0, 1.0]))
-    raised = False
+    said(sib.backward_begin)
+    params[-1].accumulate(1.0)
 except RuntimeError:
     raised = True
-check("a failed update raises and restores the groups",
-      raised and opt.param_groups[0]["params"] == params and not sib.local.inner)
+    text = said(lambda: sib.backward_end(failed=True))
+check("a failed update raises, the groups as they were, and it turns off",
+      raised and opt.param_groups[0]["params"] == params and "off: the backward pass raised" in text)
+del type(opt).step
+
+# What the job does that the updates in backward cannot follow, once armed:
+# each turns it off before anything else is applied, saying what was lost.
+cases = {
+    "zero_grad after backward (a skipped batch)": (
+        lambda t, s, p, o: (backward(s, p, [1.0] * 3), s.gradients_cleared()),
+        "off: the job cleared its gradients after a backward pass"),
+    "a hyperparameter changed between backward and step": (
+        lambda t, s, p, o: (backward(s, p, [1.0] * 3), o.param_groups[0].update(lr=0.1),
+                            s.step_pre(o)),
+        "off: the job changed the optimizer's hyperparameters"),
+    "a step pre-hook added": (
+        lambda t, s, p, o: (o._optimizer_step_pre_hooks.update({1: print}), s.step_pre(o)),
+        "off: the optimizer has a step pre-hook"),
+    "a sparse gradient": (
+        lambda t, s, p, o: (s.backward_begin(), p[0].accumulate(1.0, sparse=True)),
+        "off: a parameter's gradient is sparse"),
+    "a gradient accumulated twice in one pass": (
+        lambda t, s, p, o: (s.backward_begin(), p[0].accumulate(1.0), p[0].accumulate(1.0)),
+        "off: a parameter's gradient was accumulated twice"),
+    "a parameter taken out of its group": (
+        lambda t, s, p, o: (s.backward_begin(), o.param_groups[0]["params"].remove(p[0]),
+                            p[0].accumulate(1.0)),
+        "off: a parameter left its group"),
+    "GradScaler": (
+        lambda t, s, p, o: s.refuse("the job scales its loss with GradScaler"),
+        "off: the job scales its loss with GradScaler"),
+}
+for what, (do, want) in cases.items():
+    torch, auto, sib, params, opt = job()
+    said(lambda: sib.backward_begin() or sib.backward_end())  # armed
+    sib.step_post()
+    text = said(lambda: do(torch, sib, params, opt))
+    check(f"off for {what}, saying so", want in text and sib.state == "off" and
+          all(not p.hooks for p in params))
+
+# Never armed for an optimizer with a step pre-hook, or a global one of another's.
+torch, auto, sib, params, opt = job()
+opt._optimizer_step_pre_hooks[1] = print
+text = said(lambda: backward(sib, params, [1.0] * 3))
+check("off for a step pre-hook of the job's", "off: the optimizer has a step pre-hook" in text)
+torch, auto, sib, params, opt = job()
+torch.optim.optimizer._global_optimizer_pre_hooks[1] = print
+text = said(lambda: backward(sib, params, [1.0] * 3))
+check("off for a global pre-hook not umpol's", "off: a global optimizer step pre-hook" in text)
+
+# Parameters on two GPUs: a side stream each, and the job's stream waits for both.
+torch, auto, sib, params, opt = job()
+params[1].device = "cuda:1"
+said(lambda: backward(sib, params, [1.0] * 3))
+sib.step_post()
+backward(sib, params, [1.0] * 3)
+check("a side stream per GPU", sorted(sib.sides) == ["cuda:0", "cuda:1"] and
+      torch.main.waited == ["side", "side"])

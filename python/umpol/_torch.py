@@ -216,15 +216,18 @@ class Auto:
                 outermost = auto.backwards == 0  # not a reentrant checkpoint's inner pass
                 auto.backwards += 1
             overlap = auto.overlap if accumulates and outermost else None
-            if overlap is not None:
-                overlap.backward_begin()
+            failed = True
             try:
-                return auto.bounded(BACKWARD, fn, *args, **kwargs)
+                if overlap is not None:
+                    overlap.backward_begin()
+                out = auto.bounded(BACKWARD, fn, *args, **kwargs)
+                failed = False
+                return out
             finally:
                 with auto.lock:
                     auto.backwards -= 1
                 if overlap is not None:
-                    overlap.backward_end()
+                    overlap.backward_end(failed)
         wrapper.__umpol_wrapped__ = True
         return wrapper
 
@@ -232,8 +235,6 @@ class Auto:
 
     def step_pre(self, optimizer, args, kwargs):
         overlap = self.overlap
-        if overlap is not None and overlap.inner():
-            return None  # one parameter's update in backward: its caller opened the phase
         t = self.t
         if id(optimizer) in t.stepping:  # its last step raised before the post hook
             t.stepping.clear()
@@ -246,8 +247,10 @@ class Auto:
         # forward and backward passes inside step(): they get their own
         # phases, with optimizer.step closed while the closure runs.
         closure = (args and callable(args[0])) or callable(kwargs.get("closure"))
-        if closure and overlap is not None:
-            overlap.refuse("the job steps with a closure (backward runs inside step)")
+        if overlap is not None:
+            if closure:
+                overlap.refuse("the job steps with a closure (backward runs inside step)")
+            overlap.step_pre(optimizer)
         if args and callable(args[0]):
             return (self._closure(args[0]),) + tuple(args[1:]), kwargs
         if callable(kwargs.get("closure")):
@@ -275,8 +278,6 @@ class Auto:
 
     def step_post(self, optimizer, args, kwargs):
         overlap = self.overlap
-        if overlap is not None and overlap.inner():
-            return
         t = self.t
         t.stepping.discard(id(optimizer))
         if not t.bounded.get(STEP):
@@ -330,29 +331,39 @@ def for_subclasses(base, fn):
 
 
 def _watch_gradient_readers(torch, overlap):
-    """Clipping and GradScaler.unscale_ read the gradients between backward and
-    step: the optimizer's step in backward must know."""
-    def wrap(owner, name, what):
-        fn = getattr(owner, name, None)
+    """What reads or clears the gradients between backward and step (clipping,
+    GradScaler, zero_grad): the optimizer's step in backward must know."""
+    def wrap(owner, name, tell):
+        fn = owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
         if fn is None or getattr(fn, "__umpol_wrapped__", False):
             return
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            overlap.gradients_read(what)
+            tell(*args)
             return fn(*args, **kwargs)
         wrapper.__umpol_wrapped__ = True
         setattr(owner, name, wrapper)
+
     utils = torch.nn.utils
     clip = getattr(utils, "clip_grad", None)
     for name in ("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "clip_grads_with_norm_"):
         for owner in (utils, clip):
             if owner is not None:
-                wrap(owner, name, f"torch.nn.utils.{name}")
-    amp = getattr(torch, "amp", None)
-    scaler = getattr(amp, "GradScaler", None) if amp is not None else None
-    if scaler is not None:
-        wrap(scaler, "unscale_", "GradScaler.unscale_")
+                wrap(owner, name, lambda *a, what=f"torch.nn.utils.{name}": overlap.gradients_read(what))
+    # A GradScaler scales the loss before backward: its gradients are scaled
+    # (and maybe not finite) until unscale_, so the updates cannot run in backward.
+    def scale(scaler, *rest):
+        if getattr(scaler, "_enabled", True):
+            overlap.refuse("the job scales its loss with GradScaler (its gradients stay scaled "
+                           "until unscale_)")
+    for amp in (getattr(torch, "amp", None), getattr(torch.cuda, "amp", None)):
+        scaler = getattr(amp, "GradScaler", None) if amp is not None else None
+        if isinstance(scaler, type):
+            wrap(scaler, "scale", scale)
+            wrap(scaler, "unscale_", lambda *a: overlap.gradients_read("GradScaler.unscale_"))
+    for owner in (torch.optim.Optimizer, torch.nn.Module):
+        wrap(owner, "zero_grad", lambda *a: overlap.gradients_cleared())
 
 
 def install(torch, rt, saved=True, step_in_backward=False):
