@@ -66,6 +66,13 @@ int umpol_class_stats(int index, struct umpol_class_stats *stats);
  * Returns the class index, or -1 when PTR is in no live block of the runtime. */
 int umpol_note_saved(const void *ptr);
 
+/* Does PTR lie in a block of a `memory host` class (pinned host memory the
+ * GPU reads across the link)? 1 if so, 0 if it lies in another of the
+ * runtime's blocks, -1 when it lies in none or no policy is loaded. The step
+ * in backward (UMPOL_STEP_IN_BACKWARD=1) asks it of the optimizer's state,
+ * to copy the state that lies on the host in and out around each update. */
+int umpol_on_host(const void *ptr);
+
 /* Does a class of the policy stream ahead of use (`stream written`)? 1 or 0. */
 int umpol_streaming(void);
 /* The job is about to queue, on STREAM (a cudaStream_t; NULL: the default

@@ -310,4 +310,14 @@ card = r["devices"][0]["card"]  # the card's own figure, sampled as phases opene
 assert card["samples"] >= 1 and card["peak_used_bytes"] >= card["base_used_bytes"], card
 PY
 fi
+# umpol_on_host: a block of a `memory host` class, one of another class, an
+# address that is no block of the runtime's.
+for memory in host device; do
+    printf 'umpol 1;\nclass all { match any; memory %s; }\n' $memory >"$tmp/$memory.umpol"
+    expect_status 0 "umpol_on_host, memory $memory" run UMPOL_POLICY="$tmp/$memory.umpol" \
+        UMPOL_REPORT="$tmp/$memory.json" "$phases" '?host'
+    want=$([ $memory = host ] && echo 1 || echo 0)
+    grep -q "on host: the allocation $want, another address -1" "$tmp/out" ||
+        fail "umpol_on_host, memory $memory: $(cat "$tmp/out")"
+done
 finish

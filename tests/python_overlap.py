@@ -19,6 +19,61 @@ class Stream:
     def wait_stream(self, other):
         self.waited.append(other.name)
 
+    def wait_event(self, event):
+        self.waited.append(f"event of {event.stream}")
+
+
+class Event:
+    def __init__(self):
+        self.stream = None
+
+    def record(self, stream):
+        self.stream = stream.name
+
+
+class Tensor:
+    """A state tensor (at PTR, on the host when the fake runtime says so), a
+    view of the ring, or the ring itself: copies record the stream they ran on."""
+
+    def __init__(self, ptr, numel, value=0.0, current=None):
+        self.ptr, self.n, self.value, self.current = ptr, numel, value, current
+        self.shape, self.dtype, self.is_cuda = (numel,), "float32", True
+        self.copies, self.recorded = [], []
+
+    def numel(self):
+        return self.n
+
+    def element_size(self):
+        return 4 if self.dtype == "float32" else 1
+
+    def is_contiguous(self):
+        return True
+
+    def untyped_storage(self):
+        return Storage(self.ptr)
+
+    def record_stream(self, stream):
+        self.recorded.append(stream.name)
+
+    def __getitem__(self, part):  # the ring's bytes [start, stop)
+        view = Tensor(("ring", part.start), part.stop - part.start, current=self.current)
+        view.dtype = self.dtype
+        return view
+
+    def view(self, shape_or_dtype):
+        if isinstance(shape_or_dtype, str):
+            self.n, self.dtype = self.n // 4, shape_or_dtype
+        return self
+
+    def copy_(self, src, non_blocking=False):
+        self.value = src.value
+        self.copies.append((self.current["stream"].name, src.ptr))
+        COPIES.append((self.current["stream"].name, src.ptr, self.ptr))
+        return self
+
+
+COPIES = []  # (stream, from, to) of every copy
+
 
 class Grad:
     def __init__(self, value, sparse=False):
@@ -72,7 +127,22 @@ def make_torch(world=1):
         finally:
             current["stream"] = previous
 
-    torch.cuda = types.SimpleNamespace(Stream=lambda device: Stream("side"), stream=stream,
+    made = []
+
+    def new_stream(device):
+        made.append(Stream(f"side{len(made) + 1}"))
+        return made[-1]
+
+    def empty(n, dtype, device):
+        ring = Tensor(("ring", 0), n, current=current)
+        ring.dtype, ring.device = "uint8", device
+        torch.rings.append(ring)
+        return ring
+
+    torch.rings = []
+    torch.uint8 = "uint8"
+    torch.empty = empty
+    torch.cuda = types.SimpleNamespace(Stream=new_stream, stream=stream, Event=Event,
                                        current_stream=lambda device=None: current["stream"])
     torch.main = main
     torch.current = current
@@ -94,6 +164,10 @@ def make_torch(world=1):
                     st = self.state.setdefault(p, {})
                     st["step"] = st.get("step", 0) + 1
                     p.value -= group["lr"] * p.grad.value
+                    if "m" in st:  # a moment: written in place, where it lies
+                        st["m"].value += p.grad.value
+                        st["m"].copies.append((current["stream"].name, "update"))
+                        st.setdefault("added", st["step"])
             self.steps_run.append(([p.ptr for g in self.param_groups for p in g["params"]],
                                    current["stream"].name, [p.ptr for p in seen]))
 
@@ -121,8 +195,9 @@ class Auto:
     def __init__(self, streaming=False):
         self.streaming = streaming
         self.phases = []
-        self.rt = types.SimpleNamespace(written_ptrs=[])
+        self.rt = types.SimpleNamespace(written_ptrs=[], host=set())
         self.rt.written = lambda ptrs: self.rt.written_ptrs.extend(ptrs)
+        self.rt.on_host = lambda ptr: ptr in self.rt.host
 
     def compiling(self):
         return False
@@ -186,13 +261,53 @@ opt.step()
 sib.step_post()
 check("the job's step finds no gradient", opt.steps_run[-1][2] == [])
 backward(sib, params, [1.0, 1.0, 1.0])
+lane = sib.lanes["cuda:0"]
+update, copy_out = lane.update.name, lane.copy_out.name
 check("later updates on the side stream, in no phase",
-      [s for _, s, _ in opt.steps_run[-3:]] == ["side"] * 3 and auto.phases == ["optimizer.step"] * 3)
+      [s for _, s, _ in opt.steps_run[-3:]] == [update] * 3 and auto.phases == ["optimizer.step"] * 3)
 check("their gradients freed only once the side stream has read them",
-      all(p.grad is None and p.made.recorded == ["side"] for p in params))
-check("the side stream follows the job's, the job's waits for it",
-      sib.sides["cuda:0"].waited == ["main"] * 3 and torch.main.waited == ["side"])
+      all(p.grad is None and p.made.recorded == [update] for p in params))
+check("the side stream follows the job's, the job's waits for it and for the copies out",
+      lane.update.waited == ["main"] * 3 and torch.main.waited == [update, copy_out])
+check("no state on the host: nothing staged, no ring", torch.rings == [] and
+      lane.copy_in.waited == [] and lane.copy_out.waited == [])
 check("state counts one update a step", all(opt.state[p]["step"] == 2 for p in params))
+
+# State that lies on the host (a `memory host` class) is staged: copied into
+# the ring on the copy-in stream, updated there on the side stream, copied
+# back on the copy-out stream; state on the GPU is updated where it lies.
+torch, auto, sib, params, opt = job()
+said(lambda: backward(sib, params, [1.0] * 3))
+sib.step_post()
+moments = [Tensor(0x9000 + i, 1000 * (i + 1), 10.0, torch.current) for i in range(3)]
+for p, m in zip(params, moments):
+    opt.state[p]["m"] = m
+auto.rt.host.update({0x9000, 0x9002})  # the second parameter's moment lies on the GPU
+backward(sib, params, [1.0, 2.0, 4.0])
+lane = sib.lanes["cuda:0"]
+c_in, update, c_out = lane.copy_in.name, lane.update.name, lane.copy_out.name
+check("each moment updated once, where the optimizer keeps it",
+      [m.value for m in moments] == [11.0, 12.0, 14.0] and
+      all(opt.state[p]["m"] is m for p, m in zip(params, moments)))
+check("the host's moments copied in, updated in the ring, copied back; the GPU's updated there",
+      COPIES == [(c_in, 0x9002, ("ring", 0)), (c_out, ("ring", 0), 0x9002),
+                 (c_in, 0x9000, ("ring", 12288)), (c_out, ("ring", 12288), 0x9000)] and
+      moments[1].copies == [(update, "update")])
+check("what an update adds to the state stays in the optimizer's",
+      all(opt.state[p]["added"] == 2 for p in params))
+ring = torch.rings[0]
+check("one ring, as large as the staged state (less than the least ring size)",
+      len(torch.rings) == 1 and ring.n == 4096 + 12288 and
+      sorted(ring.recorded) == sorted([c_in, update, c_out]))
+check("copies in after the job's stream once a pass; the update after them; out after it",
+      lane.copy_in.waited == ["main"] and lane.update.waited == ["main", c_in, "main", "main", c_in]
+      and lane.copy_out.waited == [update, update])
+check("the job's stream waits for the copies out", torch.main.waited[-2:] == [update, c_out])
+sib.step_post()
+backward(sib, params, [1.0, 1.0, 1.0])
+check("a region of the ring taken again once its copy out is done",
+      lane.copy_in.waited == ["main", "main", f"event of {c_out}", f"event of {c_out}"])
+check("the moments after two staged updates", [m.value for m in moments] == [12.0, 13.0, 15.0])
 
 # A streaming policy is told of each weight written outside its write phases.
 torch, auto, sib, params, opt = job(streaming=True)
@@ -317,5 +432,5 @@ params[1].device = "cuda:1"
 said(lambda: backward(sib, params, [1.0] * 3))
 sib.step_post()
 backward(sib, params, [1.0] * 3)
-check("a side stream per GPU", sorted(sib.sides) == ["cuda:0", "cuda:1"] and
-      torch.main.waited == ["side", "side"])
+check("a side stream per GPU", sorted(sib.lanes) == ["cuda:0", "cuda:1"] and
+      sorted(torch.main.waited) == ["side1", "side3", "side4", "side6"])

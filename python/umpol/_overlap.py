@@ -20,6 +20,7 @@ pass, clears its gradients before stepping, clips or unscales them, changes
 the optimizer's hyperparameters between backward and step, or steps with a
 closure. It arms before the first backward pass so that the step's peak, the
 first step's included, never holds all the gradients. See umpol-python(7)."""
+import collections
 import sys
 import threading
 import weakref
@@ -28,6 +29,13 @@ import weakref
 # gradient and state (step() not overridden by a subclass).
 ELEMENTWISE = ("Adam", "AdamW", "SGD", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam",
                "RMSprop")
+
+
+def optimizer_module(torch):
+    """torch.optim.optimizer, which holds the global step hooks: torch.optim
+    deletes its name after importing from it, so it is looked up by path."""
+    module = getattr(torch.optim, "optimizer", None)
+    return module if module is not None else sys.modules.get("torch.optim.optimizer")
 
 
 def _say(text):
@@ -48,8 +56,9 @@ class StepInBackward:
         self.updated = set()      # ids of the parameters updated in backward at least once
         self.fired = set()        # ids of the parameters updated in this backward pass
         self.hyper = None         # the groups' hyperparameters the updates of this pass read
-        self.sides = {}           # device -> side stream
+        self.lanes = {}           # device -> its _Lane: the streams the updates run on
         self.queued = set()       # devices with updates queued in this backward
+        self.passes = 0           # backward passes armed so far
         self.lock = threading.Lock()  # autograd runs a thread per GPU
 
     # ---- what the job does ----
@@ -73,12 +82,15 @@ class StepInBackward:
         if self.state == "armed":
             self.fired.clear()
             self.hyper = self._hyperparameters()
+            self.passes += 1
 
     def backward_end(self, failed=False):
         """The pass has returned, its hooks have queued their updates: the job's
         stream waits for them before anything it queues next."""
         for device in self.queued:
-            self.torch.cuda.current_stream(device).wait_stream(self.sides[device])
+            lane = self.lanes[device]
+            for stream in (lane.update, lane.copy_out):
+                self.torch.cuda.current_stream(device).wait_stream(stream)
         self.queued.clear()
         if failed and self.state == "armed":
             self._disarm("the backward pass raised: the parameters whose gradients were "
@@ -169,8 +181,7 @@ class StepInBackward:
         the updates: why that is, or None."""
         if getattr(optimizer, "_optimizer_step_pre_hooks", None):
             return "the optimizer has a step pre-hook of the job's"
-        module = getattr(self.torch.optim, "optimizer", None)
-        hooks = getattr(module, "_global_optimizer_pre_hooks", None) or {}
+        hooks = getattr(optimizer_module(self.torch), "_global_optimizer_pre_hooks", None) or {}
         if any(getattr(h, "__self__", None) is not self.auto for h in hooks.values()):
             return "a global optimizer step pre-hook other than umpol's is registered"
         return None
@@ -199,12 +210,12 @@ class StepInBackward:
 
     # ---- one parameter's update, from autograd's hook ----
 
-    def _side(self, device):
+    def _lane(self, device):
         with self.lock:
-            side = self.sides.get(device)
-            if side is None:
-                side = self.sides[device] = self.torch.cuda.Stream(device)
-            return side
+            lane = self.lanes.get(device)
+            if lane is None:
+                lane = self.lanes[device] = _Lane(self.torch, device)
+            return lane
 
     def _update(self, p):
         if self.state != "armed" or p.grad is None or self.auto.compiling():
@@ -245,14 +256,119 @@ class StepInBackward:
             self.updated.add(id(p))
             p.grad = None
             return
-        side = self._side(device)
-        side.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(side):
+        lane = self._lane(device)
+        job = torch.cuda.current_stream(device)
+        lane.update.wait_stream(job)  # the gradient is complete
+        staged = lane.stage_in(self, p, job)
+        if staged is not None:  # the update reads and writes the copies in the ring
+            views, region = staged
+            mine = dict(optimizer.state[p])
+            mine.update(views)
+            shim.state = collections.defaultdict(dict, {p: mine})
+        with torch.cuda.stream(lane.update):
             step(shim)
-        p.grad.record_stream(side)  # freed once the update has read it
+        if staged is not None:
+            lane.stage_out(optimizer.state[p], views, mine, region)
+        p.grad.record_stream(lane.update)  # freed once the update has read it
         p.grad = None
         with self.lock:
             self.queued.add(device)
+
+    def host_state(self, p):
+        """P's state tensors that lie in host memory the GPU reads across the
+        link (a `memory host` class), {key: tensor}, contiguous ones only."""
+        rt, out = self.auto.rt, {}
+        for key, t in self.optimizer.state.get(p, {}).items():
+            if getattr(t, "is_cuda", False) and t.is_contiguous() and t.numel() and \
+                    rt.on_host(t.untyped_storage().data_ptr()):
+                out[key] = t
+        return out
+
+
+def _aligned(nbytes):
+    return (nbytes + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+_ALIGN = 512             # each staged tensor's offset in the ring
+_RING_MIN = 256 << 20    # the ring's least size, where the state on the host is larger
+
+
+class _Lane:
+    """One GPU's part of the updates in backward. They run on UPDATE. The
+    state that lies on the host is copied in on COPY_IN, into a region of RING
+    (one device buffer, taken in turn), and out on COPY_OUT: the kernels of an
+    update then read device memory, and the link carries both directions at
+    once beside the backward pass (a kernel reading the host's memory itself
+    would take the SMs the backward pass needs). Copies in run ahead as far as
+    the ring has room; a region is taken again once its copy out is done."""
+
+    def __init__(self, torch, device):
+        self.torch, self.device = torch, device
+        self.update, self.copy_in, self.copy_out = (torch.cuda.Stream(device) for _ in range(3))
+        self.ring = None     # the uint8 device buffer, made at the first staged update
+        self.head = 0        # where the next region starts
+        self.busy = collections.deque()  # (start, end, event of its copy out), in ring order
+        self.ordered = 0     # the backward pass COPY_IN was last ordered after the job's stream
+
+    def stage_in(self, sib, p, job):
+        """Copy P's state that lies on the host into the ring: ({key: device
+        view}, its region), with UPDATE ordered after the copies; None when none
+        of it lies on the host or it does not fit the ring."""
+        host = sib.host_state(p)
+        if not host:
+            return None
+        need = sum(_aligned(t.numel() * t.element_size()) for t in host.values())
+        if self.ring is None:
+            self._make_ring(sib)
+        if need > self.ring.numel():
+            return None
+        torch = self.torch
+        if self.ordered != sib.passes:  # after the last pass's copies out, which the job waited
+            self.copy_in.wait_stream(job)
+            self.ordered = sib.passes
+        if self.head + need > self.ring.numel():
+            self.head = 0
+        start, end = self.head, self.head + need
+        while self.busy and self.busy[0][0] < end and start < self.busy[0][1]:
+            self.copy_in.wait_event(self.busy.popleft()[2])
+        self.head = end
+        views, at = {}, start
+        with torch.cuda.stream(self.copy_in):
+            for key, t in host.items():
+                n = t.numel() * t.element_size()
+                views[key] = self.ring[at:at + n].view(t.dtype).view(t.shape)
+                views[key].copy_(t, non_blocking=True)
+                at += _aligned(n)
+        self.update.wait_stream(self.copy_in)
+        return views, (start, end)
+
+    def stage_out(self, state, views, after, region):
+        """After P's update: copy each view of VIEWS back to its tensor in
+        STATE (the optimizer's), and keep in STATE what the update added or
+        replaced (AFTER: the shim's state of P); the region is free once done."""
+        torch = self.torch
+        for key, value in after.items():
+            if views.get(key) is not value and state.get(key) is not value:
+                state[key] = value
+        self.copy_out.wait_stream(self.update)
+        with torch.cuda.stream(self.copy_out):
+            for key, view in views.items():
+                if after.get(key) is view:
+                    state[key].copy_(view, non_blocking=True)
+            event = torch.cuda.Event()
+            event.record(self.copy_out)
+        self.busy.append((region[0], region[1], event))
+
+    def _make_ring(self, sib):
+        """Twice the largest parameter's state on the host, at least _RING_MIN,
+        at most all of it: in the update phase's class (made in backward)."""
+        sizes = [sum(_aligned(t.numel() * t.element_size()) for t in sib.host_state(q).values())
+                 for g in sib.optimizer.param_groups for q in g["params"] if q.device == self.device]
+        size = min(sum(sizes), max(2 * max(sizes), _RING_MIN))
+        torch = self.torch
+        self.ring = torch.empty(size, dtype=torch.uint8, device=self.device)
+        for stream in (self.copy_in, self.update, self.copy_out):
+            self.ring.record_stream(stream)
 
 
 def _same(a, b):

@@ -47,6 +47,9 @@ class Runtime:
         self.active = self._class_count() >= 0
         self._use = getattr(lib, "umpol_use", None)
         self._written = getattr(lib, "umpol_written", None)
+        self._on_host = getattr(lib, "umpol_on_host", None)
+        if self._on_host is not None:
+            self._on_host.argtypes, self._on_host.restype = [ctypes.c_void_p], ctypes.c_int
         streaming = getattr(lib, "umpol_streaming", None)
         if self.active and self._use is not None and streaming is not None:
             streaming.argtypes, streaming.restype = [], ctypes.c_int
@@ -100,6 +103,11 @@ class Runtime:
         their `stream written` phases (an optimizer's update in backward)."""
         if self.streaming and ptrs and self._written is not None:
             self._written((ctypes.c_void_p * len(ptrs))(*ptrs), len(ptrs))
+
+    def on_host(self, ptr):
+        """Does PTR lie in a block of a `memory host` class (pinned host memory
+        the GPU reads across the link)?"""
+        return self.active and self._on_host is not None and self._on_host(ptr) == 1
 
     def note_saved(self, ptr):
         return self._note_saved(ptr) if self.active else -1

@@ -398,7 +398,8 @@ def install(torch, rt, saved=True, step_in_backward=False):
     torch.autograd.backward = auto.wrap_backward(torch.autograd.backward, accumulates=True)
     torch.autograd.grad = auto.wrap_backward(torch.autograd.grad)
 
-    optim_module = getattr(torch.optim, "optimizer", None)
+    from umpol._overlap import optimizer_module
+    optim_module = optimizer_module(torch)
     reg = getattr(optim_module, "register_optimizer_step_pre_hook", None)
     if reg is not None:
         reg(auto.step_pre)

@@ -1,6 +1,7 @@
 /* The per-class part of the public API (umpol.h): class names and counters
- * for umpol.memory_stats(), and blocks reported as saved for backward, which
- * move to the class they match then (rt_saved). */
+ * for umpol.memory_stats(), whether a block lies in host memory, and blocks
+ * reported as saved for backward, which move to the class they match then
+ * (rt_saved). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,6 +126,18 @@ EXPORT int umpol_written(const void *const *ptrs, size_t count)
         return -1;
     rt_written(rt, ptrs, count);
     return 0;
+}
+
+EXPORT int umpol_on_host(const void *ptr)
+{
+    struct runtime *rt = runtime_loaded();
+    if (!rt || !ptr)
+        return -1;
+    pthread_mutex_lock(&rt->lock);
+    const struct block *b = rt_block_holding(rt, (uintptr_t)ptr);
+    int on_host = !b ? -1 : rt->program->classes[b->class_idx].memory == MEMORY_HOST;
+    pthread_mutex_unlock(&rt->lock);
+    return on_host;
 }
 
 EXPORT int umpol_note_saved(const void *ptr)

@@ -1,6 +1,7 @@
 /* Preload helper: one allocation, then each argument opened and closed as a
  * phase, so that a test can feed the runtime's report any phase name; "+capture"
- * and "-capture" begin and end a stream capture instead. */
+ * and "-capture" begin and end a stream capture instead, and "?host" prints
+ * what umpol_on_host says of the allocation and of an address not the runtime's. */
 #include <stdio.h>
 #include <string.h>
 
@@ -10,6 +11,7 @@
 
 #pragma weak umpol_phase_enter
 #pragma weak umpol_phase_exit
+#pragma weak umpol_on_host
 
 int main(int argc, char **argv)
 {
@@ -25,6 +27,9 @@ int main(int argc, char **argv)
             cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
         } else if (strcmp(argv[i], "-capture") == 0) {
             cudaStreamEndCapture(s, &graph);
+        } else if (strcmp(argv[i], "?host") == 0 && umpol_on_host) {
+            printf("on host: the allocation %d, another address %d\n", umpol_on_host(p),
+                   umpol_on_host(&graph));
         } else {
             umpol_phase_enter(argv[i]);
             umpol_phase_exit();
