@@ -246,13 +246,16 @@ class Auto:
         # A closure (LBFGS, Lightning's automatic optimization) runs the
         # forward and backward passes inside step(): they get their own
         # phases, with optimizer.step closed while the closure runs.
-        closure = (args and callable(args[0])) or callable(kwargs.get("closure"))
+        # torch's global hooks get step()'s arguments with the optimizer first.
+        at = 1 if args and args[0] is optimizer else 0
+        positional = len(args) > at and callable(args[at])
+        closure = positional or callable(kwargs.get("closure"))
         if overlap is not None:
             if closure:
                 overlap.refuse("the job steps with a closure (backward runs inside step)")
             overlap.step_pre(optimizer)
-        if args and callable(args[0]):
-            return (self._closure(args[0]),) + tuple(args[1:]), kwargs
+        if positional:
+            return tuple(args[:at]) + (self._closure(args[at]),) + tuple(args[at + 1:]), kwargs
         if callable(kwargs.get("closure")):
             return args, dict(kwargs, closure=self._closure(kwargs["closure"]))
         return None
