@@ -15,7 +15,8 @@
 #   - the optimizer's step in backward (UMPOL_STEP_IN_BACKWARD=1,
 #     tests/gpu/python_step_in_backward.py): the same weights bit for bit
 #     as stepping after backward, the gradients gone after backward, off when
-#     the job clips or accumulates
+#     the job clips or accumulates; with the state in host memory, staged
+#     through a ring small enough to wrap, the same weights again
 # With PYTHON_GPU_OUT set, the reports and figures are kept there.
 . "${top_srcdir:-.}/tests/lib.sh"
 [ -f "$top_builddir/.libs/libumpol.so" ] || { echo "SKIP: libumpol.so not built"; exit 77; }
@@ -62,10 +63,17 @@ for m in plain clip accumulate; do
         cat "$tmp/out"
     done
 done
+for on in 0 1; do
+    expect_status 0 "step in backward (host, $on)" env UMPOL_STEP_IN_BACKWARD=$on \
+        "$UMPOL_BIN" run -p "$top_srcdir/tests/gpu/sib-host.umpol" -- python3 "$sib" host \
+        "$out/sib-host-$on.json"
+    cp "$tmp/out" "$out/sib-host-$on.log"
+    cat "$tmp/out"
+done
 python3 - "$out" <<'PY' && pass || fail "the step in backward"
 import json, sys
 r = {f"{m}-{on}": json.load(open(f"{sys.argv[1]}/sib-{m}-{on}.json"))
-     for m in ("plain", "clip", "accumulate") for on in (0, 1)}
+     for m in ("plain", "clip", "accumulate", "host") for on in (0, 1)}
 log = {k: open(f"{sys.argv[1]}/sib-{k}.log").read() for k in r}
 assert r["plain-1"]["digest"] == r["plain-0"]["digest"], "different weights"
 assert r["plain-1"]["losses"] == r["plain-0"]["losses"]
@@ -78,7 +86,15 @@ assert "off: a second backward pass ran" in log["accumulate-1"], log["accumulate
 # step, as said on stderr, the first pass's update and then the second's.
 steps = {k: r[k]["steps"] for k in r}
 assert steps == dict({k: 6 for k in r}, **{"accumulate-1": 7}), steps
-print("step in backward: same weights, gradients gone, off when clipping or accumulating")
+# The job's own steps, as umpol counts them: the updates are not steps.
+assert all(r[k]["umpol_steps"] == 6 for k in r), {k: r[k]["umpol_steps"] for k in r}
+# The state on the host, staged through a ring of twice the largest
+# parameter's state (two 4 MiB moments and its step): the same weights.
+assert r["host-1"]["ring_bytes"] == [2 * (2 * 4 * 1024 * 1024 + 512)], r["host-1"]["ring_bytes"]
+assert r["host-0"]["ring_bytes"] == []
+assert r["host-1"]["digest"] == r["host-0"]["digest"] == r["plain-0"]["digest"], "staged weights differ"
+assert r["host-1"]["losses"] == r["host-0"]["losses"]
+print("step in backward: same weights (staged too), gradients gone, off when clipping or accumulating")
 PY
 
 if python3 -c 'import transformers' 2>/dev/null; then

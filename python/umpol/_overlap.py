@@ -307,7 +307,7 @@ class _Lane:
         self.update, self.copy_in, self.copy_out = (torch.cuda.Stream(device) for _ in range(3))
         self.ring = None     # the uint8 device buffer, made at the first staged update
         self.head = 0        # where the next region starts
-        self.busy = collections.deque()  # (start, end, event of its copy out), in ring order
+        self.busy = []       # (start, end, event of its copy out) of this pass's regions
         self.ordered = 0     # the backward pass COPY_IN was last ordered after the job's stream
 
     def stage_in(self, sib, p, job):
@@ -326,12 +326,8 @@ class _Lane:
         if self.ordered != sib.passes:  # after the last pass's copies out, which the job waited
             self.copy_in.wait_stream(job)
             self.ordered = sib.passes
-        if self.head + need > self.ring.numel():
-            self.head = 0
-        start, end = self.head, self.head + need
-        while self.busy and self.busy[0][0] < end and start < self.busy[0][1]:
-            self.copy_in.wait_event(self.busy.popleft()[2])
-        self.head = end
+            self.busy, self.head = [], 0  # the whole ring is free to COPY_IN
+        start = self.take(need)
         views, at = {}, start
         with torch.cuda.stream(self.copy_in):
             for key, t in host.items():
@@ -340,7 +336,25 @@ class _Lane:
                 views[key].copy_(t, non_blocking=True)
                 at += _aligned(n)
         self.update.wait_stream(self.copy_in)
-        return views, (start, end)
+        return views, (start, start + need)
+
+    def take(self, need):
+        """The start of a region of NEED bytes of the ring, the next in turn;
+        COPY_IN waits for the copies out of what it held. Regions are taken
+        in turn, but a pass can wrap early, so any region still listed may
+        overlap: each is checked."""
+        if self.head + need > self.ring.numel():
+            self.head = 0
+        start, end = self.head, self.head + need
+        kept = []
+        for region in self.busy:
+            if region[0] < end and start < region[1]:
+                self.copy_in.wait_event(region[2])
+            else:
+                kept.append(region)
+        self.busy = kept
+        self.head = end
+        return start
 
     def stage_out(self, state, views, after, region):
         """After P's update: copy each view of VIEWS back to its tensor in

@@ -7,7 +7,10 @@ the weights (the same bit for bit whether the updates ran in backward or
 after it), the losses, and whether every gradient was already gone when
 backward() returned. MODE clip: the job clips its gradients at step 3, which
 the updates in backward cannot follow: the package turns itself off, saying
-so on stderr. MODE accumulate: two backward passes before step 3."""
+so on stderr. MODE accumulate: two backward passes before step 3. MODE host:
+plain, with the ring that stages the state lying on the host (run it under
+tests/gpu/sib-host.umpol) cut to twice the largest parameter's state, so
+that the regions of a pass wrap around it; the JSON says what was staged."""
 import hashlib
 import json
 import sys
@@ -15,7 +18,12 @@ import sys
 import torch
 import torch.nn.functional as F
 
+import umpol
+import umpol._overlap
+
 mode, out = sys.argv[1], sys.argv[2]
+if mode == "host":
+    umpol._overlap._RING_MIN = 0
 torch.manual_seed(0)
 device = torch.device("cuda", 0)
 model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.GELU(),
@@ -40,7 +48,11 @@ torch.cuda.synchronize()
 digest = hashlib.sha256()
 for p in model.parameters():
     digest.update(p.detach().cpu().numpy().tobytes())
+overlap = umpol._auto.overlap if umpol._auto is not None else None
+rings = [lane.ring.numel() for lane in (overlap.lanes.values() if overlap else ())
+         if lane.ring is not None]
 json.dump({"losses": losses, "digest": digest.hexdigest(), "grads_gone": gone,
+           "umpol_steps": umpol.steps(), "ring_bytes": rings,
            "steps": len(opt.state[next(model.parameters())]) and
            int(opt.state[next(model.parameters())]["step"].item())}, open(out, "w"))
 print(f"{mode}: losses {losses[0]:.6f} .. {losses[-1]:.6f}, gradients gone after backward: {gone}")
