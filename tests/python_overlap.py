@@ -303,8 +303,11 @@ check("copies in after the job's stream once a pass; the update after them; out 
       lane.copy_in.waited == ["main"] and lane.update.waited == ["main", c_in, "main", "main", c_in]
       and lane.copy_out.waited == [update, update])
 check("the job's stream waits for the copies out", torch.main.waited[-2:] == [update, c_out])
+check("the ring is freed at the end of the pass, the room the forward pass has",
+      lane.ring is None and lane.ring_bytes == ring.n)
 sib.step_post()
 backward(sib, params, [1.0, 1.0, 1.0])
+check("the next pass makes it again, as large", len(torch.rings) == 2 and torch.rings[1].n == ring.n)
 check("a new pass starts from a free ring (its copies in follow the job's stream, which "
       "waited for the last pass's copies out)", lane.copy_in.waited == ["main", "main"])
 check("the moments after two staged updates", [m.value for m in moments] == [12.0, 13.0, 15.0])

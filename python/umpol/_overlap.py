@@ -91,6 +91,7 @@ class StepInBackward:
             lane = self.lanes[device]
             for stream in (lane.update, lane.copy_out):
                 self.torch.cuda.current_stream(device).wait_stream(stream)
+            lane.ring = None  # freed once its copies are done: the forward pass has the room
         self.queued.clear()
         if failed and self.state == "armed":
             self._disarm("the backward pass raised: the parameters whose gradients were "
@@ -290,7 +291,7 @@ def _aligned(nbytes):
 
 
 _ALIGN = 512             # each staged tensor's offset in the ring
-_RING_MIN = 256 << 20    # the ring's least size, where the state on the host is larger
+_RING_SPARE = 256 << 20  # the ring beside the largest parameter's state, for the next ones
 
 
 class _Lane:
@@ -305,7 +306,8 @@ class _Lane:
     def __init__(self, torch, device):
         self.torch, self.device = torch, device
         self.update, self.copy_in, self.copy_out = (torch.cuda.Stream(device) for _ in range(3))
-        self.ring = None     # the uint8 device buffer, made at the first staged update
+        self.ring = None     # the uint8 device buffer, made at a pass's first staged update
+        self.ring_bytes = None
         self.head = 0        # where the next region starts
         self.busy = []       # (start, end, event of its copy out) of this pass's regions
         self.ordered = 0     # the backward pass COPY_IN was last ordered after the job's stream
@@ -374,13 +376,16 @@ class _Lane:
         self.busy.append((region[0], region[1], event))
 
     def _make_ring(self, sib):
-        """Twice the largest parameter's state on the host, at least _RING_MIN,
-        at most all of it: in the update phase's class (made in backward)."""
-        sizes = [sum(_aligned(t.numel() * t.element_size()) for t in sib.host_state(q).values())
-                 for g in sib.optimizer.param_groups for q in g["params"] if q.device == self.device]
-        size = min(sum(sizes), max(2 * max(sizes), _RING_MIN))
+        """The largest parameter's state on the host and _RING_SPARE beside it
+        (at most all of it), in the class of the backward pass's allocations.
+        It lives for one pass: backward_end frees it."""
+        if self.ring_bytes is None:
+            sizes = [sum(_aligned(t.numel() * t.element_size()) for t in sib.host_state(q).values())
+                     for g in sib.optimizer.param_groups for q in g["params"]
+                     if q.device == self.device]
+            self.ring_bytes = min(sum(sizes), max(sizes) + _RING_SPARE)
         torch = self.torch
-        self.ring = torch.empty(size, dtype=torch.uint8, device=self.device)
+        self.ring = torch.empty(self.ring_bytes, dtype=torch.uint8, device=self.device)
         for stream in (self.copy_in, self.update, self.copy_out):
             self.ring.record_stream(stream)
 

@@ -9,8 +9,8 @@ backward() returned. MODE clip: the job clips its gradients at step 3, which
 the updates in backward cannot follow: the package turns itself off, saying
 so on stderr. MODE accumulate: two backward passes before step 3. MODE host:
 plain, with the ring that stages the state lying on the host (run it under
-tests/gpu/sib-host.umpol) cut to twice the largest parameter's state, so
-that the regions of a pass wrap around it; the JSON says what was staged."""
+tests/gpu/sib-host.umpol) cut to the largest parameter's state and 1 MiB,
+so that the regions of a pass wrap around it; the JSON says what was staged."""
 import hashlib
 import json
 import sys
@@ -23,7 +23,7 @@ import umpol._overlap
 
 mode, out = sys.argv[1], sys.argv[2]
 if mode == "host":
-    umpol._overlap._RING_MIN = 0
+    umpol._overlap._RING_SPARE = 1 << 20
 torch.manual_seed(0)
 device = torch.device("cuda", 0)
 model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.GELU(),
@@ -49,8 +49,8 @@ digest = hashlib.sha256()
 for p in model.parameters():
     digest.update(p.detach().cpu().numpy().tobytes())
 overlap = umpol._auto.overlap if umpol._auto is not None else None
-rings = [lane.ring.numel() for lane in (overlap.lanes.values() if overlap else ())
-         if lane.ring is not None]
+rings = [lane.ring_bytes for lane in (overlap.lanes.values() if overlap else ())
+         if lane.ring_bytes is not None]
 json.dump({"losses": losses, "digest": digest.hexdigest(), "grads_gone": gone,
            "umpol_steps": umpol.steps(), "ring_bytes": rings,
            "steps": len(opt.state[next(model.parameters())]) and
