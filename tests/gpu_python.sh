@@ -93,6 +93,9 @@ assert all(r[k]["umpol_steps"] == 6 for k in r), {k: r[k]["umpol_steps"] for k i
 assert r["host-1"]["ring_bytes"] == [2 * 4 * 1024 * 1024 + 512 + (1 << 20)], r["host-1"]["ring_bytes"]
 assert r["host-0"]["ring_bytes"] == []
 assert r["host-1"]["digest"] == r["host-0"]["digest"] == r["plain-0"]["digest"], "staged weights differ"
+assert r["host-1"]["state_digest"] == r["host-0"]["state_digest"] == r["plain-0"]["state_digest"], \
+    "staged optimizer state differs"
+assert r["plain-1"]["state_digest"] == r["plain-0"]["state_digest"], "optimizer state differs"
 assert r["host-1"]["losses"] == r["host-0"]["losses"]
 print("step in backward: same weights (staged too), gradients gone, off when clipping or accumulating")
 PY

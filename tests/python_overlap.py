@@ -312,6 +312,66 @@ check("a new pass starts from a free ring (its copies in follow the job's stream
       "waited for the last pass's copies out)", lane.copy_in.waited == ["main", "main"])
 check("the moments after two staged updates", [m.value for m in moments] == [12.0, 13.0, 15.0])
 
+
+def staged_job():
+    """Armed, one step taken, each parameter's moment "m" on the host."""
+    torch, auto, sib, params, opt = job()
+    said(lambda: backward(sib, params, [1.0] * 3))
+    sib.step_post()
+    for i, p in enumerate(params):
+        opt.state[p]["m"] = Tensor(0x9000 + i, 1000, 10.0, torch.current)
+        auto.rt.host.add(0x9000 + i)
+    return torch, auto, sib, params, opt
+
+
+# A staged update that raises: the pass fails, the job's stream still waits
+# for the lane, and the ring is freed.
+torch, auto, sib, params, opt = staged_job()
+
+
+def raising(self):
+    raise RuntimeError("the update failed")
+
+
+type(opt).step = raising
+raised = False
+try:
+    sib.backward_begin()
+    params[-1].accumulate(1.0)
+except RuntimeError:
+    raised = True
+    text = said(lambda: sib.backward_end(failed=True))
+lane = sib.lanes["cuda:0"]
+check("a staged update that raises: the job waits for the lane, the ring is freed, it turns off",
+      raised and torch.main.waited[-2:] == [lane.update.name, lane.copy_out.name] and
+      lane.ring is None and len(torch.rings) == 1 and "off: the backward pass raised" in text)
+del type(opt).step
+
+# No room on the GPU for the ring: that pass's updates read the host's memory,
+# said once; the next pass tries again.
+torch, auto, sib, params, opt = staged_job()
+made = torch.empty
+
+
+def no_room(n, dtype, device):
+    raise RuntimeError("CUDA out of memory")
+
+
+torch.empty = no_room
+copies = len(COPIES)
+text = said(lambda: backward(sib, params, [1.0] * 3))
+text += said(lambda: (sib.step_post(), backward(sib, params, [1.0] * 3)))
+lane = sib.lanes["cuda:0"]
+check("no room for the ring: updated where the state lies, said once",
+      [p.value for p in params] == [8.5, 18.5, 28.5] and
+      all(opt.state[p]["m"].value == 12.0 for p in params) and len(COPIES) == copies
+      and text.count("no room on cuda:0 for the ring") == 1)
+torch.empty = made
+sib.step_post()
+backward(sib, params, [1.0] * 3)
+check("the next pass with room stages again", len(torch.rings) == 1 and
+      all(opt.state[p]["m"].value == 13.0 for p in params))
+
 # A streaming policy is told of each weight written outside its write phases.
 torch, auto, sib, params, opt = job(streaming=True)
 said(lambda: backward(sib, params, [1.0, 1.0, 1.0]))

@@ -91,8 +91,9 @@ class StepInBackward:
             lane = self.lanes[device]
             for stream in (lane.update, lane.copy_out):
                 self.torch.cuda.current_stream(device).wait_stream(stream)
-            lane.ring = None  # freed once its copies are done: the forward pass has the room
         self.queued.clear()
+        for lane in self.lanes.values():
+            lane.ring = None  # freed once its copies are done: the forward pass has the room
         if failed and self.state == "armed":
             self._disarm("the backward pass raised: the parameters whose gradients were "
                          "complete by then were updated; the optimizer steps after backward "
@@ -258,9 +259,11 @@ class StepInBackward:
             p.grad = None
             return
         lane = self._lane(device)
+        with self.lock:  # from here on the job's stream waits for this GPU's lane
+            self.queued.add(device)
         job = torch.cuda.current_stream(device)
         lane.update.wait_stream(job)  # the gradient is complete
-        staged = lane.stage_in(self, p, job)
+        staged = lane.stage_in(self, optimizer, p, job)
         if staged is not None:  # the update reads and writes the copies in the ring
             views, region = staged
             mine = dict(optimizer.state[p])
@@ -272,14 +275,12 @@ class StepInBackward:
             lane.stage_out(optimizer.state[p], views, mine, region)
         p.grad.record_stream(lane.update)  # freed once the update has read it
         p.grad = None
-        with self.lock:
-            self.queued.add(device)
 
-    def host_state(self, p):
-        """P's state tensors that lie in host memory the GPU reads across the
-        link (a `memory host` class), {key: tensor}, contiguous ones only."""
+    def host_state(self, optimizer, p):
+        """P's state tensors in OPTIMIZER that lie in host memory the GPU reads
+        across the link (a `memory host` class), {key: tensor}, contiguous ones only."""
         rt, out = self.auto.rt, {}
-        for key, t in self.optimizer.state.get(p, {}).items():
+        for key, t in optimizer.state.get(p, {}).items():
             if getattr(t, "is_cuda", False) and t.is_contiguous() and t.numel() and \
                     rt.on_host(t.untyped_storage().data_ptr()):
                 out[key] = t
@@ -308,20 +309,23 @@ class _Lane:
         self.update, self.copy_in, self.copy_out = (torch.cuda.Stream(device) for _ in range(3))
         self.ring = None     # the uint8 device buffer, made at a pass's first staged update
         self.ring_bytes = None
+        self.no_ring = 0     # the backward pass the ring could not be made in
+        self.told = False    # that it could not, on stderr
         self.head = 0        # where the next region starts
         self.busy = []       # (start, end, event of its copy out) of this pass's regions
         self.ordered = 0     # the backward pass COPY_IN was last ordered after the job's stream
 
-    def stage_in(self, sib, p, job):
+    def stage_in(self, sib, optimizer, p, job):
         """Copy P's state that lies on the host into the ring: ({key: device
         view}, its region), with UPDATE ordered after the copies; None when none
-        of it lies on the host or it does not fit the ring."""
-        host = sib.host_state(p)
-        if not host:
+        of it lies on the host, it does not fit the ring, or the ring does not
+        fit the GPU this pass."""
+        host = sib.host_state(optimizer, p)
+        if not host or self.no_ring == sib.passes:
             return None
         need = sum(_aligned(t.numel() * t.element_size()) for t in host.values())
-        if self.ring is None:
-            self._make_ring(sib)
+        if self.ring is None and not self._make_ring(sib, optimizer):
+            return None
         if need > self.ring.numel():
             return None
         torch = self.torch
@@ -375,19 +379,31 @@ class _Lane:
             event.record(self.copy_out)
         self.busy.append((region[0], region[1], event))
 
-    def _make_ring(self, sib):
+    def _make_ring(self, sib, optimizer):
         """The largest parameter's state on the host and _RING_SPARE beside it
         (at most all of it), in the class of the backward pass's allocations.
-        It lives for one pass: backward_end frees it."""
+        It lives for one pass: backward_end frees it. False when the GPU has no
+        room for it: this pass's updates read the host's memory."""
         if self.ring_bytes is None:
-            sizes = [sum(_aligned(t.numel() * t.element_size()) for t in sib.host_state(q).values())
-                     for g in sib.optimizer.param_groups for q in g["params"]
+            sizes = [sum(_aligned(t.numel() * t.element_size())
+                         for t in sib.host_state(optimizer, q).values())
+                     for g in optimizer.param_groups for q in g["params"]
                      if q.device == self.device]
             self.ring_bytes = min(sum(sizes), max(sizes) + _RING_SPARE)
         torch = self.torch
-        self.ring = torch.empty(self.ring_bytes, dtype=torch.uint8, device=self.device)
+        try:
+            self.ring = torch.empty(self.ring_bytes, dtype=torch.uint8, device=self.device)
+        except RuntimeError:  # torch.cuda.OutOfMemoryError
+            self.no_ring = sib.passes
+            if not self.told:
+                self.told = True
+                _say(f"no room on {self.device} for the ring the state on the host is staged "
+                     f"through ({self.ring_bytes >> 20} MiB) in a backward pass: its updates read "
+                     "the host's memory (said once)")
+            return False
         for stream in (self.copy_in, self.update, self.copy_out):
             self.ring.record_stream(stream)
+        return True
 
 
 def _same(a, b):

@@ -48,10 +48,15 @@ torch.cuda.synchronize()
 digest = hashlib.sha256()
 for p in model.parameters():
     digest.update(p.detach().cpu().numpy().tobytes())
+state = hashlib.sha256()  # the optimizer's state too: a lost copy back changes only it
+for p in model.parameters():
+    for key, t in sorted(opt.state[p].items()):
+        state.update(key.encode() + t.detach().cpu().numpy().tobytes())
 overlap = umpol._auto.overlap if umpol._auto is not None else None
 rings = [lane.ring_bytes for lane in (overlap.lanes.values() if overlap else ())
          if lane.ring_bytes is not None]
-json.dump({"losses": losses, "digest": digest.hexdigest(), "grads_gone": gone,
+json.dump({"losses": losses, "digest": digest.hexdigest(), "state_digest": state.hexdigest(),
+           "grads_gone": gone,
            "umpol_steps": umpol.steps(), "ring_bytes": rings,
            "steps": len(opt.state[next(model.parameters())]) and
            int(opt.state[next(model.parameters())]["step"].item())}, open(out, "w"))
