@@ -8,7 +8,10 @@ GPU, and its gradient is freed there. The update of the
 last layers then overlaps the backward pass of the first ones, and the step's
 gradients are never all on the card at once. The job's optimizer.step() finds
 no gradients left and does nothing; its learning-rate schedule, state and
-state_dict are the optimizer's own, unchanged.
+state_dict are the optimizer's own, unchanged. State that lies in host memory
+is staged through device memory around each update (_Lane), so the update's
+kernels leave the GPU's threads to the backward pass and the link carries
+both directions beside it.
 
 The arithmetic is the optimizer's own, run on one parameter at a time, so
 the losses are those of the job as written. The order is not: anything that
