@@ -324,6 +324,34 @@ def staged_job():
     return torch, auto, sib, params, opt
 
 
+# A staged update that replaces a staged tensor and removes a key: the
+# optimizer's state follows; the replaced tensor is not freed before its copy
+# in is done, and nothing is copied back into it.
+torch, auto, sib, params, opt = staged_job()
+for p in params:
+    opt.state[p]["gone"] = 1
+old = [opt.state[p]["m"] for p in params]
+
+
+def replacing(self):
+    for group in self.param_groups:
+        for p in group["params"]:
+            st = self.state[p]
+            st["m"] = Tensor(0xA000 + p.ptr, 1000, 99.0, torch.current)
+            del st["gone"]
+
+
+type(opt).step = replacing
+copies = len(COPIES)
+backward(sib, params, [1.0] * 3)
+lane = sib.lanes["cuda:0"]
+check("a replaced staged tensor and a removed key: the optimizer's state follows",
+      all(opt.state[p]["m"].ptr == 0xA000 + p.ptr and "gone" not in opt.state[p] for p in params))
+check("the replaced tensor waits for its copy in; nothing is copied back into it",
+      all(m.recorded == [lane.copy_in.name] for m in old) and
+      [c[0] for c in COPIES[copies:]] == [lane.copy_in.name] * 3)
+del type(opt).step
+
 # A staged update that raises: the pass fails, the job's stream still waits
 # for the lane, and the ring is freed.
 torch, auto, sib, params, opt = staged_job()

@@ -370,8 +370,12 @@ class _Lane:
         STATE (the optimizer's), and keep in STATE what the update added or
         replaced (AFTER: the shim's state of P); the region is free once done."""
         torch = self.torch
+        for key in [k for k in state if k not in after]:  # the update removed it
+            self._let_go(state.pop(key), key in views)
         for key, value in after.items():
             if views.get(key) is not value and state.get(key) is not value:
+                if key in state:
+                    self._let_go(state[key], key in views)
                 state[key] = value
         self.copy_out.wait_stream(self.update)
         with torch.cuda.stream(self.copy_out):
@@ -381,6 +385,12 @@ class _Lane:
             event = torch.cuda.Event()
             event.record(self.copy_out)
         self.busy.append((region[0], region[1], event))
+
+    def _let_go(self, tensor, staged):
+        """The optimizer's state no longer holds TENSOR: if it was copied in,
+        its memory is not handed out again before that copy is done."""
+        if staged:
+            tensor.record_stream(self.copy_in)
 
     def _make_ring(self, sib, optimizer):
         """The largest parameter's state on the host and _RING_SPARE beside it
