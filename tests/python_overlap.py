@@ -311,6 +311,13 @@ check("the next pass makes it again, as large", len(torch.rings) == 2 and torch.
 check("a new pass starts from a free ring (its copies in follow the job's stream, which "
       "waited for the last pass's copies out)", lane.copy_in.waited == ["main", "main"])
 check("the moments after two staged updates", [m.value for m in moments] == [12.0, 13.0, 15.0])
+sib.step_post()
+auto.rt.host.add(0x9001)  # the state a resumed job loaded: all of it on the host now
+sib.state_loaded()
+backward(sib, params, [1.0, 1.0, 1.0])
+check("a loaded state: the ring is sized again, for all three moments",
+      len(torch.rings) == 3 and torch.rings[2].n == 4096 + 8192 + 12288 and
+      [m.value for m in moments] == [13.0, 14.0, 16.0])
 
 
 def staged_job():

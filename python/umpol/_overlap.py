@@ -117,6 +117,12 @@ class StepInBackward:
                          "optimizer.step(): that pass's updates were applied already; the "
                          "optimizer steps after backward from now on")
 
+    def state_loaded(self):
+        """The job loaded an optimizer's state: where it lies, and so the
+        ring's size, is found again at the next staged update."""
+        for lane in self.lanes.values():
+            lane.ring_bytes = None
+
     def refuse(self, why):
         """The job does something the updates in backward cannot follow."""
         if self.state == "armed":
@@ -290,8 +296,17 @@ class StepInBackward:
         return out
 
 
+def _nbytes(t):
+    return t.numel() * t.element_size()
+
+
 def _aligned(nbytes):
     return (nbytes + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+def _staged_bytes(host):
+    """The ring's bytes for the tensors of HOST, each at an aligned offset."""
+    return sum(_aligned(_nbytes(t)) for t in host.values())
 
 
 _ALIGN = 512             # each staged tensor's offset in the ring
@@ -326,7 +341,7 @@ class _Lane:
         host = sib.host_state(optimizer, p)
         if not host or self.no_ring == sib.passes:
             return None
-        need = sum(_aligned(t.numel() * t.element_size()) for t in host.values())
+        need = _staged_bytes(host)
         if self.ring is None and not self._make_ring(sib, optimizer):
             return None
         if need > self.ring.numel():
@@ -340,7 +355,7 @@ class _Lane:
         views, at = {}, start
         with torch.cuda.stream(self.copy_in):
             for key, t in host.items():
-                n = t.numel() * t.element_size()
+                n = _nbytes(t)
                 views[key] = self.ring[at:at + n].view(t.dtype).view(t.shape)
                 views[key].copy_(t, non_blocking=True)
                 at += _aligned(n)
@@ -398,8 +413,7 @@ class _Lane:
         It lives for one pass: backward_end frees it. False when the GPU has no
         room for it: this pass's updates read the host's memory."""
         if self.ring_bytes is None:
-            sizes = [sum(_aligned(t.numel() * t.element_size())
-                         for t in sib.host_state(optimizer, q).values())
+            sizes = [_staged_bytes(sib.host_state(optimizer, q))
                      for g in optimizer.param_groups for q in g["params"]
                      if q.device == self.device]
             self.ring_bytes = min(sum(sizes), max(sizes) + _RING_SPARE)

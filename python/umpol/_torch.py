@@ -3,8 +3,8 @@
 Through PyTorch's global hooks where it has them (module forward hooks,
 optimizer step hooks, default saved-tensor hooks) and wrappers around the
 library's own entry points where it has none (torch.autograd.backward and
-grad, Module.to/cuda/to_empty, Optimizer.zero_grad and Module.zero_grad, and
-__init__ of every nn.Module subclass). The job's
+grad, Module.to/cuda/to_empty, Optimizer.zero_grad and Module.zero_grad,
+Optimizer.load_state_dict, and __init__ of every nn.Module subclass). The job's
 own code is not touched. See umpol-python(7) for the phases and their rules.
 
 Phases are per thread in the runtime's stack but process-wide in effect: a
@@ -249,16 +249,18 @@ class Auto:
         # torch's global hooks get step()'s arguments with the optimizer first.
         at = 1 if args and args[0] is optimizer else 0
         positional = len(args) > at and callable(args[at])
-        closure = positional or callable(kwargs.get("closure"))
+        closure = args[at] if positional else kwargs.get("closure")
+        if not callable(closure):
+            closure = None
         if overlap is not None:
-            if closure:
+            if closure is not None:
                 overlap.refuse("the job steps with a closure (backward runs inside step)")
             overlap.step_pre(optimizer)
+        if closure is None:
+            return None
         if positional:
-            return tuple(args[:at]) + (self._closure(args[at]),) + tuple(args[at + 1:]), kwargs
-        if callable(kwargs.get("closure")):
-            return args, dict(kwargs, closure=self._closure(kwargs["closure"]))
-        return None
+            return tuple(args[:at]) + (self._closure(closure),) + tuple(args[at + 1:]), kwargs
+        return args, dict(kwargs, closure=self._closure(closure))
 
     def _closure(self, closure):
         auto = self
@@ -425,6 +427,19 @@ def install(torch, rt, saved=True, step_in_backward=False):
             cls.step = wrapper
         for_subclasses(Optimizer, wrap_step)
     Optimizer.zero_grad = auto.wrap_method(Optimizer.zero_grad, ZERO_GRAD)
+    # A resumed job's optimizer state is made by load_state_dict (copied to the
+    # parameters' device there): in optimizer.step, so the policy places it as
+    # the state its steps make.
+    loaded = auto.wrap_method(Optimizer.load_state_dict, STEP)
+
+    @functools.wraps(loaded)
+    def load_state_dict(self, *args, **kwargs):
+        out = loaded(self, *args, **kwargs)
+        if auto.overlap is not None:
+            auto.overlap.state_loaded()
+        return out
+    load_state_dict.__umpol_wrapped__ = True
+    Optimizer.load_state_dict = load_state_dict
     Module.zero_grad = auto.wrap_method(Module.zero_grad, ZERO_GRAD)
 
     for method in ("to", "cuda", "to_empty"):

@@ -110,6 +110,20 @@ d = delta(b)
 check("optimizer.step with a closure", d.get("rest") == 1 and d.get("fwd") and d.get("bwd")
       and set(d) <= {"rest", "fwd", "bwd", "opt"}, d)
 
+# Resuming: the state a checkpoint holds (on the CPU, as torch.load with
+# map_location="cpu" gives it), loaded into a new optimizer, is optimizer state.
+saved_state = opt.state_dict()
+saved_state = {"param_groups": saved_state["param_groups"],
+               "state": {i: {k: v.cpu() if torch.is_tensor(v) else v for k, v in s.items()}
+                         for i, s in saved_state["state"].items()}}
+resumed = torch.optim.AdamW(model.parameters(), lr=1e-3)
+b = counts()
+resumed.load_state_dict(saved_state)
+d = delta(b)
+check("optimizer.load_state_dict", set(d) == {"opt"} and d["opt"] >= 16, d)
+check("loading is not a step", umpol.steps() == 3, umpol.steps())
+del resumed, saved_state
+
 # Evaluation under no_grad and inference_mode.
 b = counts()
 with torch.no_grad():
