@@ -92,6 +92,9 @@ assert all(r[k]["umpol_steps"] == 6 for k in r), {k: r[k]["umpol_steps"] for k i
 # state (two 4 MiB moments and its step) and 1 MiB: the same weights.
 assert r["host-1"]["ring_bytes"] == [2 * 4 * 1024 * 1024 + 512 + (1 << 20)], r["host-1"]["ring_bytes"]
 assert r["host-0"]["ring_bytes"] == []
+# Every update after the first step's was staged, those after the reload at
+# step 3 too (the loaded state lies on the host), and the regions wrapped.
+assert r["host-1"]["staged"] == 5 * 6 and r["host-1"]["wraps"] >= 5, (r["host-1"]["staged"], r["host-1"]["wraps"])
 assert r["host-1"]["digest"] == r["host-0"]["digest"] == r["plain-0"]["digest"], "staged weights differ"
 assert r["host-1"]["state_digest"] == r["host-0"]["state_digest"] == r["plain-0"]["state_digest"], \
     "staged optimizer state differs"

@@ -332,6 +332,8 @@ class _Lane:
         self.head = 0        # where the next region starts
         self.busy = []       # (start, end, event of its copy out) of this pass's regions
         self.ordered = 0     # the backward pass COPY_IN was last ordered after the job's stream
+        self.staged = 0      # updates staged so far
+        self.wraps = 0       # times a pass's regions went round the ring
 
     def stage_in(self, sib, optimizer, p, job):
         """Copy P's state that lies on the host into the ring: ({key: device
@@ -360,6 +362,7 @@ class _Lane:
                 views[key].copy_(t, non_blocking=True)
                 at += _aligned(n)
         self.update.wait_stream(self.copy_in)
+        self.staged += 1
         return views, (start, start + need)
 
     def take(self, need):
@@ -369,6 +372,7 @@ class _Lane:
         overlap: each is checked."""
         if self.head + need > self.ring.numel():
             self.head = 0
+            self.wraps += 1
         start, end = self.head, self.head + need
         kept = []
         for region in self.busy:

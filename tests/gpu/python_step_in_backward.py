@@ -10,7 +10,9 @@ the updates in backward cannot follow: the package turns itself off, saying
 so on stderr. MODE accumulate: two backward passes before step 3. MODE host:
 plain, with the ring that stages the state lying on the host (run it under
 tests/gpu/sib-host.umpol) cut to the largest parameter's state and 1 MiB,
-so that the regions of a pass wrap around it; the JSON says what was staged."""
+so that the regions of a pass wrap around it, and after step 3 the job
+resumes from a copy of the optimizer's state on the CPU (load_state_dict);
+the JSON says what was staged."""
 import hashlib
 import json
 import sys
@@ -44,6 +46,10 @@ for step in range(6):
     opt.step()
     opt.zero_grad(set_to_none=True)
     losses.append(loss.item())
+    if mode == "host" and step == 3:  # as a job resumed from its checkpoint would
+        saved = opt.state_dict()
+        opt.load_state_dict({"param_groups": saved["param_groups"], "state": {
+            i: {k: v.cpu() for k, v in s.items()} for i, s in saved["state"].items()}})
 torch.cuda.synchronize()
 digest = hashlib.sha256()
 for p in model.parameters():
@@ -53,11 +59,12 @@ for p in model.parameters():
     for key, t in sorted(opt.state[p].items()):
         state.update(key.encode() + t.detach().cpu().numpy().tobytes())
 overlap = umpol._auto.overlap if umpol._auto is not None else None
-rings = [lane.ring_bytes for lane in (overlap.lanes.values() if overlap else ())
-         if lane.ring_bytes is not None]
+lanes = list(overlap.lanes.values()) if overlap else []
+rings = [lane.ring_bytes for lane in lanes if lane.ring_bytes is not None]
 json.dump({"losses": losses, "digest": digest.hexdigest(), "state_digest": state.hexdigest(),
            "grads_gone": gone,
            "umpol_steps": umpol.steps(), "ring_bytes": rings,
+           "staged": sum(lane.staged for lane in lanes), "wraps": sum(lane.wraps for lane in lanes),
            "steps": len(opt.state[next(model.parameters())]) and
            int(opt.state[next(model.parameters())]["step"].item())}, open(out, "w"))
 print(f"{mode}: losses {losses[0]:.6f} .. {losses[-1]:.6f}, gradients gone after backward: {gone}")
