@@ -27,6 +27,13 @@ Per umpol cell:
               run of the same budget, else the runtime's own) plus modelled
               zero-copy traffic (see report_of). It assumes a full-duplex link
               and moves hidden behind compute.
+  two-way     the same bound with the link as measured both ways at once (a
+              pinned copy each way on two streams, both_ways_gbps_each): the
+              bytes both directions share cross at that rate, the rest at its
+              own one-way rate, min(h2d,d2h)/bw_both + the rest/bw_one_way,
+              the least time any mix of the three measured rates allows. It
+              is never below bound; it is what a step that moves about as much
+              each way can reach on a link that is not full duplex.
   gh200       the same bytes over NVLink-C2C at 346 GB/s each way (a paper
               projection, compute unchanged)
   in order    the bound that keeps the job's order of work: the AdamW step
@@ -238,11 +245,16 @@ def main():
                 source += ", + modelled zero-copy"
                 h2d = mig_h2d + rep["zero_copy_h2d_bytes_per_step"]
                 d2h = mig_d2h + rep["zero_copy_d2h_bytes_per_step"]
-            bound = gh = in_order = None
+            bound = gh = in_order = two_way = None
             if h2d is not None and cbw and ckpt:
                 compute = ckpt["median_step_ms"]
                 link_ms = max(h2d / (cbw["h2d_gbps"] * 1e6), d2h / (cbw["d2h_gbps"] * 1e6))
                 bound = max(compute, link_ms)
+                if cbw.get("both_ways_gbps_each"):
+                    shared = min(h2d, d2h)
+                    two_way = max(compute, shared / (cbw["both_ways_gbps_each"] * 1e6)
+                                  + (h2d - shared) / (cbw["h2d_gbps"] * 1e6)
+                                  + (d2h - shared) / (cbw["d2h_gbps"] * 1e6))
                 gh = max(compute, max(h2d, d2h) / GH200_BPS * 1e3)
                 if params:
                     in_step = max(0, OPTIMIZER_BYTES_PER_PARAM * params - run["card_peak_bytes"])
@@ -271,6 +283,8 @@ def main():
                 "nvml_link": run.get("link") if nvml_valid else None,
                 "bound_ms": None if bound is None else round(bound, 1),
                 "umpol_over_bound": None if bound is None else round(ms / bound, 3),
+                "bound_two_way_ms": None if two_way is None else round(two_way, 1),
+                "umpol_over_bound_two_way": None if two_way is None else round(ms / two_way, 3),
                 "gh200_projection_ms": None if gh is None else round(gh, 1),
                 "bound_in_order_ms": None if in_order is None else round(in_order, 1),
                 "umpol_over_bound_in_order": None if in_order is None else round(ms / in_order, 3),
@@ -284,8 +298,9 @@ def main():
                    f"umpol x{cell['umpol_over_best']:.2f}" if best else "none")
                 + (f"; at the card's {gib(run['card_peak_bytes'])} GiB: {card_best[0]}, umpol "
                    f"x{cell['umpol_over_best_at_card_memory']:.2f}" if card_best else "")
-                + (f"; bound {bound:.1f} ms (umpol / bound {ms / bound:.2f}); GH200 projection {gh:.1f} ms"
-                   if bound else "")
+                + (f"; bound {bound:.1f} ms (umpol / bound {ms / bound:.2f})" if bound else "")
+                + (f", both ways at once {two_way:.1f} ms (umpol / it {ms / two_way:.2f})" if two_way else "")
+                + (f"; GH200 projection {gh:.1f} ms" if gh else "")
                 + (f"; in the job's order {in_order:.1f} ms (umpol / it {ms / in_order:.2f})" if in_order else "")
                 + " |")
     def pick(cs, key="umpol_over_best"):
@@ -298,6 +313,8 @@ def main():
     out["grid.min_umpol_over_best_at_card_memory"] = pick(grid_cells, "umpol_over_best_at_card_memory")
     bounds = [c["umpol_over_bound"] for c in grid_cells if c.get("umpol_over_bound") is not None]
     out["grid.max_umpol_over_bound"] = max(bounds) if bounds else None
+    two = [c["umpol_over_bound_two_way"] for c in grid_cells if c.get("umpol_over_bound_two_way") is not None]
+    out["grid.max_umpol_over_bound_two_way"] = max(two) if two else None
     ordered = [c["umpol_over_bound_in_order"] for c in grid_cells if c.get("umpol_over_bound_in_order") is not None]
     out["grid.max_umpol_over_bound_in_order"] = max(ordered) if ordered else None
     # The least umpol / bound any placement could reach in a cell: its in-order bound over its bound.
@@ -313,9 +330,10 @@ def main():
     print("\n".join(lines))
     print(f"\ngrid.min_umpol_over_best {out['grid.min_umpol_over_best']} (goal >= 1.0); "
           f"where the states fit {out['grid.min_umpol_over_best_where_states_fit']} (goal >= 1.5); "
-          f"grid.max_umpol_over_bound {out['grid.max_umpol_over_bound']} (goal <= 1.25; no placement can go "
-          f"below {out['grid.max_bound_in_order_over_bound']} in the job's order of work, where it is "
-          f"{out['grid.max_umpol_over_bound_in_order']}); "
+          f"grid.max_umpol_over_bound {out['grid.max_umpol_over_bound']} (goal <= 1.25; no placement that steps after "
+          f"backward can go below {out['grid.max_bound_in_order_over_bound']}, where it is "
+          f"{out['grid.max_umpol_over_bound_in_order']}; by the link both ways at once "
+          f"{out['grid.max_umpol_over_bound_two_way']}); "
           f"by the card's memory instead of the budget {out['grid.min_umpol_over_best_at_card_memory']}")
     json.dump(out, open(keys_path, "w"), indent=1)
 
