@@ -2,7 +2,8 @@
 # bench/grid_summary.py against a recorded grid (bench/results/2026-11-23-h100-grid-8ef32ed,
 # two models from two calls): it must make the committed grid.* keys and summary again,
 # byte for byte, each model's bound must use its own call's pinned-copy bandwidth, and the
-# bound in the job's order must add the AdamW step's reads the card cannot hold.
+# bound in the job's order must add the AdamW step's reads the card cannot hold, and the
+# bound both ways at once must use the rate its call measured for that.
 . "${top_srcdir:-.}/tests/lib.sh"
 command -v python3 >/dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
 r="$top_srcdir/bench/results/2026-11-23-h100-grid-8ef32ed"
@@ -25,5 +26,9 @@ assert abs(c["bound_in_order_ms"] - (399.7 + (16 * 1750206464 - 18004049920) / 4
 # Where the link bound is above it, the in-order bound is the link bound.
 c = cells[(32, 10515120128)]
 assert c["bound_in_order_ms"] == c["bound_ms"], c
+# Both ways at once: the 34.14 GB both directions share at the 40.13 GB/s each way its call
+# measured for that, the 7.31 GB more in at the 49.84 one way, above the full-duplex bound.
+assert abs(c["bound_two_way_ms"] - (34136164988 / 40.127e6 + (41442115458 - 34136164988) / 49.843e6)) < 0.5, c
+assert c["bound_two_way_ms"] > c["bound_ms"]
 PY
 finish
