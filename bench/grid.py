@@ -317,6 +317,11 @@ def train(args):
                 pass
         tokens = torch.randint(0, VOCAB, (BATCH, SEQ), generator=gen).to(device)
         torch.cuda.synchronize()
+        trace = os.environ.get("GRID_TORCH_TRACE") if step == total - 1 else None
+        if trace:  # the last step's kernels and copies on every stream, for a timeline
+            profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                          torch.profiler.ProfilerActivity.CUDA])
+            profiler.__enter__()
         t0 = time.perf_counter()
         marks[0].record()
         nvtx.range_push("forward")
@@ -352,6 +357,9 @@ def train(args):
         marks[3].record()
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
+        if trace:
+            profiler.__exit__(None, None, None)
+            profiler.export_chrome_trace(trace)
         for k, part in enumerate(gpu_parts):
             gpu_parts[part].append(marks[k].elapsed_time(marks[k + 1]))
         losses.append(loss.detach().float().item())

@@ -90,6 +90,23 @@ int umpol_use(const void *const *ptrs, size_t count, void *stream);
  * stay there until the next write phase ends. Returns when no remap of those
  * blocks is being made; 0, or -1 when no policy is loaded. */
 int umpol_written(const void *const *ptrs, size_t count);
+/* The writes said with umpol_written of the blocks starting at
+ * PTRS[0..COUNT) are queued on STREAM (a cudaStream_t). Once the job's next
+ * such writes touch none of their pieces (or their write phase ends), the
+ * pieces the stream brought of those blocks are copied back to host memory
+ * after STREAM's work, on the runtime's own stream, and may then leave with
+ * no copy: the step in backward calls it after each parameter's update, so
+ * the updated weights go back beside the backward pass and not after it.
+ * COUNT 0 passes nothing new and copies back every block said done before.
+ * Returns 0, or -1 when no policy is loaded. */
+int umpol_write_done(const void *const *ptrs, size_t count, void *stream);
+/* ON nonzero: from now on the job says every write of the memory of classes
+ * that stream (umpol_written), those in the class's write phases too, so a
+ * write phase opening leaves clean pieces clean and its closing copies back
+ * only the pieces written. The step in backward turns it on while it updates
+ * every parameter and the job's own step writes nothing, and off when it
+ * stops. Returns 0, or -1 when no policy is loaded. */
+int umpol_writes_said(int on);
 
 /* PyTorch pluggable allocator entry points
  * (torch.cuda.memory.CUDAPluggableAllocator(path, "umpol_torch_alloc", "umpol_torch_free")). */

@@ -15,6 +15,7 @@ from umpol._overlap import StepInBackward
 class Stream:
     def __init__(self, name):
         self.name, self.waited = name, []
+        self.cuda_stream = name  # what the runtime is handed
 
     def wait_stream(self, other):
         self.waited.append(other.name)
@@ -195,8 +196,10 @@ class Auto:
     def __init__(self, streaming=False):
         self.streaming = streaming
         self.phases = []
-        self.rt = types.SimpleNamespace(written_ptrs=[], host=set())
+        self.rt = types.SimpleNamespace(written_ptrs=[], host=set(), done=[], said=[])
         self.rt.written = lambda ptrs: self.rt.written_ptrs.extend(ptrs)
+        self.rt.write_done = lambda ptrs, stream: self.rt.done.extend((p, stream) for p in ptrs)
+        self.rt.writes_said = self.rt.said.append
         self.rt.on_host = lambda ptr: ptr in self.rt.host
 
     def compiling(self):
@@ -412,6 +415,24 @@ torch, auto, sib, params, opt = job(streaming=True)
 said(lambda: backward(sib, params, [1.0, 1.0, 1.0]))
 check("umpol_written for each weight, before its update",
       auto.rt.written_ptrs == [0x3000, 0x2000, 0x1000])
+check("the first updates (in the optimizer's phase, on the job's stream) are not said done",
+      auto.rt.done == [])
+sib.step_pre(opt)
+opt.step()
+check("a step that finds no gradient says every write was said", auto.rt.said == [True])
+sib.step_post()
+backward(sib, params, [1.0, 1.0, 1.0])
+update = sib.lanes["cuda:0"].update.name
+check("each later update said done on the side stream, after it is queued",
+      auto.rt.written_ptrs[3:] == [0x3000, 0x2000, 0x1000] and
+      auto.rt.done == [(0x3000, update), (0x2000, update), (0x1000, update)])
+params[0].grad = 1.0  # a gradient the updates did not take: the job's step writes it
+sib.step_pre(opt)
+check("a step with a gradient left does not", auto.rt.said == [True, False])
+sib.step_post()
+params[0].grad = None
+text = said(lambda: sib.refuse("the job does something"))
+check("turned off: the job's steps write unsaid again", auto.rt.said[-1] is False and "off" in text)
 
 # Gradient accumulation: off before the second pass runs, which then
 # accumulates for the job's own step.

@@ -132,16 +132,20 @@ class StepInBackward:
             _say(f"off: {why}")
 
     def step_pre(self, optimizer):
-        """The job's optimizer.step() begins."""
-        if self.state != "armed" or optimizer is not self.optimizer:
-            return
-        why = self._hooked(optimizer)
-        if why is None and self.hyper is not None and self.backwards and \
-                not _same(self.hyper, self._hyperparameters()):
-            why = ("the job changed the optimizer's hyperparameters between backward and step: "
-                   "this step's updates used the earlier ones")
-        if why is not None:
-            self._disarm(why + "; the optimizer steps after backward from now on")
+        """The job's optimizer.step() is about to begin (its phase not open yet)."""
+        if self.state == "armed" and optimizer is self.optimizer:
+            why = self._hooked(optimizer)
+            if why is None and self.hyper is not None and self.backwards and \
+                    not _same(self.hyper, self._hyperparameters()):
+                why = ("the job changed the optimizer's hyperparameters between backward and step: "
+                       "this step's updates used the earlier ones")
+            if why is not None:
+                self._disarm(why + "; the optimizer steps after backward from now on")
+        # A step that finds no gradient writes no weight: every write of this
+        # one was said (each update's), so its phase leaves clean pieces clean.
+        self.auto.rt.writes_said(self.state == "armed" and optimizer is self.optimizer and
+                                 not any(p.grad is not None for g in optimizer.param_groups
+                                         for p in g["params"]))
 
     def step_post(self):
         """The job's optimizer.step() has returned."""
@@ -212,6 +216,7 @@ class StepInBackward:
              "backward, on a side stream")
 
     def _disarm(self, why):
+        self.auto.rt.writes_said(False)
         for h in self.handles:
             h.remove()
         self.handles, self.group, self.hyper = [], {}, None
@@ -247,8 +252,9 @@ class StepInBackward:
             return
         self.fired.add(id(p))
         torch, device = self.torch, p.device
+        weight = [p.untyped_storage().data_ptr()]
         if self.auto.streaming:  # its pieces the stream brought leave only once copied back
-            self.auto.rt.written([p.untyped_storage().data_ptr()])
+            self.auto.rt.written(weight)
         # The optimizer's own step over a group of this one parameter, through a
         # shim that shares its state: the optimizer's groups stay as they are for
         # the other GPUs' threads, and no step hook runs per parameter.
@@ -282,6 +288,8 @@ class StepInBackward:
             step(shim)
         if staged is not None:
             lane.stage_out(optimizer.state[p], views, mine, region)
+        if self.auto.streaming:  # the weight goes back to the host beside the backward pass
+            self.auto.rt.write_done(weight, lane.update.cuda_stream)
         p.grad.record_stream(lane.update)  # freed once the update has read it
         p.grad = None
 

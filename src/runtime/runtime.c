@@ -1034,6 +1034,24 @@ void rt_written(struct runtime *rt, const void *const *ptrs, size_t n)
     pthread_mutex_unlock(&rt->lock);
 }
 
+void rt_write_done(struct runtime *rt, const void *const *ptrs, size_t n, cudaStream_t stream)
+{
+    if (!stream_enabled(rt) || (!ptrs && n))
+        return;
+    pthread_mutex_lock(&rt->lock);
+    stream_write_done(rt, ptrs, n, stream);
+    pthread_mutex_unlock(&rt->lock);
+}
+
+void rt_writes_said(struct runtime *rt, bool on)
+{
+    if (!stream_enabled(rt))
+        return;
+    pthread_mutex_lock(&rt->lock);
+    stream_writes_said(rt, on);
+    pthread_mutex_unlock(&rt->lock);
+}
+
 void rt_capture_prepare(struct runtime *rt)
 {
     if (!stream_enabled(rt))

@@ -647,15 +647,17 @@ static void writes_begin(struct runtime *rt, int c)
             for (size_t i = 0; mv && i < mv->pieces; i++) {
                 if (mv->incoming[i])
                     cancel(rt, s, i);
-                mv->clean[i] = false;
+                if (!rt->stream.said) /* the phase may write any piece unsaid */
+                    mv->clean[i] = false;
             }
         }
     }
 }
 
 /* Class C's write phases closed: every piece counts as used by the writes
- * (marked after them), and the pieces the stream brought are copied back to
- * their host memory after the writes, so that they can leave with no copy. */
+ * (marked after them), and the pieces the stream brought that are not clean
+ * are copied back to their host memory after the writes, so that they can
+ * leave with no copy (every one, unless the job says its writes). */
 static void writes_end(struct runtime *rt, int c)
 {
     struct stream_class *sc = &rt->stream.classes[c];
@@ -687,7 +689,7 @@ static void writes_end(struct runtime *rt, int c)
                 mover_movable_writes_ordered(mv);
             for (size_t i = 0; mv && i < mv->pieces; i++) {
                 mv->last_use[i] = u;
-                if (mv->streamed[i] && mv->gpu[i] && ordered &&
+                if (mv->streamed[i] && mv->gpu[i] && !mv->clean[i] && ordered &&
                     mover_piece_save(&rt->mover, mv, i, copy))
                     rt->class_stats[c].stream_save_bytes += mover_piece_size(mv, i);
             }
@@ -696,6 +698,7 @@ static void writes_end(struct runtime *rt, int c)
         device_leave(rt, d, previous);
     }
     rt->stream.uses++;
+    rt->stream.done_count = 0; /* what they held was copied back with the rest */
 }
 
 bool stream_phases(struct runtime *rt)
@@ -729,6 +732,75 @@ void stream_written(struct runtime *rt, const void *const *ptrs, size_t n)
         if (b && !rt->stream.classes[b->slab->pool->class_idx].writing)
             stream_block_written(rt, b);
     }
+}
+
+/* Does block B share a piece with a block at PTRS[0..N)? */
+static bool shares_piece(struct runtime *rt, const struct block *b, const void *const *ptrs, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        const struct block *o = streamed_block(rt, (uintptr_t)ptrs[k]);
+        if (o && o->slab == b->slab && first_piece(o) < end_piece(b) && first_piece(b) < end_piece(o))
+            return true;
+    }
+    return false;
+}
+
+/* The pieces of block B on the GPU that are not clean are copied back after
+ * the work queued on STREAM so far, on the GPU's eviction stream. */
+static void copy_back(struct runtime *rt, const struct block *b, cudaStream_t stream)
+{
+    int d = b->slab->pool->device, c = b->slab->pool->class_idx;
+    struct device_state *dev = &rt->devices[d];
+    struct movable *mv = b->slab->backing;
+    cudaStream_t back = dev->evict_stream ? dev->evict_stream : dev->fetch_stream;
+    int previous = device_enter(rt, d);
+    if (previous < 0)
+        return; /* left unclean: its write phase's end copies it back */
+    bool ordered = back && mover_follow(&rt->mover, dev, back, stream);
+    for (size_t i = first_piece(b); ordered && i < end_piece(b) && i < mv->pieces; i++)
+        if (mv->streamed[i] && mv->gpu[i] && !mv->clean[i] && mover_piece_save(&rt->mover, mv, i, back))
+            rt->class_stats[c].stream_save_bytes += mover_piece_size(mv, i);
+    device_leave(rt, d, previous);
+}
+
+void stream_write_done(struct runtime *rt, const void *const *ptrs, size_t n, cudaStream_t stream)
+{
+    struct stream_state *st = &rt->stream;
+    if (!st->classes || captured(rt, mover_stream_capturing(&rt->mover, stream)))
+        return;
+    reap(rt, 0);
+    /* The blocks said done before whose pieces these do not share: their
+     * writes are queued (on their stream, which is followed), and the
+     * writes have moved past them. */
+    size_t kept = 0;
+    for (size_t k = 0; k < st->done_count; k++) {
+        struct block *b = streamed_block(rt, st->done[k].addr);
+        if (!b || rt->stream.classes[b->slab->pool->class_idx].writing)
+            continue; /* freed, or its write phase copies it back */
+        if (shares_piece(rt, b, ptrs, n))
+            st->done[kept++] = st->done[k];
+        else
+            copy_back(rt, b, st->done[k].stream);
+    }
+    st->done_count = kept;
+    for (size_t k = 0; k < n; k++) {
+        struct block *b = streamed_block(rt, (uintptr_t)ptrs[k]);
+        if (!b || rt->stream.classes[b->slab->pool->class_idx].writing)
+            continue;
+        if (st->done_count == STREAM_DONE_MAX) { /* the oldest goes back now */
+            struct block *old = streamed_block(rt, st->done[0].addr);
+            if (old)
+                copy_back(rt, old, st->done[0].stream);
+            memmove(st->done, st->done + 1, --st->done_count * sizeof st->done[0]);
+        }
+        st->done[st->done_count].addr = b->addr;
+        st->done[st->done_count++].stream = stream;
+    }
+}
+
+void stream_writes_said(struct runtime *rt, bool on)
+{
+    rt->stream.said = on;
 }
 
 void stream_block_written(struct runtime *rt, const struct block *b)

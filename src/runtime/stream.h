@@ -49,6 +49,17 @@ uint64_t stream_short(const struct runtime *rt, int *device);
  * one parameter at a time): as stream_block_written, each such block of a
  * streaming class (rt->lock held). */
 void stream_written(struct runtime *rt, const void *const *ptrs, size_t n);
+/* The writes said with stream_written of the blocks at PTRS[0..N) are
+ * queued on STREAM: the pieces on the GPU of the blocks said done before,
+ * that none of these shares, are copied back to their host memory after
+ * STREAM's work (on the runtime's eviction stream) and are clean, so they
+ * may leave with no copy; these wait until the writes move past their
+ * pieces, or their write phase ends (rt->lock held). */
+void stream_write_done(struct runtime *rt, const void *const *ptrs, size_t n, cudaStream_t stream);
+/* ON: the job says every write of streamed memory, its write phases' too, so
+ * a write phase opening leaves clean pieces clean, and its closing copies
+ * back only the pieces written (rt->lock held). */
+void stream_writes_said(struct runtime *rt, bool on);
 void stream_retry(struct runtime *rt);
 /* Phases opened or closed: start or end the write phases (rt->lock held).
  * Returns true when one ended. */
