@@ -103,9 +103,14 @@ int umpol_write_done(const void *const *ptrs, size_t count, void *stream);
 /* ON nonzero: from now on the job says every write of the memory of classes
  * that stream (umpol_written), those in the class's write phases too, so a
  * write phase opening leaves clean pieces clean and its closing copies back
- * only the pieces written. The step in backward turns it on while it updates
- * every parameter and the job's own step writes nothing, and off when it
- * stops. Returns 0, or -1 when no policy is loaded. */
+ * only the pieces written; turned off while such a phase is open, every
+ * piece becomes unclean then. The step in backward turns it on when a
+ * backward pass returns with no gradient left for the job's step and no step
+ * post-hook but umpol's, and off when that step returns, when a gradient is
+ * there at the step after all, and when it stops. A piece with a write said
+ * and not yet said queued, or with a block handed out in it, is not copied
+ * back before its write phase ends. Returns 0, or -1 when no policy is
+ * loaded. */
 int umpol_writes_said(int on);
 
 /* PyTorch pluggable allocator entry points

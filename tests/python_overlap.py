@@ -415,24 +415,46 @@ torch, auto, sib, params, opt = job(streaming=True)
 said(lambda: backward(sib, params, [1.0, 1.0, 1.0]))
 check("umpol_written for each weight, before its update",
       auto.rt.written_ptrs == [0x3000, 0x2000, 0x1000])
-check("the first updates (in the optimizer's phase, on the job's stream) are not said done",
-      auto.rt.done == [])
+check("the first updates (in the optimizer's phase) said done on the job's stream",
+      auto.rt.done == [(0x3000, "main"), (0x2000, "main"), (0x1000, "main")])
+check("backward returned with no gradient left: the step's writes are all said",
+      auto.rt.said == [True])
 sib.step_pre(opt)
 opt.step()
-check("a step that finds no gradient says every write was said", auto.rt.said == [True])
 sib.step_post()
+check("said until the step returns", auto.rt.said == [True, False])
 backward(sib, params, [1.0, 1.0, 1.0])
 update = sib.lanes["cuda:0"].update.name
 check("each later update said done on the side stream, after it is queued",
       auto.rt.written_ptrs[3:] == [0x3000, 0x2000, 0x1000] and
-      auto.rt.done == [(0x3000, update), (0x2000, update), (0x1000, update)])
-params[0].grad = 1.0  # a gradient the updates did not take: the job's step writes it
+      auto.rt.done[3:] == [(0x3000, update), (0x2000, update), (0x1000, update)])
+params[0].grad = 1.0  # set by the job after backward: its step writes that weight
 sib.step_pre(opt)
-check("a step with a gradient left does not", auto.rt.said == [True, False])
+check("a gradient left at the step: unsaid after all", auto.rt.said[-2:] == [True, False])
 sib.step_post()
 params[0].grad = None
+opt._optimizer_step_post_hooks = {1: print}  # a post-hook may write the weights (an EMA)
+backward(sib, params, [1.0, 1.0, 1.0])
+check("a step post-hook: not said", auto.rt.said[-1] is False)
+del opt._optimizer_step_post_hooks
+sib.step_post()
 text = said(lambda: sib.refuse("the job does something"))
 check("turned off: the job's steps write unsaid again", auto.rt.said[-1] is False and "off" in text)
+
+# A parameter whose first gradient comes in a later pass (a branch the first
+# batch did not take): its first update, in the optimizer's phase on the
+# job's stream, comes after the updates this pass queued on the lane, whose
+# weights that phase's end copies back after the job's stream.
+torch, auto, sib, params, opt = job(streaming=True)
+said(lambda: backward(sib, params[1:], [1.0, 1.0]))
+sib.step_post()
+torch.main.waited.clear()
+seen, bounded = [], auto.bounded
+auto.bounded = lambda name, fn, *a: (seen.append(list(torch.main.waited)), bounded(name, fn, *a))[1]
+backward(sib, params, [1.0, 1.0, 1.0])
+update = sib.lanes["cuda:0"].update.name
+check("a later first update: the job's stream waits for the lane first",
+      seen == [[update]] and auto.rt.done[-1] == (0x1000, "main"))
 
 # Gradient accumulation: off before the second pass runs, which then
 # accumulates for the job's own step.

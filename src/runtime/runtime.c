@@ -527,7 +527,7 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
     b->stream = stream;
     b->requested = size;
     if (b->slab->backing) /* the job writes it: its pieces' host memory no longer matches */
-        stream_block_written(rt, b);
+        stream_block_written(rt, b, false);
     *out = b;
     return cudaSuccess;
 }

@@ -58,17 +58,21 @@ void stream_written(struct runtime *rt, const void *const *ptrs, size_t n);
 void stream_write_done(struct runtime *rt, const void *const *ptrs, size_t n, cudaStream_t stream);
 /* ON: the job says every write of streamed memory, its write phases' too, so
  * a write phase opening leaves clean pieces clean, and its closing copies
- * back only the pieces written (rt->lock held). */
+ * back only the pieces written. Turned off while such a phase is open, that
+ * phase makes every piece unclean then (rt->lock held). */
 void stream_writes_said(struct runtime *rt, bool on);
 void stream_retry(struct runtime *rt);
 /* Phases opened or closed: start or end the write phases (rt->lock held).
  * Returns true when one ended. */
 bool stream_phases(struct runtime *rt);
-/* Block B of a movable slab was handed out: the job writes it from now on
- * (its pieces are not clean, not brought in until the next write phase
- * ends, and not remapped until the GPU is past its writes). */
+/* Block B of a movable slab was handed out (SAID false), or the job said it
+ * is about to write it (SAID true, stream_written): the job writes it from
+ * now on (its pieces are not clean, not brought in until the next write
+ * phase ends, and not remapped until the GPU is past its writes; not copied
+ * back beside the job until the writes are said queued, or at all if
+ * unsaid). */
 struct block;
-void stream_block_written(struct runtime *rt, const struct block *b);
+void stream_block_written(struct runtime *rt, const struct block *b, bool said);
 /* Wait for every remap handed to the mover's thread and apply it (rt->lock
  * held): before placement moves, repairs or gives back a movable slab. */
 void stream_settle(struct runtime *rt);

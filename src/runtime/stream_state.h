@@ -33,6 +33,7 @@ struct stream_class {
     size_t ref_len, cur_len, ref_cap, cur_cap;
     size_t cursor;  /* in ref: where the next use is expected */
     bool writing;   /* one of its write phases is open: nothing streams */
+    bool said;      /* ... and it opened with every write said (stream_writes_said) */
     bool overflow;  /* this cycle outgrew STREAM_CYCLE_MAX: not learned */
     bool lost;      /* the last use was not found in the learned cycle */
     /* The copies in could not be ordered after the last write phase's
