@@ -106,7 +106,7 @@ int umpol_write_done(const void *const *ptrs, size_t count, void *stream);
  * only the pieces written; turned off while such a phase is open, every
  * piece becomes unclean then. The step in backward turns it on when a
  * backward pass returns with no gradient left for the job's step and no step
- * post-hook but umpol's, and off when that step returns, when a gradient is
+ * post-hook but umpol's, and off when the next pass begins, when a gradient is
  * there at the step after all, and when it stops. A piece with a write said
  * and not yet said queued, or with a block handed out in it, is not copied
  * back before its write phase ends. Returns 0, or -1 when no policy is

@@ -76,6 +76,7 @@ class StepInBackward:
 
     def backward_begin(self):
         self.backwards += 1
+        self.auto.rt.writes_said(False)  # until this pass returns
         if self.state == "waiting":
             self._arm_or_refuse()
         elif self.state == "armed" and self.backwards > 1:
@@ -150,9 +151,9 @@ class StepInBackward:
             self.auto.rt.writes_said(False)
 
     def step_post(self):
-        """The job's optimizer.step() has returned."""
+        """The job's optimizer.step() has returned (its phase may stay open, as
+        a range of the job's own, and is left said)."""
         self.backwards = 0
-        self.auto.rt.writes_said(False)
 
     def _writes_nothing(self, optimizer):
         """Would the job's step of OPTIMIZER write no weight? No gradient left
