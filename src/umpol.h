@@ -90,28 +90,6 @@ int umpol_use(const void *const *ptrs, size_t count, void *stream);
  * stay there until the next write phase ends. Returns when no remap of those
  * blocks is being made; 0, or -1 when no policy is loaded. */
 int umpol_written(const void *const *ptrs, size_t count);
-/* The writes said with umpol_written of the blocks starting at
- * PTRS[0..COUNT) are queued on STREAM (a cudaStream_t). Once the job's next
- * such writes touch none of their pieces (or their write phase ends), the
- * pieces the stream brought of those blocks are copied back to host memory
- * after STREAM's work, on the runtime's own stream, and may then leave with
- * no copy: the step in backward calls it after each parameter's update, so
- * the updated weights go back beside the backward pass and not after it.
- * COUNT 0 passes nothing new and copies back every block said done before.
- * Returns 0, or -1 when no policy is loaded. */
-int umpol_write_done(const void *const *ptrs, size_t count, void *stream);
-/* ON nonzero: from now on the job says every write of the memory of classes
- * that stream (umpol_written), those in the class's write phases too, so a
- * write phase opening leaves clean pieces clean and its closing copies back
- * only the pieces written; turned off while such a phase is open, every
- * piece becomes unclean then. The step in backward turns it on when a
- * backward pass returns with no gradient left for the job's step and no step
- * post-hook but umpol's, and off when the next pass begins, when a gradient is
- * there at the step after all, and when it stops. A piece with a write said
- * and not yet said queued, or with a block handed out in it, is not copied
- * back before its write phase ends. Returns 0, or -1 when no policy is
- * loaded. */
-int umpol_writes_said(int on);
 
 /* PyTorch pluggable allocator entry points
  * (torch.cuda.memory.CUDAPluggableAllocator(path, "umpol_torch_alloc", "umpol_torch_free")). */

@@ -15,7 +15,6 @@ from umpol._overlap import StepInBackward
 class Stream:
     def __init__(self, name):
         self.name, self.waited = name, []
-        self.cuda_stream = name  # what the runtime is handed
 
     def wait_stream(self, other):
         self.waited.append(other.name)
@@ -196,10 +195,8 @@ class Auto:
     def __init__(self, streaming=False):
         self.streaming = streaming
         self.phases = []
-        self.rt = types.SimpleNamespace(written_ptrs=[], host=set(), done=[], said=[])
+        self.rt = types.SimpleNamespace(written_ptrs=[], host=set())
         self.rt.written = lambda ptrs: self.rt.written_ptrs.extend(ptrs)
-        self.rt.write_done = lambda ptrs, stream: self.rt.done.extend((p, stream) for p in ptrs)
-        self.rt.writes_said = self.rt.said.append
         self.rt.on_host = lambda ptr: ptr in self.rt.host
 
     def compiling(self):
@@ -415,47 +412,6 @@ torch, auto, sib, params, opt = job(streaming=True)
 said(lambda: backward(sib, params, [1.0, 1.0, 1.0]))
 check("umpol_written for each weight, before its update",
       auto.rt.written_ptrs == [0x3000, 0x2000, 0x1000])
-check("the first updates (in the optimizer's phase) said done on the job's stream",
-      auto.rt.done == [(0x3000, "main"), (0x2000, "main"), (0x1000, "main")])
-check("backward returned with no gradient left: the step's writes are all said",
-      auto.rt.said == [False, True])
-sib.step_pre(opt)
-opt.step()
-sib.step_post()
-check("said past the step (its phase may stay open)", auto.rt.said == [False, True])
-backward(sib, params, [1.0, 1.0, 1.0])
-check("not said while a pass runs", auto.rt.said == [False, True, False, True])
-update = sib.lanes["cuda:0"].update.name
-check("each later update said done on the side stream, after it is queued",
-      auto.rt.written_ptrs[3:] == [0x3000, 0x2000, 0x1000] and
-      auto.rt.done[3:] == [(0x3000, update), (0x2000, update), (0x1000, update)])
-params[0].grad = 1.0  # set by the job after backward: its step writes that weight
-sib.step_pre(opt)
-check("a gradient left at the step: unsaid after all", auto.rt.said[-2:] == [True, False])
-sib.step_post()
-params[0].grad = None
-opt._optimizer_step_post_hooks = {1: print}  # a post-hook may write the weights (an EMA)
-backward(sib, params, [1.0, 1.0, 1.0])
-check("a step post-hook: not said", auto.rt.said[-1] is False)
-del opt._optimizer_step_post_hooks
-sib.step_post()
-text = said(lambda: sib.refuse("the job does something"))
-check("turned off: the job's steps write unsaid again", auto.rt.said[-1] is False and "off" in text)
-
-# A parameter whose first gradient comes in a later pass (a branch the first
-# batch did not take): its first update, in the optimizer's phase on the
-# job's stream, comes after the updates this pass queued on the lane, whose
-# weights that phase's end copies back after the job's stream.
-torch, auto, sib, params, opt = job(streaming=True)
-said(lambda: backward(sib, params[1:], [1.0, 1.0]))
-sib.step_post()
-torch.main.waited.clear()
-seen, bounded = [], auto.bounded
-auto.bounded = lambda name, fn, *a: (seen.append(list(torch.main.waited)), bounded(name, fn, *a))[1]
-backward(sib, params, [1.0, 1.0, 1.0])
-update = sib.lanes["cuda:0"].update.name
-check("a later first update: the job's stream waits for the lane first",
-      seen == [[update]] and auto.rt.done[-1] == (0x1000, "main"))
 
 # Gradient accumulation: off before the second pass runs, which then
 # accumulates for the job's own step.

@@ -793,108 +793,6 @@ static void test_runtime_stream_written_outside_phases(void **state)
     stream_done(f, w);
 }
 
-/* The step in backward says each update done (umpol_write_done) and every
- * write said (umpol_writes_said): a piece goes back to the host once the
- * next update is past it, and is clean at once (it may leave with no copy);
- * the write phase after them copies back only the piece still pending, and
- * leaves the clean ones clean; the weights keep their writes when their
- * pieces leave and come back. */
-static void test_runtime_stream_write_done(void **state)
-{
-    (void)state;
-    const uint64_t MiB = 1u << 20;
-    void *w[STREAM_N];
-    struct fixture *f = stream_learned(w);
-    const struct class_stats *st = &f->rt.class_stats[0];
-    use_one(f, w[0]); /* w1's and w2's pieces come in, clean */
-    struct movable *mv[STREAM_N];
-    for (int i = 0; i < STREAM_N; i++)
-        mv[i] = map_find(&f->rt.map, (uintptr_t)w[i])->slab->backing;
-    assert_true(mv[1]->gpu[0] && mv[2]->gpu[0] && mv[1]->clean[0]);
-    rt_writes_said(&f->rt, true);
-    uint64_t saved = st->stream_save_bytes;
-    const void *p1[1] = {w[1]}, *p2[1] = {w[2]};
-    rt_written(&f->rt, p1, 1);
-    fill(w[1], 32 * MiB, 77);
-    rt_write_done(&f->rt, p1, 1, S1);
-    assert_false(mv[1]->clean[0]); /* pending: the next update may share its piece */
-    assert_int_equal(st->stream_save_bytes, saved);
-    rt_written(&f->rt, p2, 1);
-    fill(w[2], 64 * MiB, 78);
-    rt_write_done(&f->rt, p2, 1, S1);
-    assert_true(mv[1]->clean[0]); /* past it: copied back, clean */
-    assert_false(mv[2]->clean[0]);
-    assert_int_equal(st->stream_save_bytes, saved + mover_piece_size(mv[1], 0));
-    phase_enter(&f->rt, "opt.step"); /* the job's step: it finds nothing to write */
-    assert_true(mv[1]->clean[0]);
-    phase_exit(&f->rt);
-    stream_settle(&f->rt);
-    assert_true(mv[1]->clean[0] && mv[2]->clean[0]);
-    assert_int_equal(st->stream_save_bytes, /* w2's piece only */
-                     saved + mover_piece_size(mv[1], 0) + mover_piece_size(mv[2], 0));
-    for (int round = 0; round < 2; round++)
-        for (int i = 0; i < STREAM_N; i++)
-            use_one(f, w[i]);
-    assert_true(filled(w[1], 32 * MiB, 77));
-    assert_true(filled(w[2], 64 * MiB, 78));
-    rt_writes_said(&f->rt, false);
-    stream_done(f, w);
-}
-
-/* What keeps a piece from being copied back beside the job and called
- * clean: a write said (umpol_written) and not yet said queued, which may not
- * be on the stream followed (another GPU's thread, between the two calls);
- * a block handed out in it, which the job writes unannounced; and the job
- * saying, while its write phase is open, that its writes are unsaid after
- * all: then every piece is unclean, and the phase's end copies them back. */
-static void test_runtime_stream_write_done_holds(void **state)
-{
-    (void)state;
-    const uint64_t MiB = 1u << 20;
-    void *w[STREAM_N];
-    struct fixture *f = stream_learned(w);
-    use_one(f, w[0]); /* w1's and w2's pieces come in, clean */
-    struct movable *mv1 = map_find(&f->rt.map, (uintptr_t)w[1])->slab->backing;
-    struct movable *mv2 = map_find(&f->rt.map, (uintptr_t)w[2])->slab->backing;
-    assert_true(mv1->gpu[0] && mv2->gpu[0]);
-    const void *p1[1] = {w[1]}, *p2[1] = {w[2]};
-    rt_writes_said(&f->rt, true);
-    rt_written(&f->rt, p1, 1);
-    fill(w[1], 32 * MiB, 77);
-    rt_write_done(&f->rt, p1, 1, S1);
-    rt_written(&f->rt, p1, 1); /* said, not yet queued */
-    rt_written(&f->rt, p2, 1);
-    rt_write_done(&f->rt, p2, 1, S1);
-    assert_false(mv1->clean[0]); /* held: its pending write */
-    fill(w[1], 32 * MiB, 78);
-    rt_write_done(&f->rt, p1, 1, S1);
-    rt_write_done(&f->rt, p2, 1, S1);
-    assert_true(mv1->clean[0]); /* both writes queued: copied back */
-
-    void *x = new_block_beside(f, w[1], 79); /* unannounced from now on */
-    rt_written(&f->rt, p1, 1);
-    rt_write_done(&f->rt, p1, 1, S1);
-    rt_write_done(&f->rt, p2, 1, S1);
-    assert_false(mv1->clean[0]); /* held: the block handed out in it */
-
-    phase_enter(&f->rt, "opt.step"); /* opened said: clean pieces stay clean */
-    assert_true(mv2->clean[0]);
-    rt_writes_said(&f->rt, false); /* the step will write unsaid after all */
-    assert_false(mv2->clean[0]);
-    fill(w[2], 64 * MiB, 80);
-    phase_exit(&f->rt);
-    stream_settle(&f->rt);
-    assert_true(mv1->clean[0] && mv2->clean[0]); /* the phase's end copied them back */
-    for (int round = 0; round < 2; round++)
-        for (int i = 0; i < STREAM_N; i++)
-            use_one(f, w[i]);
-    assert_true(filled(w[1], 32 * MiB, 78));
-    assert_true(filled(x, 32 * MiB, 79));
-    assert_true(filled(w[2], 64 * MiB, 80));
-    release(f, x, S1, MODE_ANY);
-    stream_done(f, w);
-}
-
 /* The same with the piece on its way in when the block is handed out: the
  * copy begun before the block's writes is never mapped. */
 static void test_runtime_stream_new_block_in_incoming_piece(void **state)
@@ -3091,8 +2989,6 @@ int main(void)
         cmocka_unit_test(test_runtime_stream_remap_fails_on_thread),
         cmocka_unit_test(test_runtime_stream_new_block_in_clean_piece),
         cmocka_unit_test(test_runtime_stream_written_outside_phases),
-        cmocka_unit_test(test_runtime_stream_write_done),
-        cmocka_unit_test(test_runtime_stream_write_done_holds),
         cmocka_unit_test(test_runtime_stream_new_block_in_incoming_piece),
         cmocka_unit_test(test_runtime_stream_off_after_capture),
         cmocka_unit_test(test_runtime_capture_prepare_waits_for_remaps),

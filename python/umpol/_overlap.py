@@ -76,7 +76,6 @@ class StepInBackward:
 
     def backward_begin(self):
         self.backwards += 1
-        self.auto.rt.writes_said(False)  # until this pass returns
         if self.state == "waiting":
             self._arm_or_refuse()
         elif self.state == "armed" and self.backwards > 1:
@@ -98,8 +97,6 @@ class StepInBackward:
         self.queued.clear()
         for lane in self.lanes.values():
             lane.ring = None  # freed once its copies are done: the forward pass has the room
-        # Every write of the job's step to come is said, if it finds nothing to write.
-        self.auto.rt.writes_said(self.state == "armed" and self._writes_nothing(self.optimizer))
         if failed and self.state == "armed":
             self._disarm("the backward pass raised: the parameters whose gradients were "
                          "complete by then were updated; the optimizer steps after backward "
@@ -135,35 +132,20 @@ class StepInBackward:
             _say(f"off: {why}")
 
     def step_pre(self, optimizer):
-        """The job's optimizer.step() is about to begin (its phase not open yet)."""
-        if self.state == "armed" and optimizer is self.optimizer:
-            why = self._hooked(optimizer)
-            if why is None and self.hyper is not None and self.backwards and \
-                    not _same(self.hyper, self._hyperparameters()):
-                why = ("the job changed the optimizer's hyperparameters between backward and step: "
-                       "this step's updates used the earlier ones")
-            if why is not None:
-                self._disarm(why + "; the optimizer steps after backward from now on")
-        # Said since backward returned, unless the job set a gradient since, or
-        # another optimizer steps: then its phase makes every piece unclean.
-        if not (self.state == "armed" and optimizer is self.optimizer and
-                self._writes_nothing(optimizer)):
-            self.auto.rt.writes_said(False)
+        """The job's optimizer.step() begins."""
+        if self.state != "armed" or optimizer is not self.optimizer:
+            return
+        why = self._hooked(optimizer)
+        if why is None and self.hyper is not None and self.backwards and \
+                not _same(self.hyper, self._hyperparameters()):
+            why = ("the job changed the optimizer's hyperparameters between backward and step: "
+                   "this step's updates used the earlier ones")
+        if why is not None:
+            self._disarm(why + "; the optimizer steps after backward from now on")
 
     def step_post(self):
-        """The job's optimizer.step() has returned (its phase may stay open, as
-        a range of the job's own, and is left said)."""
+        """The job's optimizer.step() has returned."""
         self.backwards = 0
-
-    def _writes_nothing(self, optimizer):
-        """Would the job's step of OPTIMIZER write no weight? No gradient left
-        for it, and no step post-hook but umpol's (an EMA, a clamp write)."""
-        if getattr(optimizer, "_optimizer_step_post_hooks", None):
-            return False
-        hooks = getattr(optimizer_module(self.torch), "_global_optimizer_post_hooks", None) or {}
-        if any(getattr(h, "__self__", None) is not self.auto for h in hooks.values()):
-            return False
-        return not any(p.grad is not None for g in optimizer.param_groups for p in g["params"])
 
     # ---- arming ----
 
@@ -230,7 +212,6 @@ class StepInBackward:
              "backward, on a side stream")
 
     def _disarm(self, why):
-        self.auto.rt.writes_said(False)
         for h in self.handles:
             h.remove()
         self.handles, self.group, self.hyper = [], {}, None
@@ -266,6 +247,8 @@ class StepInBackward:
             return
         self.fired.add(id(p))
         torch, device = self.torch, p.device
+        if self.auto.streaming:  # its pieces the stream brought leave only once copied back
+            self.auto.rt.written([p.untyped_storage().data_ptr()])
         # The optimizer's own step over a group of this one parameter, through a
         # shim that shares its state: the optimizer's groups stay as they are for
         # the other GPUs' threads, and no step hook runs per parameter.
@@ -276,42 +259,29 @@ class StepInBackward:
         shim.param_groups = [one]
         step = type(optimizer).step
         step = getattr(step, "__wrapped__", step)  # torch's hook-running wrapper, taken off
-        job, lane = torch.cuda.current_stream(device), None
-        if id(p) in self.updated:
-            lane = self._lane(device)
-            with self.lock:  # from here on the job's stream waits for this GPU's lane
-                self.queued.add(device)
-        elif device in self.lanes:
-            # A first update runs in the optimizer's phase on the job's stream, and
-            # that phase's end copies the weights back after it: after this pass's
-            # updates on the lane too.
-            job.wait_stream(self.lanes[device].update)
-        weight = [p.untyped_storage().data_ptr()]
-        if self.auto.streaming:  # its pieces the stream brought leave only once copied back
-            self.auto.rt.written(weight)
-        try:
-            if lane is None:
-                # Its first update makes its state: in the optimizer's phase, so that
-                # the policy's classes place it, and on the job's own stream, since
-                # closing that phase copies the `stream written` pieces back after it.
-                self.auto.bounded("optimizer.step", step, shim)
-                self.updated.add(id(p))
-                p.grad = None
-                return
-            lane.update.wait_stream(job)  # the gradient is complete
-            staged = lane.stage_in(self, optimizer, p, job)
-            if staged is not None:  # the update reads and writes the copies in the ring
-                views, region = staged
-                mine = dict(optimizer.state[p])
-                mine.update(views)
-                shim.state = collections.defaultdict(dict, {p: mine})
-            with torch.cuda.stream(lane.update):
-                step(shim)
-            if staged is not None:
-                lane.stage_out(optimizer.state[p], views, mine, region)
-        finally:  # queued (or raised): the weight may go back once the updates are past it
-            if self.auto.streaming:
-                self.auto.rt.write_done(weight, (job if lane is None else lane.update).cuda_stream)
+        if id(p) not in self.updated:
+            # Its first update makes its state: in the optimizer's phase, so that the
+            # policy's classes place it, and on the job's own stream, since closing
+            # that phase copies the `stream written` pieces back after that stream.
+            self.auto.bounded("optimizer.step", step, shim)
+            self.updated.add(id(p))
+            p.grad = None
+            return
+        lane = self._lane(device)
+        with self.lock:  # from here on the job's stream waits for this GPU's lane
+            self.queued.add(device)
+        job = torch.cuda.current_stream(device)
+        lane.update.wait_stream(job)  # the gradient is complete
+        staged = lane.stage_in(self, optimizer, p, job)
+        if staged is not None:  # the update reads and writes the copies in the ring
+            views, region = staged
+            mine = dict(optimizer.state[p])
+            mine.update(views)
+            shim.state = collections.defaultdict(dict, {p: mine})
+        with torch.cuda.stream(lane.update):
+            step(shim)
+        if staged is not None:
+            lane.stage_out(optimizer.state[p], views, mine, region)
         p.grad.record_stream(lane.update)  # freed once the update has read it
         p.grad = None
 

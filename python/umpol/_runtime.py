@@ -47,8 +47,6 @@ class Runtime:
         self.active = self._class_count() >= 0
         self._use = getattr(lib, "umpol_use", None)
         self._written = getattr(lib, "umpol_written", None)
-        self._write_done = getattr(lib, "umpol_write_done", None)
-        self._writes_said = getattr(lib, "umpol_writes_said", None)
         self._on_host = getattr(lib, "umpol_on_host", None)
         if self._on_host is not None:
             self._on_host.argtypes, self._on_host.restype = [ctypes.c_void_p], ctypes.c_int
@@ -60,11 +58,6 @@ class Runtime:
             if self._written is not None:
                 self._written.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
                 self._written.restype = ctypes.c_int
-            if self._write_done is not None:
-                self._write_done.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-                self._write_done.restype = ctypes.c_int
-            if self._writes_said is not None:
-                self._writes_said.argtypes, self._writes_said.restype = [ctypes.c_int], ctypes.c_int
             self.streaming = streaming() == 1
 
     def _b(self, name):
@@ -110,18 +103,6 @@ class Runtime:
         their `stream written` phases (an optimizer's update in backward)."""
         if self.streaming and ptrs and self._written is not None:
             self._written((ctypes.c_void_p * len(ptrs))(*ptrs), len(ptrs))
-
-    def write_done(self, ptrs, stream):
-        """Those writes are queued on STREAM: the runtime copies the blocks'
-        pieces back once the next writes are past them."""
-        if self.streaming and self._write_done is not None:
-            self._write_done((ctypes.c_void_p * len(ptrs))(*ptrs), len(ptrs), stream)
-
-    def writes_said(self, on):
-        """ON: every write of streamed memory is said (written), the write
-        phases' too; so opening one leaves clean pieces clean."""
-        if self.streaming and self._writes_said is not None:
-            self._writes_said(1 if on else 0)
 
     def on_host(self, ptr):
         """Does PTR lie in a block of a `memory host` class (pinned host memory

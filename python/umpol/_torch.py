@@ -242,6 +242,7 @@ class Auto:
                 t.bounded[STEP] = 0
                 self.rt.exit(STEP)
         t.stepping.add(id(optimizer))
+        self._begin(STEP)
         # A closure (LBFGS, Lightning's automatic optimization) runs the
         # forward and backward passes inside step(): they get their own
         # phases, with optimizer.step closed while the closure runs.
@@ -255,7 +256,6 @@ class Auto:
             if closure is not None:
                 overlap.refuse("the job steps with a closure (backward runs inside step)")
             overlap.step_pre(optimizer)
-        self._begin(STEP)  # after the step in backward has judged this step
         if closure is None:
             return None
         if positional:

@@ -128,24 +128,6 @@ EXPORT int umpol_written(const void *const *ptrs, size_t count)
     return 0;
 }
 
-EXPORT int umpol_write_done(const void *const *ptrs, size_t count, void *stream)
-{
-    struct runtime *rt = runtime_loaded();
-    if (!rt || (!ptrs && count))
-        return -1;
-    rt_write_done(rt, ptrs, count, (cudaStream_t)stream);
-    return 0;
-}
-
-EXPORT int umpol_writes_said(int on)
-{
-    struct runtime *rt = runtime_loaded();
-    if (!rt)
-        return -1;
-    rt_writes_said(rt, on != 0);
-    return 0;
-}
-
 EXPORT int umpol_on_host(const void *ptr)
 {
     struct runtime *rt = runtime_loaded();

@@ -424,8 +424,6 @@ void mover_movable_forget(struct movable *mv)
     free(mv->clean);
     free(mv->streamed);
     free(mv->written);
-    free(mv->said_pending);
-    free(mv->unsaid);
     free(mv->last_use);
     free(mv->busy);
     free(mv->unmapped);
@@ -461,14 +459,11 @@ cudaError_t mover_movable_alloc(struct mover *m, size_t size, int device, int no
                            .clean = calloc(pieces, sizeof *mv->clean),
                            .streamed = calloc(pieces, sizeof *mv->streamed),
                            .written = calloc(pieces, sizeof *mv->written),
-                           .said_pending = calloc(pieces, sizeof *mv->said_pending),
-                           .unsaid = calloc(pieces, sizeof *mv->unsaid),
                            .last_use = calloc(pieces, sizeof *mv->last_use),
                            .busy = calloc(pieces, sizeof *mv->busy)};
     CUdeviceptr va[3] = {0};
     bool ok = mv->host && mv->gpu && mv->unmapped && mv->incoming && mv->copied && mv->clean &&
-              mv->streamed && mv->written && mv->said_pending && mv->unsaid && mv->last_use &&
-              mv->busy;
+              mv->streamed && mv->written && mv->last_use && mv->busy;
     for (int r = 0; ok && r < 3; r++)
         ok = m->vmm.reserve(&va[r], size, MOVABLE_GRANULE, 0, 0) == CUDA_SUCCESS;
     mv->base = va[0], mv->shadow = va[1], mv->stage = va[2];
@@ -686,7 +681,6 @@ void mover_movable_written(struct movable *mv, size_t offset, size_t size)
 void mover_movable_writes_ordered(struct movable *mv)
 {
     memset(mv->written, 0, mv->pieces * sizeof *mv->written);
-    memset(mv->unsaid, 0, mv->pieces * sizeof *mv->unsaid);
 }
 
 bool mover_event_done(struct mover *m, cudaEvent_t event)

@@ -122,13 +122,6 @@ struct movable {
      * it): not brought in until the next write phase ends, the copies being
      * ordered after the writes only then. */
     bool *written;
-    /* Per piece, for copying back beside the job (stream.c's copy_back):
-     * writes the job said (umpol_written) and has not yet said queued
-     * (umpol_write_done), and whether a block handed out in it is written
-     * unannounced until the next write phase ends. Either keeps it from
-     * being copied back and called clean outside a write phase's end. */
-    uint32_t *said_pending;
-    bool *unsaid;
     uint64_t *last_use;
     /* Per piece: the number of its remap handed to the mover's thread and
      * not yet applied (0: none). A busy piece is counted where the remap puts

@@ -527,7 +527,7 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
     b->stream = stream;
     b->requested = size;
     if (b->slab->backing) /* the job writes it: its pieces' host memory no longer matches */
-        stream_block_written(rt, b, false);
+        stream_block_written(rt, b);
     *out = b;
     return cudaSuccess;
 }
@@ -1031,24 +1031,6 @@ void rt_written(struct runtime *rt, const void *const *ptrs, size_t n)
         return;
     pthread_mutex_lock(&rt->lock);
     stream_written(rt, ptrs, n);
-    pthread_mutex_unlock(&rt->lock);
-}
-
-void rt_write_done(struct runtime *rt, const void *const *ptrs, size_t n, cudaStream_t stream)
-{
-    if (!stream_enabled(rt) || (!ptrs && n))
-        return;
-    pthread_mutex_lock(&rt->lock);
-    stream_write_done(rt, ptrs, n, stream);
-    pthread_mutex_unlock(&rt->lock);
-}
-
-void rt_writes_said(struct runtime *rt, bool on)
-{
-    if (!stream_enabled(rt))
-        return;
-    pthread_mutex_lock(&rt->lock);
-    stream_writes_said(rt, on);
     pthread_mutex_unlock(&rt->lock);
 }
 

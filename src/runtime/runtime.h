@@ -54,10 +54,6 @@ void rt_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStream_t 
 /* The job is about to queue work that writes the blocks at PTRS[0..N)
  * outside their classes' write phases (stream_written). */
 void rt_written(struct runtime *rt, const void *const *ptrs, size_t n);
-/* Those writes are queued on STREAM: copied back once past (stream_write_done). */
-void rt_write_done(struct runtime *rt, const void *const *ptrs, size_t n, cudaStream_t stream);
-/* The job says every write of streamed memory, or no longer (stream_writes_said). */
-void rt_writes_said(struct runtime *rt, bool on);
 /* A stream capture is about to begin (the hooks call it before CUDA's
  * cudaStreamBeginCapture): streaming stops for good (a graph's replays read
  * unannounced), and the remaps handed to the mover's thread are made first,

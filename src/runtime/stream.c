@@ -618,26 +618,6 @@ static bool writing_now(const struct runtime *rt, int c)
     return (atomic_load(&rt->phase_bits[g / 64]) >> (g % 64)) & 1;
 }
 
-/* The stream every copy back of DEVICE's pieces goes on: one, so that a
- * piece's last copy event covers every copy back still reading it. */
-static cudaStream_t save_stream(const struct device_state *dev)
-{
-    return dev->evict_stream ? dev->evict_stream : dev->fetch_stream ? dev->fetch_stream : dev->stream;
-}
-
-/* The blocks of class C said done: their write phase has copied them back. */
-static void forget_done(struct runtime *rt, int c)
-{
-    struct stream_state *st = &rt->stream;
-    size_t kept = 0;
-    for (size_t k = 0; k < st->done_count; k++) {
-        const struct block *b = streamed_block(rt, st->done[k].addr);
-        if (b && b->slab->pool->class_idx != c)
-            st->done[kept++] = st->done[k];
-    }
-    st->done_count = kept;
-}
-
 /* Class C's write phases open: pieces on their way in are given up (the
  * writes go to the memory the job maps, and a copy made before would miss
  * them), pieces on the GPU are no longer clean, and the uses seen since the
@@ -647,7 +627,6 @@ static void writes_begin(struct runtime *rt, int c)
     struct stream_class *sc = &rt->stream.classes[c];
     stream_settle(rt); /* the writes find every piece mapped */
     sc->writing = true;
-    sc->said = rt->stream.said;
     if (sc->overflow) {
         sc->ref_len = 0; /* too long to learn: the next cycle predicts nothing */
     } else if (sc->cur_len) {
@@ -668,17 +647,15 @@ static void writes_begin(struct runtime *rt, int c)
             for (size_t i = 0; mv && i < mv->pieces; i++) {
                 if (mv->incoming[i])
                     cancel(rt, s, i);
-                if (!sc->said) /* the phase may write any piece unsaid */
-                    mv->clean[i] = false;
+                mv->clean[i] = false;
             }
         }
     }
 }
 
 /* Class C's write phases closed: every piece counts as used by the writes
- * (marked after them), and the pieces the stream brought that are not clean
- * are copied back to their host memory after the writes, so that they can
- * leave with no copy (every one, unless the job says its writes). */
+ * (marked after them), and the pieces the stream brought are copied back to
+ * their host memory after the writes, so that they can leave with no copy. */
 static void writes_end(struct runtime *rt, int c)
 {
     struct stream_class *sc = &rt->stream.classes[c];
@@ -699,12 +676,10 @@ static void writes_end(struct runtime *rt, int c)
         }
         cudaStream_t job = m->known ? m->stream : 0;
         cudaStream_t copy = dev->fetch_stream ? dev->fetch_stream : dev->stream;
-        cudaStream_t back = save_stream(dev);
         /* Every copy from now on, in or back, comes after the writes. Where
          * that cannot be ordered (or the job's stream is not known yet),
          * nothing is fetched until the next write phase ends ordered. */
-        bool ordered = copy && m->known && mover_follow(&rt->mover, dev, copy, job) &&
-                       mover_follow(&rt->mover, dev, back, job);
+        bool ordered = copy && m->known && mover_follow(&rt->mover, dev, copy, job);
         sc->unordered |= !ordered;
         for (struct slab *s = pool->slabs; s; s = s->next) {
             struct movable *mv = s->backing;
@@ -712,9 +687,8 @@ static void writes_end(struct runtime *rt, int c)
                 mover_movable_writes_ordered(mv);
             for (size_t i = 0; mv && i < mv->pieces; i++) {
                 mv->last_use[i] = u;
-                /* (a write said and not yet said queued may not be among them) */
-                if (mv->streamed[i] && mv->gpu[i] && !mv->clean[i] && !mv->said_pending[i] &&
-                    ordered && mover_piece_save(&rt->mover, mv, i, back))
+                if (mv->streamed[i] && mv->gpu[i] && ordered &&
+                    mover_piece_save(&rt->mover, mv, i, copy))
                     rt->class_stats[c].stream_save_bytes += mover_piece_size(mv, i);
             }
         }
@@ -722,7 +696,6 @@ static void writes_end(struct runtime *rt, int c)
         device_leave(rt, d, previous);
     }
     rt->stream.uses++;
-    forget_done(rt, c); /* what they held was copied back with the rest */
 }
 
 bool stream_phases(struct runtime *rt)
@@ -752,123 +725,21 @@ void stream_written(struct runtime *rt, const void *const *ptrs, size_t n)
     reap(rt, 0);
     for (size_t k = 0; k < n; k++) {
         struct block *b = streamed_block(rt, (uintptr_t)ptrs[k]);
-        if (b)
-            stream_block_written(rt, b, true);
+        /* Inside a write phase every piece is unclean and nothing comes in already. */
+        if (b && !rt->stream.classes[b->slab->pool->class_idx].writing)
+            stream_block_written(rt, b);
     }
 }
 
-/* Does block B share a piece with a block at PTRS[0..N)? */
-static bool shares_piece(struct runtime *rt, const struct block *b, const void *const *ptrs, size_t n)
-{
-    for (size_t k = 0; k < n; k++) {
-        const struct block *o = streamed_block(rt, (uintptr_t)ptrs[k]);
-        if (o && o->slab == b->slab && first_piece(o) < end_piece(b) && first_piece(b) < end_piece(o))
-            return true;
-    }
-    return false;
-}
-
-/* The pieces of block B on the GPU that are not clean are copied back after
- * the work queued on STREAM so far, and are clean; not a piece with a write
- * said and not yet said queued (it may not be on STREAM yet), nor one a
- * block handed out in it is written unannounced: their write phase's end
- * copies those back. */
-static void copy_back(struct runtime *rt, const struct block *b, cudaStream_t stream)
-{
-    int d = b->slab->pool->device, c = b->slab->pool->class_idx;
-    struct device_state *dev = &rt->devices[d];
-    struct movable *mv = b->slab->backing;
-    cudaStream_t back = save_stream(dev);
-    int previous = device_enter(rt, d);
-    if (previous < 0)
-        return;
-    bool ordered = back && mover_follow(&rt->mover, dev, back, stream);
-    for (size_t i = first_piece(b); ordered && i < end_piece(b) && i < mv->pieces; i++)
-        if (mv->streamed[i] && mv->gpu[i] && !mv->clean[i] && !mv->said_pending[i] &&
-            !mv->unsaid[i] && mover_piece_save(&rt->mover, mv, i, back))
-            rt->class_stats[c].stream_save_bytes += mover_piece_size(mv, i);
-    device_leave(rt, d, previous);
-}
-
-void stream_write_done(struct runtime *rt, const void *const *ptrs, size_t n, cudaStream_t stream)
-{
-    struct stream_state *st = &rt->stream;
-    if (!st->classes || captured(rt, mover_stream_capturing(&rt->mover, stream)))
-        return;
-    reap(rt, 0);
-    /* The blocks said done before whose pieces these do not share: their
-     * writes are queued (on their stream, which is followed), and the
-     * writes have moved past them. */
-    for (size_t k = 0; k < n; k++) { /* their writes are queued now */
-        struct block *b = streamed_block(rt, (uintptr_t)ptrs[k]);
-        struct movable *mv = b ? b->slab->backing : NULL;
-        for (size_t i = b ? first_piece(b) : 0; b && i < end_piece(b) && i < mv->pieces; i++)
-            if (mv->said_pending[i])
-                mv->said_pending[i]--;
-    }
-    size_t kept = 0;
-    for (size_t k = 0; k < st->done_count; k++) {
-        struct block *b = streamed_block(rt, st->done[k].addr);
-        if (!b || rt->stream.classes[b->slab->pool->class_idx].writing)
-            continue; /* freed, or its write phase copies it back */
-        if (shares_piece(rt, b, ptrs, n))
-            st->done[kept++] = st->done[k];
-        else
-            copy_back(rt, b, st->done[k].stream);
-    }
-    st->done_count = kept;
-    for (size_t k = 0; k < n; k++) {
-        struct block *b = streamed_block(rt, (uintptr_t)ptrs[k]);
-        if (!b || rt->stream.classes[b->slab->pool->class_idx].writing)
-            continue;
-        if (st->done_count == STREAM_DONE_MAX) { /* the oldest goes back now */
-            struct block *old = streamed_block(rt, st->done[0].addr);
-            if (old)
-                copy_back(rt, old, st->done[0].stream);
-            memmove(st->done, st->done + 1, --st->done_count * sizeof st->done[0]);
-        }
-        st->done[st->done_count].addr = b->addr;
-        st->done[st->done_count++].stream = stream;
-    }
-}
-
-void stream_writes_said(struct runtime *rt, bool on)
-{
-    struct stream_state *st = &rt->stream;
-    st->said = on;
-    if (on || !st->classes)
-        return;
-    /* A write phase that opened said and is open still: its writes to come
-     * are unsaid now, so every piece is unclean, as had it opened so. */
-    for (size_t c = 0; c < rt->program->class_count; c++) {
-        if (!st->classes[c].writing || !st->classes[c].said)
-            continue;
-        st->classes[c].said = false;
-        for (int d = 0; d < RT_MAX_DEVICES; d++) {
-            struct pool *pool = rt->devices[d].known ? rt->devices[d].pools[c] : NULL;
-            for (struct slab *s = pool ? pool->slabs : NULL; s; s = s->next) {
-                struct movable *mv = s->backing;
-                for (size_t i = 0; mv && i < mv->pieces; i++)
-                    mv->clean[i] = false;
-            }
-        }
-    }
-}
-
-void stream_block_written(struct runtime *rt, const struct block *b, bool said)
+void stream_block_written(struct runtime *rt, const struct block *b)
 {
     struct movable *mv = b->slab->backing;
     uint64_t u = ++rt->stream.uses; /* its writes come after this: no remap until they are done */
     for (size_t i = first_piece(b); i < end_piece(b) && i < mv->pieces; i++)
         await_piece(rt, mv, i); /* the job writes it once this returns */
     mover_movable_written(mv, b->addr - b->slab->base, b->size);
-    for (size_t i = first_piece(b); i < end_piece(b) && i < mv->pieces; i++) {
+    for (size_t i = first_piece(b); i < end_piece(b) && i < mv->pieces; i++)
         mv->last_use[i] = u;
-        if (said)
-            mv->said_pending[i]++;
-        else
-            mv->unsaid[i] = true;
-    }
 }
 
 uint64_t stream_yield(struct runtime *rt, int device, uint64_t need)

@@ -49,30 +49,15 @@ uint64_t stream_short(const struct runtime *rt, int *device);
  * one parameter at a time): as stream_block_written, each such block of a
  * streaming class (rt->lock held). */
 void stream_written(struct runtime *rt, const void *const *ptrs, size_t n);
-/* The writes said with stream_written of the blocks at PTRS[0..N) are
- * queued on STREAM: the pieces on the GPU of the blocks said done before,
- * that none of these shares, are copied back to their host memory after
- * STREAM's work (on the runtime's eviction stream) and are clean, so they
- * may leave with no copy; these wait until the writes move past their
- * pieces, or their write phase ends (rt->lock held). */
-void stream_write_done(struct runtime *rt, const void *const *ptrs, size_t n, cudaStream_t stream);
-/* ON: the job says every write of streamed memory, its write phases' too, so
- * a write phase opening leaves clean pieces clean, and its closing copies
- * back only the pieces written. Turned off while such a phase is open, that
- * phase makes every piece unclean then (rt->lock held). */
-void stream_writes_said(struct runtime *rt, bool on);
 void stream_retry(struct runtime *rt);
 /* Phases opened or closed: start or end the write phases (rt->lock held).
  * Returns true when one ended. */
 bool stream_phases(struct runtime *rt);
-/* Block B of a movable slab was handed out (SAID false), or the job said it
- * is about to write it (SAID true, stream_written): the job writes it from
- * now on (its pieces are not clean, not brought in until the next write
- * phase ends, and not remapped until the GPU is past its writes; not copied
- * back beside the job until the writes are said queued, or at all if
- * unsaid). */
+/* Block B of a movable slab was handed out: the job writes it from now on
+ * (its pieces are not clean, not brought in until the next write phase
+ * ends, and not remapped until the GPU is past its writes). */
 struct block;
-void stream_block_written(struct runtime *rt, const struct block *b, bool said);
+void stream_block_written(struct runtime *rt, const struct block *b);
 /* Wait for every remap handed to the mover's thread and apply it (rt->lock
  * held): before placement moves, repairs or gives back a movable slab. */
 void stream_settle(struct runtime *rt);

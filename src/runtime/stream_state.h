@@ -15,7 +15,6 @@
 #define STREAM_SCAN 4096               /* learned uses looked through for the next pieces */
 #define STREAM_AHEAD_BYTES (1ull << 30) /* what is brought ahead of the next use */
 #define STREAM_ROOM_SLAB (256ull << 20) /* empty slabs given back for it: this large or more */
-#define STREAM_DONE_MAX 64              /* written blocks whose pieces wait to be copied back */
 
 /* Per GPU: the marks recorded on the job's stream, oldest first. */
 struct stream_marks {
@@ -33,7 +32,6 @@ struct stream_class {
     size_t ref_len, cur_len, ref_cap, cur_cap;
     size_t cursor;  /* in ref: where the next use is expected */
     bool writing;   /* one of its write phases is open: nothing streams */
-    bool said;      /* ... and it opened with every write said (stream_writes_said) */
     bool overflow;  /* this cycle outgrew STREAM_CYCLE_MAX: not learned */
     bool lost;      /* the last use was not found in the learned cycle */
     /* The copies in could not be ordered after the last write phase's
@@ -53,17 +51,6 @@ struct stream_state {
      * class, GPU and bytes (0: none). */
     int short_class, short_device;
     uint64_t short_bytes;
-    /* The job says every write of streamed memory (umpol_writes_said): a
-     * write phase makes no piece unclean by itself opening. */
-    bool said;
-    /* Blocks whose writes are done (stream_write_done) and whose pieces are
-     * copied back once the writes move past them: each block's address and
-     * the stream its writes were queued on. */
-    struct {
-        uintptr_t addr;
-        cudaStream_t stream;
-    } done[STREAM_DONE_MAX];
-    size_t done_count;
 };
 
 #endif
