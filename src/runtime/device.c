@@ -3,6 +3,31 @@
 #include "runtime/device.h"
 #include "runtime/log.h"
 
+/* DEVICE's slab pool and its stream. The pool gives its memory back to the
+ * card as soon as a free is done (release threshold 0, and trimmed when a
+ * release is seen done), so the card holds what the budget counts. */
+static void slab_pool_open(struct device_state *dev, const struct cuda_api *cuda, int device)
+{
+    if (!cuda->mem_pool_create || !cuda->malloc_from_pool_async || !cuda->mem_pool_trim_to)
+        return;
+    struct cudaMemPoolProps props = {
+        .allocType = cudaMemAllocationTypePinned,
+        .handleTypes = cudaMemHandleTypeNone,
+        .location = {.type = cudaMemLocationTypeDevice, .id = device},
+    };
+    if (cuda->stream_create_with_flags(&dev->slab_stream, cudaStreamNonBlocking) != cudaSuccess) {
+        cuda->get_last_error();
+        dev->slab_stream = NULL;
+        return;
+    }
+    if (cuda->mem_pool_create(&dev->slab_pool, &props) != cudaSuccess) {
+        cuda->get_last_error();
+        dev->slab_pool = NULL;
+        LOG(LOG_INFO, "GPU %d has no memory pools: device slabs come from cudaMalloc, and "
+                      "giving one back waits for the GPU", device);
+    }
+}
+
 bool device_open(struct device_state *dev, const struct cuda_api *cuda, int device,
                  size_t class_count)
 {
@@ -31,6 +56,7 @@ bool device_open(struct device_state *dev, const struct cuda_api *cuda, int devi
     /* One event orders every stream after another (mover_follow). */
     if (cuda->event_create_with_flags(&dev->follow_event, cudaEventDisableTiming) != cudaSuccess)
         dev->follow_event = NULL;
+    slab_pool_open(dev, cuda, device);
     if (cuda->stream_create_with_flags(&dev->stream, cudaStreamNonBlocking) != cudaSuccess) {
         LOG(LOG_WARN, "cannot create a prefetch stream on GPU %d; triggered prefetches use "
                       "one prefetch per block on the default stream", device);

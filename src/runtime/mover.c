@@ -75,14 +75,18 @@ static cudaError_t host_alloc(struct mover *m, size_t size, int node, void **out
     return cudaSuccess;
 }
 
-cudaError_t mover_alloc(struct mover *m, enum memory_kind kind, size_t size, int node,
-                        uintptr_t *base)
+cudaError_t mover_alloc(struct mover *m, struct device_state *dev, enum memory_kind kind,
+                        size_t size, int node, uintptr_t *base)
 {
     void *p = NULL;
     cudaError_t err;
     switch (kind) {
     case MEMORY_HOST: err = host_alloc(m, size, node, &p); break;
-    case MEMORY_DEVICE: err = m->cuda->malloc(&p, size); break;
+    case MEMORY_DEVICE:
+        err = dev && dev->slab_pool
+                  ? m->cuda->malloc_from_pool_async(&p, size, dev->slab_pool, dev->slab_stream)
+                  : m->cuda->malloc(&p, size);
+        break;
     default: err = m->cuda->malloc_managed(&p, size, cudaMemAttachGlobal); break;
     }
     if (err != cudaSuccess)
@@ -103,6 +107,95 @@ cudaError_t mover_release(struct mover *m, enum memory_kind kind, uintptr_t base
         return err; /* keep the pages rather than pull them from under the GPU */
     munmap((void *)base, size);
     return cudaSuccess;
+}
+
+/* Slabs given back whose release is done leave the ring; the pool gives
+ * their memory back to the card. */
+static void releases_poll(struct mover *m, struct device_state *dev)
+{
+    bool done = false;
+    while (dev->release_count &&
+           mover_event_done(m, dev->release_events[dev->release_head])) {
+        dev->releasing_bytes -= dev->release_bytes[dev->release_head];
+        dev->release_head = (dev->release_head + 1) % RELEASES_PENDING;
+        dev->release_count--;
+        done = true;
+    }
+    if (done && m->cuda->mem_pool_trim_to(dev->slab_pool, 0) != cudaSuccess)
+        m->cuda->get_last_error(); /* it is given back at the next synchronisation instead */
+}
+
+cudaError_t mover_device_release(struct mover *m, struct device_state *dev, uintptr_t base,
+                                 size_t size, const cudaStream_t *streams, size_t n)
+{
+    if (!dev->slab_pool || n == SIZE_MAX)
+        return m->cuda->free((void *)base); /* waits for the GPU (any memory, the pool's too) */
+    releases_poll(m, dev);
+    if (dev->release_count == RELEASES_PENDING) { /* the ring is full: the oldest is waited for */
+        m->cuda->event_synchronize(dev->release_events[dev->release_head]);
+        releases_poll(m, dev);
+    }
+    unsigned slot = (dev->release_head + dev->release_count) % RELEASES_PENDING;
+    cudaEvent_t *ev = &dev->release_events[slot];
+    bool ordered = *ev || m->cuda->event_create_with_flags(ev, cudaEventDisableTiming) ==
+                              cudaSuccess;
+    for (size_t i = 0; ordered && i < n; i++)
+        ordered = mover_follow(m, dev, dev->slab_stream, streams[i]);
+    if (!ordered || m->cuda->free_async((void *)base, dev->slab_stream) != cudaSuccess) {
+        m->cuda->get_last_error();
+        /* Whatever the slab stream was told to wait for, cudaFree waits for all. */
+        return m->cuda->free((void *)base);
+    }
+    if (m->cuda->event_record(*ev, dev->slab_stream) != cudaSuccess) {
+        m->cuda->get_last_error(); /* given back, but when is not known: wait for it now */
+        m->cuda->device_synchronize();
+        releases_poll(m, dev);
+        return cudaSuccess;
+    }
+    dev->release_bytes[slot] = size;
+    dev->release_count++;
+    dev->releasing_bytes += size;
+    return cudaSuccess;
+}
+
+uint64_t mover_releasing_bytes(struct mover *m, struct device_state *dev)
+{
+    if (dev->release_count)
+        releases_poll(m, dev);
+    return dev->releasing_bytes;
+}
+
+void mover_from_slab_stream(struct mover *m, struct device_state *dev, cudaStream_t stream,
+                            bool any_stream)
+{
+    if (!dev->slab_pool)
+        return; /* cudaMalloc's memory: usable at once */
+    if (!any_stream && mover_follow(m, dev, stream, dev->slab_stream))
+        return;
+    cudaEvent_t ev = dev->follow_event;
+    bool own = !ev;
+    if (own && m->cuda->event_create_with_flags(&ev, cudaEventDisableTiming) != cudaSuccess)
+        ev = NULL;
+    bool waited = ev && m->cuda->event_record(ev, dev->slab_stream) == cudaSuccess &&
+                  m->cuda->event_synchronize(ev) == cudaSuccess;
+    if (own && ev)
+        m->cuda->event_destroy(ev);
+    if (!waited) {
+        m->cuda->get_last_error();
+        m->cuda->device_synchronize(); /* the order could not be made: wait for everything */
+    }
+}
+
+void mover_releases_wait(struct mover *m, struct device_state *dev)
+{
+    if (!dev->release_count)
+        return;
+    unsigned newest = (dev->release_head + dev->release_count - 1) % RELEASES_PENDING;
+    if (m->cuda->event_synchronize(dev->release_events[newest]) != cudaSuccess) {
+        m->cuda->get_last_error();
+        m->cuda->device_synchronize();
+    }
+    releases_poll(m, dev);
 }
 
 cudaError_t mover_advise(struct mover *m, void *ptr, size_t size, enum cudaMemoryAdvise advice,

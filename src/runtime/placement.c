@@ -398,8 +398,11 @@ void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s)
 
 /* Give back slabs with no live block, of DEVICE (all when < 0) and of the
  * classes CLASS_IDX names (place_trim), until a device's budget has ROOM
- * bytes free (UINT64_MAX: all of them). Safe: cudaFree waits for the work
- * that may still use it. */
+ * bytes free (UINT64_MAX: all of them). Safe: a slab from the slab pool is
+ * freed after the work of the streams that last used its blocks (the host
+ * waits for nothing), any other after all of the GPU's work (cudaFree).
+ * TRIM_ALL and TRIM_CARD, asked when the card refused memory, return once
+ * the card has it back. */
 static size_t trim(struct runtime *rt, int device, int class_idx, uint64_t room)
 {
     size_t released = 0;
@@ -434,9 +437,14 @@ static size_t trim(struct runtime *rt, int device, int class_idx, uint64_t room)
                                         : cls->memory == MEMORY_MOVABLE ? MEMORY_DEVICE
                                                                         : cls->memory;
                 resident_sub(rt, dev, (int)c, slab_gpu_bytes(s) + (mv ? mover_movable_held(mv) : 0));
+                cudaStream_t users[4 * RT_FREE_STREAMS];
+                size_t n_users = s->ordered ? slab_free_streams(s, users, 4 * RT_FREE_STREAMS) : 0;
+                bool ordered = s->ordered;
                 slab_destroy(p, s);
-                cudaError_t err = mv ? mover_movable_release(&rt->mover, mv)
-                                     : mover_release(&rt->mover, kind, base, size);
+                cudaError_t err = mv        ? mover_movable_release(&rt->mover, mv)
+                                  : ordered ? mover_device_release(&rt->mover, dev, base, size,
+                                                                   users, n_users)
+                                            : mover_release(&rt->mover, kind, base, size);
                 if (err != cudaSuccess)
                     LOG(LOG_WARN, "releasing a %zu-byte slab of class '%s' failed: %s%s", size,
                         cls->name, mover_error(&rt->mover, err),
@@ -462,6 +470,8 @@ static size_t trim(struct runtime *rt, int device, int class_idx, uint64_t room)
                 released += size;
             }
         }
+        if (class_idx == TRIM_ALL || class_idx == TRIM_CARD)
+            mover_releases_wait(&rt->mover, dev);
     }
     return released;
 }

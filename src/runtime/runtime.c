@@ -152,7 +152,7 @@ static cudaError_t adopt_managed(struct runtime *rt, void **ptr, size_t size, in
     if (!b)
         return cudaErrorMemoryAllocation;
     uintptr_t base;
-    cudaError_t err = mover_alloc(&rt->mover, MEMORY_MANAGED, size, -1, &base);
+    cudaError_t err = mover_alloc(&rt->mover, NULL, MEMORY_MANAGED, size, -1, &base);
     if (err != cudaSuccess) {
         block_release(b);
         return err;
@@ -191,21 +191,26 @@ static bool capturing(struct runtime *rt, cudaStream_t stream)
 /* A slab of SIZE bytes of KIND (device or pinned host memory, on NODE) for
  * POOL at *BASE. Device memory first makes room under the budget; where the
  * card itself refuses it, empty slabs are given back and then movable pieces
- * leave the GPU, and it is tried again. Neither while STREAM is captured. */
+ * leave the GPU, and it is tried again. Neither while STREAM is captured,
+ * when device memory comes from cudaMalloc, not the slab pool (whose order
+ * a captured stream could not wait for). *ORDERED: from the slab pool. */
 static cudaError_t fixed_slab(struct runtime *rt, struct pool *p, enum memory_kind kind,
-                              size_t size, int node, cudaStream_t stream, uintptr_t *base)
+                              size_t size, int node, cudaStream_t stream, uintptr_t *base,
+                              bool *ordered)
 {
     bool device = kind == MEMORY_DEVICE && !capturing(rt, stream);
+    struct device_state *dev = device ? &rt->devices[p->device] : NULL;
+    *ordered = dev && dev->slab_pool;
     if (device)
         place_room_for_device_slab(rt, p->class_idx, p->device, size);
-    cudaError_t err = mover_alloc(&rt->mover, kind, size, node, base);
+    cudaError_t err = mover_alloc(&rt->mover, dev, kind, size, node, base);
     /* Pinned host memory short: any empty slab may help; GPU memory short: the card's. */
     if (err == cudaErrorMemoryAllocation &&
         place_trim(rt, p->device, kind == MEMORY_HOST ? TRIM_ALL : TRIM_CARD) > 0)
-        err = mover_alloc(&rt->mover, kind, size, node, base);
+        err = mover_alloc(&rt->mover, dev, kind, size, node, base);
     if (err == cudaErrorMemoryAllocation && device &&
         place_card_full(rt, p->class_idx, p->device, size) > 0)
-        err = mover_alloc(&rt->mover, kind, size, node, base);
+        err = mover_alloc(&rt->mover, dev, kind, size, node, base);
     return err;
 }
 
@@ -229,6 +234,7 @@ static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool de
         kind = MEMORY_DEVICE; /* said once per GPU, by the mover */
     uintptr_t base = 0;
     struct movable *mv = NULL;
+    bool ordered = false;
     cudaError_t err;
     if (kind == MEMORY_MOVABLE) {
         int node;
@@ -240,12 +246,12 @@ static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool de
         if (err != cudaSuccess) { /* no pinned host memory for it: plain device memory */
             movable_failed(rt, p->class_idx, size);
             kind = MEMORY_DEVICE;
-            err = fixed_slab(rt, p, kind, size, -1, stream, &base);
+            err = fixed_slab(rt, p, kind, size, -1, stream, &base, &ordered);
         }
         base = mv ? mv->base : base;
     } else {
         int node = kind == MEMORY_HOST ? place_host_node(rt, p->class_idx, p->device) : -1;
-        err = fixed_slab(rt, p, kind, size, node, stream, &base);
+        err = fixed_slab(rt, p, kind, size, node, stream, &base, &ordered);
     }
     if (err != cudaSuccess)
         return err;
@@ -260,6 +266,11 @@ static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool de
     s->backing = mv;
     if (mv)
         mv->owner = s; /* the stream finds a piece's slab from its remap's outcome */
+    if (ordered) { /* a stream takes its space after the slab stream */
+        s->ordered = true;
+        s->first->free_streams[0] = rt->devices[p->device].slab_stream;
+        s->first->free_stream_count = 1;
+    }
     place_new_slab(rt, p, s);
     rt->runtime_ns += now_ns() - t0;
     *out = s;
@@ -300,7 +311,11 @@ static bool make_arena(struct runtime *rt, struct pool *p, struct plan_arena *a)
         return false;
     place_trim(rt, p->device, p->class_idx);
     uintptr_t base = 0;
-    cudaError_t err = fixed_slab(rt, p, MEMORY_DEVICE, a->plan.bytes, -1, a->stream, &base);
+    bool ordered = false;
+    cudaError_t err =
+        fixed_slab(rt, p, MEMORY_DEVICE, a->plan.bytes, -1, a->stream, &base, &ordered);
+    if (err == cudaSuccess && ordered)
+        mover_from_slab_stream(&rt->mover, &rt->devices[p->device], a->stream, false);
     struct slab *s = err == cudaSuccess ? calloc(1, sizeof *s) : NULL;
     if (!s) {
         if (err == cudaSuccess)
@@ -512,6 +527,13 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
                 return err;
             b = s->first;
             *grew = true;
+            /* Its memory is usable after the slab stream: STREAM waits on the
+             * GPU; cudaMalloc's callers get memory every stream may use. */
+            if (s->ordered) {
+                mover_from_slab_stream(&rt->mover, dev, stream, mode == MODE_ANY);
+                if (mode == MODE_ANY)
+                    b->free_stream_count = 0;
+            }
         }
         pool_take(p, b, req.want);
     }

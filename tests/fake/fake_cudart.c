@@ -141,6 +141,44 @@ EXPORT cudaError_t cudaMalloc(void **ptr, size_t size)
     return err;
 }
 
+/* Memory pools: one handle per GPU; their memory is device memory, freed
+ * at once by cudaFreeAsync as the fake has no queued work. */
+static int pools_off;
+
+void fake_set_pools_off(int off)
+{
+    pools_off = off;
+}
+
+EXPORT cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const struct cudaMemPoolProps *props)
+{
+    if (pools_off)
+        return last_error = cudaErrorNotSupported;
+    COUNT(pool_create);
+    *pool = (cudaMemPool_t)(uintptr_t)(0x9000 + props->location.id);
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t pool,
+                                           cudaStream_t stream)
+{
+    (void)pool, (void)stream;
+    COUNT(malloc_pool);
+    if (malloc_fails || card_full(size))
+        return cudaErrorMemoryAllocation;
+    cudaError_t err = host_alloc(ptr, size);
+    if (err == cudaSuccess)
+        residency(*ptr, size, 1);
+    return err;
+}
+
+EXPORT cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t keep)
+{
+    (void)pool, (void)keep;
+    COUNT(pool_trim);
+    return cudaSuccess;
+}
+
 EXPORT cudaError_t cudaMallocAsync(void **ptr, size_t size, cudaStream_t stream)
 {
     (void)stream;
@@ -433,6 +471,7 @@ EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
 EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
     (void)event;
+    COUNT(event_sync);
     return cudaSuccess;
 }
 

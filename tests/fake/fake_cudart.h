@@ -17,6 +17,7 @@ struct fake_counters {
     uint64_t advise_unset; /* cudaMemAdviseUnset*: advice taken back */
     uint64_t memcpy, memcpy_bytes_to_gpu, memcpy_bytes_to_host; /* cudaMemcpyAsync */
     uint64_t vmm_reserve, vmm_create, vmm_map;                  /* the driver's VMM calls */
+    uint64_t pool_create, malloc_pool, pool_trim, event_sync; /* memory pools, cudaEventSynchronize */
 };
 
 const struct fake_counters *fake_counters(void);
@@ -31,6 +32,8 @@ unsigned long fake_vmm_held_calls(void);
 void fake_set_capturing(int on);
 /* Make cudaHostRegister fail as when pinned memory runs out. */
 void fake_set_host_register_fails(int on);
+/* OFF: cudaMemPoolCreate refuses, as a GPU without memory pools does. */
+void fake_set_pools_off(int off);
 /* Make cudaMalloc fail as on a full card. */
 void fake_set_malloc_fails(int on);
 /* The driver's VMM (cudaGetDriverEntryPointByVersion): OFF hides it; after
