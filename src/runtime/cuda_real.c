@@ -36,6 +36,7 @@ int cuda_api_resolve_real(struct cuda_api *api, const char **missing)
         SLOT(mem_pool_create, "cudaMemPoolCreate", 0),
         SLOT(malloc_from_pool_async, "cudaMallocFromPoolAsync", 0),
         SLOT(mem_pool_trim_to, "cudaMemPoolTrimTo", 0),
+        SLOT(mem_pool_get_attribute, "cudaMemPoolGetAttribute", 0),
         SLOT(malloc_async_ptsz, "cudaMallocAsync_ptsz", 0),
         SLOT(free_async_ptsz, "cudaFreeAsync_ptsz", 0),
         SLOT(host_register, "cudaHostRegister", 1),

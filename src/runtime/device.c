@@ -8,7 +8,8 @@
  * release is seen done), so the card holds what the budget counts. */
 static void slab_pool_open(struct device_state *dev, const struct cuda_api *cuda, int device)
 {
-    if (!cuda->mem_pool_create || !cuda->malloc_from_pool_async || !cuda->mem_pool_trim_to)
+    if (!cuda->mem_pool_create || !cuda->malloc_from_pool_async || !cuda->mem_pool_trim_to ||
+        !cuda->mem_pool_get_attribute)
         return;
     struct cudaMemPoolProps props = {
         .allocType = cudaMemAllocationTypePinned,
@@ -20,6 +21,15 @@ static void slab_pool_open(struct device_state *dev, const struct cuda_api *cuda
         dev->slab_stream = NULL;
         return;
     }
+    /* The releases' events, made here on their own GPU (a release may be
+     * made while another is current). */
+    for (int k = 0; k < RELEASES_PENDING; k++)
+        if (cuda->event_create_with_flags(&dev->release_events[k], cudaEventDisableTiming) !=
+            cudaSuccess) {
+            cuda->get_last_error();
+            dev->release_events[k] = NULL;
+            return;
+        }
     if (cuda->mem_pool_create(&dev->slab_pool, &props) != cudaSuccess) {
         cuda->get_last_error();
         dev->slab_pool = NULL;

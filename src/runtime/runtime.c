@@ -191,15 +191,17 @@ static bool capturing(struct runtime *rt, cudaStream_t stream)
 /* A slab of SIZE bytes of KIND (device or pinned host memory, on NODE) for
  * POOL at *BASE. Device memory first makes room under the budget; where the
  * card itself refuses it, empty slabs are given back and then movable pieces
- * leave the GPU, and it is tried again. Neither while STREAM is captured,
- * when device memory comes from cudaMalloc, not the slab pool (whose order
- * a captured stream could not wait for). *ORDERED: from the slab pool. */
+ * leave the GPU, and it is tried again. Neither while STREAM is captured.
+ * Device memory comes from the slab pool for a stream-ordered caller (MODE),
+ * else from cudaMalloc: memory cudaMalloc's callers get is usable at once
+ * and may be shared with other processes, and a captured stream could not
+ * wait for the slab stream. *ORDERED: from the slab pool. */
 static cudaError_t fixed_slab(struct runtime *rt, struct pool *p, enum memory_kind kind,
-                              size_t size, int node, cudaStream_t stream, uintptr_t *base,
-                              bool *ordered)
+                              size_t size, int node, cudaStream_t stream, enum alloc_mode mode,
+                              uintptr_t *base, bool *ordered)
 {
     bool device = kind == MEMORY_DEVICE && !capturing(rt, stream);
-    struct device_state *dev = device ? &rt->devices[p->device] : NULL;
+    struct device_state *dev = device && mode == MODE_STREAM ? &rt->devices[p->device] : NULL;
     *ordered = dev && dev->slab_pool;
     if (device)
         place_room_for_device_slab(rt, p->class_idx, p->device, size);
@@ -222,7 +224,7 @@ static cudaError_t fixed_slab(struct runtime *rt, struct pool *p, enum memory_ki
  * would stay fragments for the whole run. Not while STREAM is captured into
  * a graph, which a cudaFree would invalidate. */
 static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool dedicated,
-                        cudaStream_t stream, struct slab **out)
+                        cudaStream_t stream, enum alloc_mode mode, struct slab **out)
 {
     enum memory_kind kind = rt->program->classes[p->class_idx].memory;
     uint64_t t0 = now_ns();
@@ -246,12 +248,12 @@ static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool de
         if (err != cudaSuccess) { /* no pinned host memory for it: plain device memory */
             movable_failed(rt, p->class_idx, size);
             kind = MEMORY_DEVICE;
-            err = fixed_slab(rt, p, kind, size, -1, stream, &base, &ordered);
+            err = fixed_slab(rt, p, kind, size, -1, stream, mode, &base, &ordered);
         }
         base = mv ? mv->base : base;
     } else {
         int node = kind == MEMORY_HOST ? place_host_node(rt, p->class_idx, p->device) : -1;
-        err = fixed_slab(rt, p, kind, size, node, stream, &base, &ordered);
+        err = fixed_slab(rt, p, kind, size, node, stream, mode, &base, &ordered);
     }
     if (err != cudaSuccess)
         return err;
@@ -312,10 +314,10 @@ static bool make_arena(struct runtime *rt, struct pool *p, struct plan_arena *a)
     place_trim(rt, p->device, p->class_idx);
     uintptr_t base = 0;
     bool ordered = false;
-    cudaError_t err =
-        fixed_slab(rt, p, MEMORY_DEVICE, a->plan.bytes, -1, a->stream, &base, &ordered);
+    cudaError_t err = fixed_slab(rt, p, MEMORY_DEVICE, a->plan.bytes, -1, a->stream,
+                                 MODE_STREAM, &base, &ordered);
     if (err == cudaSuccess && ordered)
-        mover_from_slab_stream(&rt->mover, &rt->devices[p->device], a->stream, false);
+        mover_from_slab_stream(&rt->mover, &rt->devices[p->device], a->stream);
     struct slab *s = err == cudaSuccess ? calloc(1, sizeof *s) : NULL;
     if (!s) {
         if (err == cudaSuccess)
@@ -522,18 +524,13 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
         }
         if (!b) {
             struct slab *s;
-            cudaError_t err = grow(rt, p, req.grow, req.dedicated, stream, &s);
+            cudaError_t err = grow(rt, p, req.grow, req.dedicated, stream, mode, &s);
             if (err != cudaSuccess)
                 return err;
             b = s->first;
             *grew = true;
-            /* Its memory is usable after the slab stream: STREAM waits on the
-             * GPU; cudaMalloc's callers get memory every stream may use. */
-            if (s->ordered) {
-                mover_from_slab_stream(&rt->mover, dev, stream, mode == MODE_ANY);
-                if (mode == MODE_ANY)
-                    b->free_stream_count = 0;
-            }
+            if (s->ordered) /* usable after the slab stream */
+                mover_from_slab_stream(&rt->mover, dev, stream);
         }
         pool_take(p, b, req.want);
     }

@@ -9,6 +9,7 @@ const struct cuda_api fake_api = {
     .mem_pool_create = cudaMemPoolCreate,
     .malloc_from_pool_async = cudaMallocFromPoolAsync,
     .mem_pool_trim_to = cudaMemPoolTrimTo,
+    .mem_pool_get_attribute = cudaMemPoolGetAttribute,
     .host_register = cudaHostRegister,
     .host_unregister = cudaHostUnregister,
     .host_get_device_pointer = cudaHostGetDevicePointer,
