@@ -56,6 +56,7 @@ struct device_state {
      * slabs from cudaMalloc. */
     cudaMemPool_t slab_pool;
     cudaStream_t slab_stream;
+    uint64_t slab_granule; /* its slabs are whole granules of the pool (0: any size) */
     /* Slabs given back that the card holds until the GPU is past the work
      * queued before their release: each one's event and bytes, oldest first
      * (a ring), and their sum. Room for nothing until they are gone. */

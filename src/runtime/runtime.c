@@ -197,12 +197,15 @@ static bool capturing(struct runtime *rt, cudaStream_t stream)
  * and may be shared with other processes, and a captured stream could not
  * wait for the slab stream. *ORDERED: from the slab pool. */
 static cudaError_t fixed_slab(struct runtime *rt, struct pool *p, enum memory_kind kind,
-                              size_t size, int node, cudaStream_t stream, enum alloc_mode mode,
+                              size_t *sizep, int node, cudaStream_t stream, enum alloc_mode mode,
                               uintptr_t *base, bool *ordered)
 {
     bool device = kind == MEMORY_DEVICE && !capturing(rt, stream);
     struct device_state *dev = device && mode == MODE_STREAM ? &rt->devices[p->device] : NULL;
     *ordered = dev && dev->slab_pool;
+    if (*ordered && dev->slab_granule) /* whole granules: none shared, each given back whole */
+        *sizep = (*sizep + dev->slab_granule - 1) / dev->slab_granule * dev->slab_granule;
+    size_t size = *sizep;
     if (device)
         place_room_for_device_slab(rt, p->class_idx, p->device, size);
     cudaError_t err = mover_alloc(&rt->mover, dev, kind, size, node, base);
@@ -248,12 +251,12 @@ static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool de
         if (err != cudaSuccess) { /* no pinned host memory for it: plain device memory */
             movable_failed(rt, p->class_idx, size);
             kind = MEMORY_DEVICE;
-            err = fixed_slab(rt, p, kind, size, -1, stream, mode, &base, &ordered);
+            err = fixed_slab(rt, p, kind, &size, -1, stream, mode, &base, &ordered);
         }
         base = mv ? mv->base : base;
     } else {
         int node = kind == MEMORY_HOST ? place_host_node(rt, p->class_idx, p->device) : -1;
-        err = fixed_slab(rt, p, kind, size, node, stream, mode, &base, &ordered);
+        err = fixed_slab(rt, p, kind, &size, node, stream, mode, &base, &ordered);
     }
     if (err != cudaSuccess)
         return err;
@@ -314,14 +317,15 @@ static bool make_arena(struct runtime *rt, struct pool *p, struct plan_arena *a)
     place_trim(rt, p->device, p->class_idx);
     uintptr_t base = 0;
     bool ordered = false;
-    cudaError_t err = fixed_slab(rt, p, MEMORY_DEVICE, a->plan.bytes, -1, a->stream,
-                                 MODE_STREAM, &base, &ordered);
+    size_t size = a->plan.bytes;
+    cudaError_t err =
+        fixed_slab(rt, p, MEMORY_DEVICE, &size, -1, a->stream, MODE_STREAM, &base, &ordered);
     if (err == cudaSuccess && ordered)
         mover_from_slab_stream(&rt->mover, &rt->devices[p->device], a->stream);
     struct slab *s = err == cudaSuccess ? calloc(1, sizeof *s) : NULL;
     if (!s) {
         if (err == cudaSuccess)
-            mover_release(&rt->mover, MEMORY_DEVICE, base, a->plan.bytes);
+            mover_release(&rt->mover, MEMORY_DEVICE, base, size);
         a->failed = true;
         if (!atomic_exchange(&said, true))
             LOG(LOG_WARN, "no memory for the step's plan of class '%s' on GPU %d (%llu bytes): "
@@ -329,7 +333,7 @@ static bool make_arena(struct runtime *rt, struct pool *p, struct plan_arena *a)
                 p->device, (unsigned long long)a->plan.bytes);
         return false;
     }
-    *s = (struct slab){.base = base, .size = a->plan.bytes, .pool = p, .dedicated = true,
+    *s = (struct slab){.base = base, .size = size, .pool = p, .dedicated = true,
                        .planned = true};
     a->slab = s;
     place_new_slab(rt, p, s);

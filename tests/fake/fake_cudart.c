@@ -172,12 +172,20 @@ EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_
     return err;
 }
 
-/* The fake frees at once: its pools hold only live memory, none it counts. */
+/* The fake frees at once: its pools hold no memory it counts, but what one
+ * reserves can be said (the granule a real one reserves at least). */
+static uint64_t pool_reserved;
+
+void fake_set_pool_reserved(uint64_t bytes)
+{
+    pool_reserved = bytes;
+}
+
 EXPORT cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr,
                                            void *value)
 {
-    (void)pool, (void)attr;
-    *(uint64_t *)value = 0;
+    (void)pool;
+    *(uint64_t *)value = attr == cudaMemPoolAttrReservedMemCurrent ? pool_reserved : 0;
     return cudaSuccess;
 }
 
