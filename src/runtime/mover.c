@@ -90,18 +90,27 @@ static void pool_usage(struct mover *m, struct device_state *dev, uint64_t *rese
 }
 
 /* A slab from DEV's pool, in slab_stream's order. The budget counts slabs
- * given back as gone at once, so the card must have them back before a new
- * one comes: those still on it are waited for, and the pool keeps no freed
- * memory to carve the new one from (a slab carved from a larger freed one
- * would leave the rest held, uncounted: 0.35-0.8 GiB on the Llama grid). */
+ * given back as gone at once. While some are still on the card, the pool
+ * may carve the new one from them in the slab stream's order, which the card
+ * sees as no more memory; where it took new memory instead, they are waited
+ * for at once, so the card holds both only that long. With none pending, the
+ * freed memory it still holds goes back first. */
 static cudaError_t pool_slab_alloc(struct mover *m, struct device_state *dev, size_t size,
                                    void **p)
 {
-    if (mover_releasing_bytes(m, dev) > 0)
-        mover_releases_wait(m, dev);
-    if (m->cuda->mem_pool_trim_to(dev->slab_pool, 0) != cudaSuccess)
+    uint64_t before = 0, after = 0, used = 0;
+    bool pending = mover_releasing_bytes(m, dev) > 0;
+    if (pending)
+        pool_usage(m, dev, &before, &used);
+    else if (m->cuda->mem_pool_trim_to(dev->slab_pool, 0) != cudaSuccess)
         m->cuda->get_last_error();
-    return m->cuda->malloc_from_pool_async(p, size, dev->slab_pool, dev->slab_stream);
+    cudaError_t err = m->cuda->malloc_from_pool_async(p, size, dev->slab_pool, dev->slab_stream);
+    if (err == cudaSuccess && pending) {
+        pool_usage(m, dev, &after, &used);
+        if (after > before)
+            mover_releases_wait(m, dev);
+    }
+    return err;
 }
 
 cudaError_t mover_alloc(struct mover *m, struct device_state *dev, enum memory_kind kind,

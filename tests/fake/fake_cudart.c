@@ -141,6 +141,22 @@ EXPORT cudaError_t cudaMalloc(void **ptr, size_t size)
     return err;
 }
 
+/* The fake frees at once: its pools hold no memory it counts, but what one
+ * reserves can be said (the granule a real one reserves at least). */
+static uint64_t pool_reserved, pool_growth;
+static int pool_grows;
+
+void fake_set_pool_reserved(uint64_t bytes)
+{
+    pool_reserved = bytes;
+}
+
+void fake_set_pool_grows(int on)
+{
+    pool_grows = on;
+    pool_growth = 0;
+}
+
 /* Memory pools: one handle per GPU; their memory is device memory, freed
  * at once by cudaFreeAsync as the fake has no queued work. */
 static int pools_off;
@@ -166,26 +182,19 @@ EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_
     COUNT(malloc_pool);
     if (malloc_fails || card_full(size))
         return cudaErrorMemoryAllocation;
+    if (pool_grows)
+        pool_growth += size;
     cudaError_t err = host_alloc(ptr, size);
     if (err == cudaSuccess)
         residency(*ptr, size, 1);
     return err;
 }
 
-/* The fake frees at once: its pools hold no memory it counts, but what one
- * reserves can be said (the granule a real one reserves at least). */
-static uint64_t pool_reserved;
-
-void fake_set_pool_reserved(uint64_t bytes)
-{
-    pool_reserved = bytes;
-}
-
 EXPORT cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr,
                                            void *value)
 {
     (void)pool;
-    *(uint64_t *)value = attr == cudaMemPoolAttrReservedMemCurrent ? pool_reserved : 0;
+    *(uint64_t *)value = attr == cudaMemPoolAttrReservedMemCurrent ? pool_reserved + pool_growth : 0;
     return cudaSuccess;
 }
 

@@ -34,8 +34,11 @@ void fake_set_capturing(int on);
 void fake_set_host_register_fails(int on);
 /* OFF: cudaMemPoolCreate refuses, as a GPU without memory pools does. */
 void fake_set_pools_off(int off);
-/* What cudaMemPoolGetAttribute says a pool reserves (0 by default). */
+/* What cudaMemPoolGetAttribute says a pool reserves (0 by default); ON: it
+ * grows by each allocation from a pool from now on (as when the pool can
+ * carve it from no freed memory). */
 void fake_set_pool_reserved(uint64_t bytes);
+void fake_set_pool_grows(int on);
 /* Make cudaMalloc fail as on a full card. */
 void fake_set_malloc_fails(int on);
 /* The driver's VMM (cudaGetDriverEntryPointByVersion): OFF hides it; after
