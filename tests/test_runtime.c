@@ -58,9 +58,6 @@ static void release_device_events(struct runtime *rt)
     for (int d = 0; d < RT_MAX_DEVICES; d++) {
         if (rt->devices[d].follow_event)
             cudaEventDestroy(rt->devices[d].follow_event);
-        for (int k = 0; k < RELEASES_PENDING; k++) /* the slab pool's releases */
-            if (rt->devices[d].release_events[k])
-                cudaEventDestroy(rt->devices[d].release_events[k]);
         for (size_t k = 0; rt->stream.marks[d] && k < STREAM_MARKS; k++) /* streaming's marks */
             if (rt->stream.marks[d]->ev[k])
                 cudaEventDestroy(rt->stream.marks[d]->ev[k]);
@@ -113,9 +110,6 @@ static void assert_bins_consistent(const struct fixture *f)
     }
 }
 
-/* Allocations, frees and events of the slab pool's granule probe, made
- * once per GPU when the runtime first sees it (device.c). */
-#define POOL_PROBE 1
 #define S1 ((cudaStream_t)0x100)
 #define S2 ((cudaStream_t)0x200)
 
@@ -145,151 +139,15 @@ static void test_runtime_slab_advised_once(void **state)
     teardown(f);
 }
 
-/* `memory device`: slabs from the runtime's own memory pool, not advised. */
-static void test_runtime_device_class_uses_slab_pool(void **state)
+static void test_runtime_device_class_uses_cuda_malloc(void **state)
 {
     (void)state;
     struct fixture *f = setup(basic_policy);
     void *a = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, S1);
-    assert_int_equal(DELTA(f, malloc_pool), POOL_PROBE + 1); /* the runtime's own memory pool */
-    assert_int_equal(DELTA(f, malloc), 0);
+    assert_int_equal(DELTA(f, malloc), 1);
     assert_int_equal(DELTA(f, malloc_managed), 0);
     assert_int_equal(DELTA(f, advise), 0);
     release(f, a, S1, MODE_STREAM);
-    teardown(f);
-
-    /* Its slabs are whole granules of the pool, as one small allocation
-     * reserves (a slab sharing one could not be given back whole). */
-    fake_set_pool_reserved(8u << 20);
-    f = setup(basic_policy);
-    a = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, S1); /* a 4 MiB slab, rounded */
-    assert_int_equal(f->rt.devices[0].slab_granule, 8u << 20);
-    assert_int_equal(f->rt.class_stats[1].slab_bytes, 8u << 20);
-    assert_int_equal(f->rt.devices[0].resident_bytes, 8u << 20);
-    fake_set_pool_reserved(0);
-    release(f, a, S1, MODE_STREAM);
-    teardown(f);
-}
-
-/* A device slab given back is freed on the slab stream after the work of the
- * streams that last used its blocks: no host wait (cudaFree would wait for
- * the whole GPU). The card holds it until the GPU is past that work; a trim
- * asked because the card refused memory waits for that. */
-static void test_runtime_slab_released_in_stream_order(void **state)
-{
-    (void)state;
-    struct fixture *f = setup(basic_policy);
-    struct device_state *dev = &f->rt.devices[0];
-    void *a = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, S1);
-    assert_non_null(dev->slab_pool);
-    void *b = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S2); /* S2 waits for the slab stream */
-    assert_int_equal(DELTA(f, malloc_pool), POOL_PROBE + 1);
-    assert_int_equal(DELTA(f, event_sync), POOL_PROBE);
-    release(f, a, S1, MODE_STREAM);
-    release(f, b, S2, MODE_STREAM);
-    uint64_t waits = fake_counters()->stream_wait;
-    fake_set_busy_stream(dev->slab_stream); /* the GPU is not past the release yet */
-    assert_int_equal(place_trim(&f->rt, 0, 1), 4u << 20);
-    assert_int_equal(fake_counters()->stream_wait - waits, 2); /* after S1's work and S2's */
-    assert_int_equal(DELTA(f, free_async), POOL_PROBE + 1);
-    assert_int_equal(DELTA(f, free) + DELTA(f, device_sync) + DELTA(f, event_sync), POOL_PROBE);
-    assert_int_equal(f->rt.class_stats[1].slab_releases, 1);
-    assert_int_equal(dev->resident_bytes, 0);
-    assert_int_equal(mover_releasing_bytes(&f->rt.mover, dev), 4u << 20); /* not room yet */
-    uint64_t trims = fake_counters()->pool_trim;
-    fake_set_busy_stream(NULL);
-    assert_int_equal(mover_releasing_bytes(&f->rt.mover, dev), 0);
-    assert_int_equal(fake_counters()->pool_trim - trims, 1); /* the card has it back */
-
-    /* The card refused memory: the trim returns once the card has it. */
-    a = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, S1);
-    release(f, a, S1, MODE_STREAM);
-    fake_set_busy_stream(dev->slab_stream);
-    uint64_t syncs = fake_counters()->event_sync;
-    assert_int_equal(place_trim(&f->rt, 0, TRIM_CARD), 4u << 20);
-    assert_true(fake_counters()->event_sync > syncs);
-    fake_set_busy_stream(NULL);
-    assert_int_equal(mover_releasing_bytes(&f->rt.mover, dev), 0);
-
-    /* A new slab while one given back is still on the card, for which the
-     * pool took new memory: the release is waited for at once. */
-    a = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, S1);
-    release(f, a, S1, MODE_STREAM);
-    fake_set_busy_stream(dev->slab_stream);
-    place_trim(&f->rt, 0, 1);
-    assert_int_equal(mover_releasing_bytes(&f->rt.mover, dev), 4u << 20);
-    syncs = fake_counters()->event_sync;
-    fake_set_pool_grows(1);
-    a = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, S1);
-    fake_set_pool_grows(0);
-    assert_true(fake_counters()->event_sync > syncs);
-    assert_int_equal(mover_releasing_bytes(&f->rt.mover, dev), 0);
-    fake_set_busy_stream(NULL);
-
-    /* One the pool carved from the memory still on its way back: no wait. */
-    release(f, a, S1, MODE_STREAM);
-    fake_set_busy_stream(dev->slab_stream);
-    place_trim(&f->rt, 0, 1);
-    syncs = fake_counters()->event_sync;
-    a = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, S1);
-    assert_int_equal(fake_counters()->event_sync, syncs);
-    assert_int_equal(mover_releasing_bytes(&f->rt.mover, dev), 4u << 20);
-    fake_set_busy_stream(NULL);
-    release(f, a, S1, MODE_STREAM);
-    teardown(f);
-}
-
-/* A slab made for cudaMalloc comes from cudaMalloc (usable at once by every
- * stream, and by other processes); one made for a stream-ordered caller
- * from the pool, its stream waiting for the slab stream on the GPU and the
- * rest of its space marked for the next taker to wait too. A slab whose
- * last users cannot be ordered is given back with cudaFree
- * (cudaStreamPerThread names another stream on each thread), or stays while
- * one is captured. Without memory pools, cudaMalloc and cudaFree. */
-static void test_runtime_new_slab_ordered_for_its_user(void **state)
-{
-    (void)state;
-    struct fixture *f = setup(basic_policy);
-    void *a = alloc(f, 1u << 20, API_CUDA_MALLOC, S1);
-    assert_int_equal(DELTA(f, malloc), 1);
-    assert_int_equal(DELTA(f, malloc_pool), POOL_PROBE);
-    assert_false(map_find(&f->rt.map, (uintptr_t)a)->slab->ordered);
-    release(f, a, S1, MODE_ANY);
-    place_trim(&f->rt, 0, 1);
-    assert_int_equal(DELTA(f, free), 1);
-    uint64_t waits = fake_counters()->stream_wait, syncs = fake_counters()->event_sync;
-    a = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1);
-    assert_int_equal(fake_counters()->stream_wait - waits, 1);
-    assert_int_equal(fake_counters()->event_sync, syncs); /* no host wait */
-    struct block *rest = map_find(&f->rt.map, (uintptr_t)a)->next;
-    assert_int_equal(rest->free_stream_count, 1); /* the next taker waits for the slab stream */
-    assert_ptr_equal(rest->free_streams[0], f->rt.devices[0].slab_stream);
-    release(f, a, cudaStreamPerThread, MODE_STREAM);
-    place_trim(&f->rt, 0, 1);
-    assert_int_equal(DELTA(f, free), 2);
-    assert_int_equal(DELTA(f, free_async), POOL_PROBE);
-
-    a = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1);
-    release(f, a, S1, MODE_STREAM);
-    fake_set_capturing(1);
-    assert_int_equal(place_trim(&f->rt, 0, 1), 0); /* S1 is being captured */
-    fake_set_capturing(0);
-    assert_int_equal(f->rt.class_stats[1].slabs, 1);
-    assert_int_equal(place_trim(&f->rt, 0, 1), 4u << 20);
-    assert_int_equal(DELTA(f, free_async), POOL_PROBE + 1);
-    teardown(f);
-
-    fake_set_pools_off(1);
-    f = setup(basic_policy);
-    assert_null(f->rt.devices[0].slab_pool);
-    a = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, S1);
-    assert_int_equal(DELTA(f, malloc), 1);
-    assert_int_equal(DELTA(f, malloc_pool), 0);
-    release(f, a, S1, MODE_STREAM);
-    place_trim(&f->rt, 0, 1);
-    assert_int_equal(DELTA(f, free), 1);
-    assert_int_equal(DELTA(f, free_async), 0);
-    fake_set_pools_off(0);
     teardown(f);
 }
 
@@ -463,7 +321,7 @@ static void test_runtime_movable(void **state)
     fill(b, 10 * MiB, 2);
     assert_int_equal(dev->resident_bytes, 164 * MiB);
     assert_int_equal(fake_vmm_gpu_bytes() - vmm_before, 164 * MiB);
-    assert_int_equal(DELTA(f, malloc) + DELTA(f, malloc_pool), POOL_PROBE); /* no plain device memory */
+    assert_int_equal(DELTA(f, malloc), 0); /* no plain device memory */
 
     phase_enter(&f->rt, "optimizer.step"); /* all to the host */
     assert_int_equal(dev->resident_bytes, 0);
@@ -1010,42 +868,6 @@ static void test_runtime_stream_room_from_empty_slab(void **state)
     for (int round = 0; round < 2; round++)
         for (int i = 0; i < STREAM_N; i++)
             use_one(f, w[i]);
-    assert_weights_as_made(w);
-    stream_done(f, w);
-}
-
-/* A slab given back is room for the stream only once the card has it back
- * (the GPU past the work queued before its release): until then the next
- * pieces wait rather than take the card past the budget, and come at the
- * next use after. */
-static void test_runtime_stream_room_waits_for_release(void **state)
-{
-    (void)state;
-    const uint64_t MiB = 1u << 20;
-    uint64_t vmm_before = fake_vmm_gpu_bytes();
-    void *w[STREAM_N];
-    struct fixture *f = stream_learned_under(STREAM_POLICY("448MiB"), w);
-    struct device_state *dev = &f->rt.devices[0];
-    void *big = alloc(f, 256 * MiB, API_CUDA_MALLOC_ASYNC, S1); /* a slab of its own, large */
-    release(f, big, S1, MODE_STREAM);
-    uint64_t releases = f->rt.class_stats[1].slab_releases, held = mapped_on_gpu(f);
-    fake_set_busy_stream(dev->slab_stream);
-    use_one(f, w[0]);
-    assert_int_equal(f->rt.class_stats[1].slab_releases, releases + 1);
-    assert_int_equal(DELTA(f, device_sync) + DELTA(f, free), 0);
-    assert_int_equal(mover_releasing_bytes(&f->rt.mover, dev), 256 * MiB);
-    stream_settle(&f->rt);
-    assert_true(card_holds(f, vmm_before) - fake_resident_bytes() + f->resident_before +
-                    256 * MiB <= 448 * MiB); /* the pieces and the slab still leaving */
-    uint64_t waiting = mapped_on_gpu(f);
-    fake_set_busy_stream(NULL);
-    use_one(f, w[1]);
-    stream_settle(&f->rt);
-    assert_int_equal(mover_releasing_bytes(&f->rt.mover, dev), 0);
-    assert_true(mapped_on_gpu(f) > waiting);
-    assert_true(mapped_on_gpu(f) > held);
-    assert_true(dev->resident_bytes <= 448 * MiB);
-    assert_int_equal(dev->resident_bytes, card_holds(f, vmm_before));
     assert_weights_as_made(w);
     stream_done(f, w);
 }
@@ -1870,7 +1692,7 @@ static void test_runtime_cross_stream_reuse_waits(void **state)
     void *b = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S2);
     assert_ptr_equal(a, b); /* reused, not a new slab */
     assert_int_equal(DELTA(f, malloc_managed), 1);
-    assert_int_equal(DELTA(f, event_record), POOL_PROBE + 1);
+    assert_int_equal(DELTA(f, event_record), 1);
     assert_int_equal(DELTA(f, stream_wait), 1);
     assert_int_equal(f->rt.class_stats[0].cross_stream_reuses, 1);
     /* Back and forth: each reuse waits, all through the device's one event. */
@@ -1880,8 +1702,16 @@ static void test_runtime_cross_stream_reuse_waits(void **state)
         assert_ptr_equal(a, b);
     }
     assert_int_equal(DELTA(f, stream_wait), 5);
-    assert_int_equal(DELTA(f, event_create), 1 + RELEASES_PENDING); /* and the releases' */
+    assert_int_equal(DELTA(f, event_create), 1);
+    /* A wait that cannot be made: the block is not reused, and the failure
+     * is not left for the job's next error check. */
     release(f, b, S2, MODE_STREAM);
+    fake_set_stream_wait_fails(1);
+    b = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    fake_set_stream_wait_fails(0);
+    assert_ptr_not_equal(a, b);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    release(f, b, S1, MODE_STREAM);
     release(f, filler, S1, MODE_STREAM);
     teardown(f);
 }
@@ -3142,9 +2972,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_runtime_slab_advised_once),
-        cmocka_unit_test(test_runtime_device_class_uses_slab_pool),
-        cmocka_unit_test(test_runtime_slab_released_in_stream_order),
-        cmocka_unit_test(test_runtime_new_slab_ordered_for_its_user),
+        cmocka_unit_test(test_runtime_device_class_uses_cuda_malloc),
         cmocka_unit_test(test_runtime_host_class_is_pinned),
         cmocka_unit_test(test_runtime_grow_gives_back_empty_slabs),
         cmocka_unit_test(test_runtime_spare),
@@ -3158,7 +2986,6 @@ int main(void)
         cmocka_unit_test(test_runtime_stream_ahead),
         cmocka_unit_test(test_runtime_stream_remap_on_thread),
         cmocka_unit_test(test_runtime_stream_room_from_empty_slab),
-        cmocka_unit_test(test_runtime_stream_room_waits_for_release),
         cmocka_unit_test(test_runtime_stream_drops_farthest),
         cmocka_unit_test(test_runtime_stream_drops_once_while_leaving),
         cmocka_unit_test(test_runtime_stream_yields_farthest),

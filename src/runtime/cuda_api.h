@@ -11,14 +11,6 @@ struct cuda_api {
     cudaError_t (*malloc_async)(void **ptr, size_t size, cudaStream_t stream);
     cudaError_t (*free_async)(void *ptr, cudaStream_t stream);
     cudaError_t (*malloc_managed)(void **ptr, size_t size, unsigned flags);
-    /* May be NULL: a memory pool of the runtime's own for device slabs, made
-     * and given back in stream order (slabs then come from cudaMalloc). */
-    cudaError_t (*mem_pool_create)(cudaMemPool_t *pool, const struct cudaMemPoolProps *props);
-    cudaError_t (*malloc_from_pool_async)(void **ptr, size_t size, cudaMemPool_t pool,
-                                          cudaStream_t stream);
-    cudaError_t (*mem_pool_trim_to)(cudaMemPool_t pool, size_t keep);
-    cudaError_t (*mem_pool_get_attribute)(cudaMemPool_t pool, enum cudaMemPoolAttr attr,
-                                          void *value);
     /* May be NULL: the per-thread-default-stream variants (stream 0 is the
      * calling thread's default stream). */
     cudaError_t (*malloc_async_ptsz)(void **ptr, size_t size, cudaStream_t stream);

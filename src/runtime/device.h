@@ -50,21 +50,6 @@ struct device_state {
     cudaStream_t evict_stream; /* runtime-owned stream for evictions (NULL: stream) */
     cudaStream_t fetch_stream; /* runtime-owned stream for streaming ahead (NULL: stream) */
     cudaEvent_t follow_event;  /* orders one stream after another (NULL: one per wait) */
-    /* Device-memory slabs come from a memory pool of the runtime's own, made
-     * and given back in slab_stream's order: giving one back waits for
-     * nothing on the host (cudaFree waits for the whole GPU). NULL: no pool,
-     * slabs from cudaMalloc. */
-    cudaMemPool_t slab_pool;
-    cudaStream_t slab_stream;
-    uint64_t slab_granule; /* its slabs are whole granules of the pool (0: any size) */
-    /* Slabs given back that the card holds until the GPU is past the work
-     * queued before their release: each one's event and bytes, oldest first
-     * (a ring), and their sum. Room for nothing until they are gone. */
-#define RELEASES_PENDING 32
-    cudaEvent_t release_events[RELEASES_PENDING];
-    uint64_t release_bytes[RELEASES_PENDING];
-    unsigned release_head, release_count;
-    uint64_t releasing_bytes;
     struct pool **pools;       /* one per class, created on first use */
 };
 

@@ -75,55 +75,14 @@ static cudaError_t host_alloc(struct mover *m, size_t size, int node, void **out
     return cudaSuccess;
 }
 
-/* The bytes DEV's slab pool holds on the card, and of those its live slabs'. */
-static void pool_usage(struct mover *m, struct device_state *dev, uint64_t *reserved,
-                       uint64_t *used)
-{
-    *reserved = *used = 0;
-    if (m->cuda->mem_pool_get_attribute(dev->slab_pool, cudaMemPoolAttrReservedMemCurrent,
-                                        reserved) != cudaSuccess ||
-        m->cuda->mem_pool_get_attribute(dev->slab_pool, cudaMemPoolAttrUsedMemCurrent,
-                                        used) != cudaSuccess) {
-        m->cuda->get_last_error();
-        *reserved = *used = 0;
-    }
-}
-
-/* A slab from DEV's pool, in slab_stream's order. The budget counts slabs
- * given back as gone at once. While some are still on the card, the pool
- * may carve the new one from them in the slab stream's order, which the card
- * sees as no more memory; where it took new memory instead, they are waited
- * for at once, so the card holds both only that long. With none pending, the
- * freed memory it still holds goes back first. */
-static cudaError_t pool_slab_alloc(struct mover *m, struct device_state *dev, size_t size,
-                                   void **p)
-{
-    uint64_t before = 0, after = 0, used = 0;
-    bool pending = mover_releasing_bytes(m, dev) > 0;
-    if (pending)
-        pool_usage(m, dev, &before, &used);
-    else if (m->cuda->mem_pool_trim_to(dev->slab_pool, 0) != cudaSuccess)
-        m->cuda->get_last_error();
-    cudaError_t err = m->cuda->malloc_from_pool_async(p, size, dev->slab_pool, dev->slab_stream);
-    if (err == cudaSuccess && pending) {
-        pool_usage(m, dev, &after, &used);
-        if (after > before)
-            mover_releases_wait(m, dev);
-    }
-    return err;
-}
-
-cudaError_t mover_alloc(struct mover *m, struct device_state *dev, enum memory_kind kind,
-                        size_t size, int node, uintptr_t *base)
+cudaError_t mover_alloc(struct mover *m, enum memory_kind kind, size_t size, int node,
+                        uintptr_t *base)
 {
     void *p = NULL;
     cudaError_t err;
     switch (kind) {
     case MEMORY_HOST: err = host_alloc(m, size, node, &p); break;
-    case MEMORY_DEVICE:
-        err = dev && dev->slab_pool ? pool_slab_alloc(m, dev, size, &p)
-                                    : m->cuda->malloc(&p, size);
-        break;
+    case MEMORY_DEVICE: err = m->cuda->malloc(&p, size); break;
     default: err = m->cuda->malloc_managed(&p, size, cudaMemAttachGlobal); break;
     }
     if (err != cudaSuccess)
@@ -144,92 +103,6 @@ cudaError_t mover_release(struct mover *m, enum memory_kind kind, uintptr_t base
         return err; /* keep the pages rather than pull them from under the GPU */
     munmap((void *)base, size);
     return cudaSuccess;
-}
-
-/* Slabs given back whose release is done leave the ring; the pool gives
- * their memory back to the card. */
-static void releases_poll(struct mover *m, struct device_state *dev, bool all_done)
-{
-    cudaEvent_t done = NULL;
-    while (dev->release_count &&
-           (all_done || mover_event_done(m, dev->release_events[dev->release_head]))) {
-        done = dev->release_events[dev->release_head];
-        dev->releasing_bytes -= dev->release_bytes[dev->release_head];
-        dev->release_head = (dev->release_head + 1) % RELEASES_PENDING;
-        dev->release_count--;
-    }
-    if (!done)
-        return;
-    /* A synchronisation is where the pool gives back what it holds beyond its
-     * release threshold (0); the event is done, so this one waits for nothing. */
-    if (m->cuda->event_synchronize(done) != cudaSuccess ||
-        m->cuda->mem_pool_trim_to(dev->slab_pool, 0) != cudaSuccess)
-        m->cuda->get_last_error(); /* given back at the next synchronisation instead */
-    if (log_threshold >= LOG_DEBUG) {
-        uint64_t reserved, used;
-        pool_usage(m, dev, &reserved, &used);
-        LOG(LOG_DEBUG, "slab pool: %llu bytes on the card, %llu in slabs, %llu given back and "
-            "not yet done", (unsigned long long)reserved, (unsigned long long)used,
-            (unsigned long long)dev->releasing_bytes);
-    }
-}
-
-cudaError_t mover_device_release(struct mover *m, struct device_state *dev, uintptr_t base,
-                                 size_t size, const cudaStream_t *streams, size_t n)
-{
-    if (!dev->slab_pool || n == SIZE_MAX)
-        return m->cuda->free((void *)base); /* waits for the GPU (any memory, the pool's too) */
-    releases_poll(m, dev, false);
-    if (dev->release_count == RELEASES_PENDING) /* the ring is full: all are waited for */
-        mover_releases_wait(m, dev);
-    unsigned slot = (dev->release_head + dev->release_count) % RELEASES_PENDING;
-    cudaEvent_t *ev = &dev->release_events[slot];
-    bool ordered = true;
-    for (size_t i = 0; ordered && i < n; i++)
-        ordered = mover_follow(m, dev, dev->slab_stream, streams[i]);
-    if (!ordered || m->cuda->free_async((void *)base, dev->slab_stream) != cudaSuccess) {
-        m->cuda->get_last_error();
-        /* Whatever the slab stream was told to wait for, cudaFree waits for all. */
-        return m->cuda->free((void *)base);
-    }
-    if (m->cuda->event_record(*ev, dev->slab_stream) != cudaSuccess) {
-        m->cuda->get_last_error(); /* given back, but when is not known: wait for it now */
-        m->cuda->device_synchronize();
-        releases_poll(m, dev, true);
-        return cudaSuccess;
-    }
-    dev->release_bytes[slot] = size;
-    dev->release_count++;
-    dev->releasing_bytes += size;
-    return cudaSuccess;
-}
-
-uint64_t mover_releasing_bytes(struct mover *m, struct device_state *dev)
-{
-    if (dev->release_count)
-        releases_poll(m, dev, false);
-    return dev->releasing_bytes;
-}
-
-void mover_from_slab_stream(struct mover *m, struct device_state *dev, cudaStream_t stream)
-{
-    if (dev->slab_pool && !mover_follow(m, dev, stream, dev->slab_stream) &&
-        m->cuda->device_synchronize() != cudaSuccess) /* the order could not be made: wait */
-        m->cuda->get_last_error();
-}
-
-uint64_t mover_releases_wait(struct mover *m, struct device_state *dev)
-{
-    uint64_t bytes = dev->releasing_bytes;
-    if (!dev->release_count)
-        return 0;
-    unsigned newest = (dev->release_head + dev->release_count - 1) % RELEASES_PENDING;
-    if (m->cuda->event_synchronize(dev->release_events[newest]) != cudaSuccess) {
-        m->cuda->get_last_error();
-        m->cuda->device_synchronize();
-    }
-    releases_poll(m, dev, true); /* the newest done, so are those before it on the stream */
-    return bytes;
 }
 
 cudaError_t mover_advise(struct mover *m, void *ptr, size_t size, enum cudaMemoryAdvise advice,
@@ -275,7 +148,7 @@ bool mover_follow(struct mover *m, struct device_state *dev, cudaStream_t waiter
     if (own)
         m->cuda->event_destroy(ev); /* released once complete; the wait holds it */
     if (!ok)
-        m->cuda->get_last_error(); /* the caller's, not the job's next check */
+        m->cuda->get_last_error(); /* the caller's failure, not the job's next check */
     return ok;
 }
 

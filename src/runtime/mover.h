@@ -233,33 +233,11 @@ bool mover_event_done(struct mover *m, cudaEvent_t event);
 void mover_init(struct mover *m, const struct cuda_api *cuda);
 
 /* Slab memory of KIND, SIZE bytes at *BASE. Host memory is pinned and mapped
- * at the same address on every GPU, on host NUMA node NODE when >= 0.
- * Device memory with DEV (current) comes from its slab pool where it has
- * one: then usable only in slab_stream's order (mover_from_slab_stream),
- * and not by other processes (cudaIpcGetMemHandle refuses pool memory);
- * without DEV, from cudaMalloc. */
-cudaError_t mover_alloc(struct mover *m, struct device_state *dev, enum memory_kind kind,
-                        size_t size, int node, uintptr_t *base);
-/* Give back what mover_alloc gave, after the GPU's work so far (device
- * memory: cudaFree, which waits for the whole GPU). */
+ * at the same address on every GPU, on host NUMA node NODE when >= 0. */
+cudaError_t mover_alloc(struct mover *m, enum memory_kind kind, size_t size, int node,
+                        uintptr_t *base);
+/* Give back what mover_alloc gave (host memory: after the GPU's work so far). */
 cudaError_t mover_release(struct mover *m, enum memory_kind kind, uintptr_t base, size_t size);
-/* Give back a device slab of DEV that no work but that of STREAMS[0..N) may
- * still use (N == SIZE_MAX: any stream's): from the slab pool, the free is
- * queued on slab_stream after their work so far, and the host waits for
- * nothing; the card holds the memory until the GPU is past that work
- * (mover_releasing_bytes). Without a pool, or where the order cannot be
- * made, cudaFree. */
-cudaError_t mover_device_release(struct mover *m, struct device_state *dev, uintptr_t base,
-                                 size_t size, const cudaStream_t *streams, size_t n);
-/* Bytes of DEV's slabs given back that the card may still hold: not room yet. */
-uint64_t mover_releasing_bytes(struct mover *m, struct device_state *dev);
-/* Memory of a slab just made for DEV becomes usable by STREAM's work queued
- * from now on: STREAM waits for slab_stream on the GPU (where that cannot be
- * ordered, the host waits for the whole GPU). */
-void mover_from_slab_stream(struct mover *m, struct device_state *dev, cudaStream_t stream);
-/* Wait until the card has DEV's slabs given back so far (it needs the
- * memory); returns their bytes. */
-uint64_t mover_releases_wait(struct mover *m, struct device_state *dev);
 cudaError_t mover_advise(struct mover *m, void *ptr, size_t size, enum cudaMemoryAdvise advice,
                          struct cudaMemLocation loc);
 const char *mover_error(const struct mover *m, cudaError_t err);

@@ -398,26 +398,8 @@ void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s)
 
 /* Give back slabs with no live block, of DEVICE (all when < 0) and of the
  * classes CLASS_IDX names (place_trim), until a device's budget has ROOM
- * bytes free (UINT64_MAX: all of them). Safe: a slab from the slab pool is
- * freed after the work of the streams that last used its blocks (the host
- * waits for nothing), any other after all of the GPU's work (cudaFree).
- * TRIM_ALL and TRIM_CARD, asked when the card refused memory, return once
- * the card has it back, counting earlier releases they waited for. */
-/* Can a slab last used by STREAMS[0..N) be given back in their order? Not
- * while one is captured into a graph (the wait would pull the slab stream
- * into the capture); N == SIZE_MAX (too many, or cudaStreamPerThread, which
- * names another stream on each thread) is given back with cudaFree. */
-static bool orderable(struct runtime *rt, cudaStream_t *streams, size_t *n)
-{
-    for (size_t i = 0; *n != SIZE_MAX && i < *n; i++) {
-        if (streams[i] == cudaStreamPerThread)
-            *n = SIZE_MAX;
-        else if (mover_stream_capturing(&rt->mover, streams[i]))
-            return false;
-    }
-    return true;
-}
-
+ * bytes free (UINT64_MAX: all of them). Safe: cudaFree waits for the work
+ * that may still use it. */
 static size_t trim(struct runtime *rt, int device, int class_idx, uint64_t room)
 {
     size_t released = 0;
@@ -427,7 +409,6 @@ static size_t trim(struct runtime *rt, int device, int class_idx, uint64_t room)
         struct device_state *dev = &rt->devices[d];
         if (!dev->known || (device >= 0 && d != device))
             continue;
-        uint64_t queued = 0; /* bytes given back in stream order here */
         for (size_t c = 0; c < rt->program->class_count; c++) {
             const struct program_class *cls = &rt->program->classes[c];
             bool chosen = class_idx == TRIM_ALL ||
@@ -452,19 +433,10 @@ static size_t trim(struct runtime *rt, int device, int class_idx, uint64_t room)
                 enum memory_kind kind = mv ? MEMORY_MOVABLE
                                         : cls->memory == MEMORY_MOVABLE ? MEMORY_DEVICE
                                                                         : cls->memory;
-                cudaStream_t users[4 * RT_FREE_STREAMS];
-                size_t n_users = s->ordered ? slab_free_streams(s, users, 4 * RT_FREE_STREAMS) : 0;
-                if (!orderable(rt, users, &n_users)) {
-                    pool_reattach_slab(p, s); /* a capture would take its release in */
-                    continue;
-                }
                 resident_sub(rt, dev, (int)c, slab_gpu_bytes(s) + (mv ? mover_movable_held(mv) : 0));
-                bool ordered = s->ordered;
                 slab_destroy(p, s);
-                cudaError_t err = mv        ? mover_movable_release(&rt->mover, mv)
-                                  : ordered ? mover_device_release(&rt->mover, dev, base, size,
-                                                                   users, n_users)
-                                            : mover_release(&rt->mover, kind, base, size);
+                cudaError_t err = mv ? mover_movable_release(&rt->mover, mv)
+                                     : mover_release(&rt->mover, kind, base, size);
                 if (err != cudaSuccess)
                     LOG(LOG_WARN, "releasing a %zu-byte slab of class '%s' failed: %s%s", size,
                         cls->name, mover_error(&rt->mover, err),
@@ -488,12 +460,7 @@ static size_t trim(struct runtime *rt, int device, int class_idx, uint64_t room)
                 rt->class_stats[c].slab_bytes -= size;
                 rt->class_stats[c].slab_releases++;
                 released += size;
-                queued += ordered ? size : 0;
             }
-        }
-        if (class_idx == TRIM_ALL || class_idx == TRIM_CARD) { /* earlier releases are room too */
-            uint64_t waited = mover_releases_wait(&rt->mover, dev);
-            released += waited > queued ? waited - queued : 0;
         }
     }
     return released;

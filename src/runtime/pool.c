@@ -104,23 +104,6 @@ struct slab *pool_add_slab(struct pool *p, uintptr_t base, size_t size, bool ded
     return s;
 }
 
-size_t slab_free_streams(const struct slab *s, cudaStream_t *out, size_t max)
-{
-    size_t n = 0;
-    for (const struct block *b = s->first; b; b = b->next)
-        for (int i = 0; i < b->free_stream_count; i++) {
-            size_t k = 0;
-            while (k < n && out[k] != b->free_streams[i])
-                k++;
-            if (k < n)
-                continue;
-            if (n == max)
-                return SIZE_MAX;
-            out[n++] = b->free_streams[i];
-        }
-    return n;
-}
-
 /* A slab with no live block, however fragmented its free space. */
 static bool slab_empty(const struct slab *s)
 {

@@ -26,9 +26,6 @@ struct slab {
     struct block *first; /* blocks in address order */
     struct slab *next;
     bool dedicated; /* made for one large request */
-    /* Device memory from its GPU's slab pool: made and given back in the
-     * order of the slab stream (device.h), not waited for on the host. */
-    bool ordered;
     void *backing;  /* `memory movable`: the mover's record of its memory */
     uint64_t tick;  /* movable: when its pieces last came to the GPU (the LRU's tick) */
     bool quarantined; /* part of its range is not mapped: its free space is not handed out */
@@ -185,9 +182,6 @@ struct slab *pool_detach_empty_slabs(struct pool *p);
 size_t slab_gpu_bytes(const struct slab *s);
 /* Detached slab S, kept after all, joins P's slabs again (its blocks never left the bins). */
 void pool_reattach_slab(struct pool *p, struct slab *s);
-/* The streams whose work may still use detached slab S (its free blocks'),
- * at most MAX of them in OUT. SIZE_MAX: more than MAX. */
-size_t slab_free_streams(const struct slab *s, cudaStream_t *out, size_t max);
 /* Release a detached slab's records. */
 void slab_destroy(struct pool *p, struct slab *s);
 /* Release every record of P and P itself. */

@@ -152,7 +152,7 @@ static cudaError_t adopt_managed(struct runtime *rt, void **ptr, size_t size, in
     if (!b)
         return cudaErrorMemoryAllocation;
     uintptr_t base;
-    cudaError_t err = mover_alloc(&rt->mover, NULL, MEMORY_MANAGED, size, -1, &base);
+    cudaError_t err = mover_alloc(&rt->mover, MEMORY_MANAGED, size, -1, &base);
     if (err != cudaSuccess) {
         block_release(b);
         return err;
@@ -191,31 +191,21 @@ static bool capturing(struct runtime *rt, cudaStream_t stream)
 /* A slab of SIZE bytes of KIND (device or pinned host memory, on NODE) for
  * POOL at *BASE. Device memory first makes room under the budget; where the
  * card itself refuses it, empty slabs are given back and then movable pieces
- * leave the GPU, and it is tried again. Neither while STREAM is captured.
- * Device memory comes from the slab pool for a stream-ordered caller (MODE),
- * else from cudaMalloc: memory cudaMalloc's callers get is usable at once
- * and may be shared with other processes, and a captured stream could not
- * wait for the slab stream. *ORDERED: from the slab pool. */
+ * leave the GPU, and it is tried again. Neither while STREAM is captured. */
 static cudaError_t fixed_slab(struct runtime *rt, struct pool *p, enum memory_kind kind,
-                              size_t *sizep, int node, cudaStream_t stream, enum alloc_mode mode,
-                              uintptr_t *base, bool *ordered)
+                              size_t size, int node, cudaStream_t stream, uintptr_t *base)
 {
     bool device = kind == MEMORY_DEVICE && !capturing(rt, stream);
-    struct device_state *dev = device && mode == MODE_STREAM ? &rt->devices[p->device] : NULL;
-    *ordered = dev && dev->slab_pool;
-    if (*ordered && dev->slab_granule) /* whole granules: none shared, each given back whole */
-        *sizep = (*sizep + dev->slab_granule - 1) / dev->slab_granule * dev->slab_granule;
-    size_t size = *sizep;
     if (device)
         place_room_for_device_slab(rt, p->class_idx, p->device, size);
-    cudaError_t err = mover_alloc(&rt->mover, dev, kind, size, node, base);
+    cudaError_t err = mover_alloc(&rt->mover, kind, size, node, base);
     /* Pinned host memory short: any empty slab may help; GPU memory short: the card's. */
     if (err == cudaErrorMemoryAllocation &&
         place_trim(rt, p->device, kind == MEMORY_HOST ? TRIM_ALL : TRIM_CARD) > 0)
-        err = mover_alloc(&rt->mover, dev, kind, size, node, base);
+        err = mover_alloc(&rt->mover, kind, size, node, base);
     if (err == cudaErrorMemoryAllocation && device &&
         place_card_full(rt, p->class_idx, p->device, size) > 0)
-        err = mover_alloc(&rt->mover, dev, kind, size, node, base);
+        err = mover_alloc(&rt->mover, kind, size, node, base);
     return err;
 }
 
@@ -227,7 +217,7 @@ static cudaError_t fixed_slab(struct runtime *rt, struct pool *p, enum memory_ki
  * would stay fragments for the whole run. Not while STREAM is captured into
  * a graph, which a cudaFree would invalidate. */
 static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool dedicated,
-                        cudaStream_t stream, enum alloc_mode mode, struct slab **out)
+                        cudaStream_t stream, struct slab **out)
 {
     enum memory_kind kind = rt->program->classes[p->class_idx].memory;
     uint64_t t0 = now_ns();
@@ -239,7 +229,6 @@ static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool de
         kind = MEMORY_DEVICE; /* said once per GPU, by the mover */
     uintptr_t base = 0;
     struct movable *mv = NULL;
-    bool ordered = false;
     cudaError_t err;
     if (kind == MEMORY_MOVABLE) {
         int node;
@@ -251,12 +240,12 @@ static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool de
         if (err != cudaSuccess) { /* no pinned host memory for it: plain device memory */
             movable_failed(rt, p->class_idx, size);
             kind = MEMORY_DEVICE;
-            err = fixed_slab(rt, p, kind, &size, -1, stream, mode, &base, &ordered);
+            err = fixed_slab(rt, p, kind, size, -1, stream, &base);
         }
         base = mv ? mv->base : base;
     } else {
         int node = kind == MEMORY_HOST ? place_host_node(rt, p->class_idx, p->device) : -1;
-        err = fixed_slab(rt, p, kind, &size, node, stream, mode, &base, &ordered);
+        err = fixed_slab(rt, p, kind, size, node, stream, &base);
     }
     if (err != cudaSuccess)
         return err;
@@ -271,11 +260,6 @@ static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool de
     s->backing = mv;
     if (mv)
         mv->owner = s; /* the stream finds a piece's slab from its remap's outcome */
-    if (ordered) { /* a stream takes its space after the slab stream */
-        s->ordered = true;
-        s->first->free_streams[0] = rt->devices[p->device].slab_stream;
-        s->first->free_stream_count = 1;
-    }
     place_new_slab(rt, p, s);
     rt->runtime_ns += now_ns() - t0;
     *out = s;
@@ -316,16 +300,11 @@ static bool make_arena(struct runtime *rt, struct pool *p, struct plan_arena *a)
         return false;
     place_trim(rt, p->device, p->class_idx);
     uintptr_t base = 0;
-    bool ordered = false;
-    size_t size = a->plan.bytes;
-    cudaError_t err =
-        fixed_slab(rt, p, MEMORY_DEVICE, &size, -1, a->stream, MODE_STREAM, &base, &ordered);
-    if (err == cudaSuccess && ordered)
-        mover_from_slab_stream(&rt->mover, &rt->devices[p->device], a->stream);
+    cudaError_t err = fixed_slab(rt, p, MEMORY_DEVICE, a->plan.bytes, -1, a->stream, &base);
     struct slab *s = err == cudaSuccess ? calloc(1, sizeof *s) : NULL;
     if (!s) {
         if (err == cudaSuccess)
-            mover_release(&rt->mover, MEMORY_DEVICE, base, size);
+            mover_release(&rt->mover, MEMORY_DEVICE, base, a->plan.bytes);
         a->failed = true;
         if (!atomic_exchange(&said, true))
             LOG(LOG_WARN, "no memory for the step's plan of class '%s' on GPU %d (%llu bytes): "
@@ -333,7 +312,7 @@ static bool make_arena(struct runtime *rt, struct pool *p, struct plan_arena *a)
                 p->device, (unsigned long long)a->plan.bytes);
         return false;
     }
-    *s = (struct slab){.base = base, .size = size, .pool = p, .dedicated = true,
+    *s = (struct slab){.base = base, .size = a->plan.bytes, .pool = p, .dedicated = true,
                        .planned = true};
     a->slab = s;
     place_new_slab(rt, p, s);
@@ -528,13 +507,11 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
         }
         if (!b) {
             struct slab *s;
-            cudaError_t err = grow(rt, p, req.grow, req.dedicated, stream, mode, &s);
+            cudaError_t err = grow(rt, p, req.grow, req.dedicated, stream, &s);
             if (err != cudaSuccess)
                 return err;
             b = s->first;
             *grew = true;
-            if (s->ordered) /* usable after the slab stream */
-                mover_from_slab_stream(&rt->mover, dev, stream);
         }
         pool_take(p, b, req.want);
     }

@@ -507,8 +507,7 @@ static void ahead_here(struct runtime *rt, int c, int device, bool may_drop)
         if (mv->gpu[i] || mv->incoming[i] || mv->busy[i])
             continue; /* (busy: leaving, its remap being made) */
         if (dev->budget_bytes != UINT64_MAX &&
-            dev->resident_bytes + mover_leaving_bytes(&rt->mover, device) +
-                    mover_releasing_bytes(&rt->mover, dev) + len > dev->budget_bytes) {
+            dev->resident_bytes + mover_leaving_bytes(&rt->mover, device) + len > dev->budget_bytes) {
             uint64_t short_by = short_of_room(rt, c, device, want + k, n - k);
             /* Pieces already leaving are room to come: only the rest is dropped. */
             if (may_drop && dev->resident_bytes + short_by > dev->budget_bytes)

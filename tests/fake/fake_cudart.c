@@ -141,70 +141,6 @@ EXPORT cudaError_t cudaMalloc(void **ptr, size_t size)
     return err;
 }
 
-/* The fake frees at once: its pools hold no memory it counts, but what one
- * reserves can be said (the granule a real one reserves at least). */
-static uint64_t pool_reserved, pool_growth;
-static int pool_grows;
-
-void fake_set_pool_reserved(uint64_t bytes)
-{
-    pool_reserved = bytes;
-}
-
-void fake_set_pool_grows(int on)
-{
-    pool_grows = on;
-    pool_growth = 0;
-}
-
-/* Memory pools: one handle per GPU; their memory is device memory, freed
- * at once by cudaFreeAsync as the fake has no queued work. */
-static int pools_off;
-
-void fake_set_pools_off(int off)
-{
-    pools_off = off;
-}
-
-EXPORT cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const struct cudaMemPoolProps *props)
-{
-    if (pools_off)
-        return last_error = cudaErrorNotSupported;
-    COUNT(pool_create);
-    *pool = (cudaMemPool_t)(uintptr_t)(0x9000 + props->location.id);
-    return cudaSuccess;
-}
-
-EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t pool,
-                                           cudaStream_t stream)
-{
-    (void)pool, (void)stream;
-    COUNT(malloc_pool);
-    if (malloc_fails || card_full(size))
-        return cudaErrorMemoryAllocation;
-    if (pool_grows)
-        pool_growth += size;
-    cudaError_t err = host_alloc(ptr, size);
-    if (err == cudaSuccess)
-        residency(*ptr, size, 1);
-    return err;
-}
-
-EXPORT cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr,
-                                           void *value)
-{
-    (void)pool;
-    *(uint64_t *)value = attr == cudaMemPoolAttrReservedMemCurrent ? pool_reserved + pool_growth : 0;
-    return cudaSuccess;
-}
-
-EXPORT cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t keep)
-{
-    (void)pool, (void)keep;
-    COUNT(pool_trim);
-    return cudaSuccess;
-}
-
 EXPORT cudaError_t cudaMallocAsync(void **ptr, size_t size, cudaStream_t stream)
 {
     (void)stream;
@@ -433,11 +369,20 @@ EXPORT cudaError_t cudaStreamQuery(cudaStream_t stream)
     return streams_busy ? cudaErrorNotReady : cudaSuccess;
 }
 
+static int stream_wait_fails;
+
+void fake_set_stream_wait_fails(int on)
+{
+    stream_wait_fails = on;
+}
+
 EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags)
 {
     (void)stream;
     (void)event;
     (void)flags;
+    if (stream_wait_fails)
+        return last_error = cudaErrorInvalidResourceHandle;
     COUNT(stream_wait);
     return cudaSuccess;
 }
@@ -497,7 +442,6 @@ EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
 EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
     (void)event;
-    COUNT(event_sync);
     return cudaSuccess;
 }
 

@@ -17,7 +17,6 @@ struct fake_counters {
     uint64_t advise_unset; /* cudaMemAdviseUnset*: advice taken back */
     uint64_t memcpy, memcpy_bytes_to_gpu, memcpy_bytes_to_host; /* cudaMemcpyAsync */
     uint64_t vmm_reserve, vmm_create, vmm_map;                  /* the driver's VMM calls */
-    uint64_t pool_create, malloc_pool, pool_trim, event_sync; /* memory pools, cudaEventSynchronize */
 };
 
 const struct fake_counters *fake_counters(void);
@@ -32,13 +31,9 @@ unsigned long fake_vmm_held_calls(void);
 void fake_set_capturing(int on);
 /* Make cudaHostRegister fail as when pinned memory runs out. */
 void fake_set_host_register_fails(int on);
-/* OFF: cudaMemPoolCreate refuses, as a GPU without memory pools does. */
-void fake_set_pools_off(int off);
-/* What cudaMemPoolGetAttribute says a pool reserves (0 by default); ON: it
- * grows by each allocation from a pool from now on (as when the pool can
- * carve it from no freed memory). */
-void fake_set_pool_reserved(uint64_t bytes);
-void fake_set_pool_grows(int on);
+/* Make cudaStreamWaitEvent fail (and set the last error), as for a stream
+ * of another GPU. */
+void fake_set_stream_wait_fails(int on);
 /* Make cudaMalloc fail as on a full card. */
 void fake_set_malloc_fails(int on);
 /* The driver's VMM (cudaGetDriverEntryPointByVersion): OFF hides it; after
