@@ -778,8 +778,7 @@ static void *worker_main(void *arg)
             pthread_cond_wait(&w->wake, &w->lock);
         if (w->done == w->queued)
             break; /* told to stop, and nothing is left to make */
-        uint64_t number = w->done + 1;
-        struct piece_job job = w->jobs[number % MOVER_JOBS];
+        struct piece_job job = w->jobs[(w->done + 1) % MOVER_JOBS];
         pthread_mutex_unlock(&w->lock);
         /* The driver's calls want the piece's GPU current on this thread too. */
         if (device != job.device && m->cuda->set_device(job.device) == cudaSuccess)
@@ -790,27 +789,15 @@ static void *worker_main(void *arg)
                               : remap_calls(m, job.device, job.at, job.len, job.from, job.to);
             if (job.outcome == REMAP_KEPT || job.outcome == REMAP_LOST)
                 m->vmm.release(job.to); /* mapped nowhere: never used */
-        } else if (m->vmm.unmap(job.at, job.len) != CUDA_SUCCESS) {
-            job.outcome = REMAP_KEPT;
         } else {
-            /* The card gets the GPU memory back before the host mapping is
-             * made, which is most of the remap's time: what waits for the
-             * room waits for this alone. The piece is clean, its host memory
-             * holds its bytes: where that mapping fails it is lost (mapped
-             * neither way) until repaired, and nothing is lost with it. */
-            m->vmm.release(job.from);
-            pthread_mutex_lock(&w->lock);
-            w->jobs[number % MOVER_JOBS].gpu_given_back = true;
-            w->leaving[job.device] -= job.len;
-            w->released = number;
-            pthread_cond_broadcast(&w->finished);
-            pthread_mutex_unlock(&w->lock);
-            job.outcome = vmm_map(m, job.device, job.at, job.len, job.to) ? REMAP_DONE : REMAP_LOST;
+            job.outcome = remap_calls(m, job.device, job.at, job.len, job.from, job.to);
+            if (job.outcome != REMAP_KEPT)
+                m->vmm.release(job.from); /* its host memory holds the piece's bytes */
         }
         m->cuda->get_last_error();
         pthread_mutex_lock(&w->lock);
-        w->jobs[number % MOVER_JOBS].outcome = job.outcome;
-        w->done = w->released = number;
+        w->jobs[(w->done + 1) % MOVER_JOBS].outcome = job.outcome;
+        w->done++;
         pthread_cond_broadcast(&w->finished);
     }
     pthread_mutex_unlock(&w->lock);
@@ -897,7 +884,7 @@ size_t mover_pieces_finish(struct mover *m, uint64_t until, struct piece_outcome
         pthread_cond_wait(&w->finished, &w->lock);
     while (w->applied < w->done && n < max) {
         const struct piece_job *job = &w->jobs[++w->applied % MOVER_JOBS];
-        if (job->op == PIECE_DROP && !job->gpu_given_back)
+        if (job->op == PIECE_DROP)
             w->leaving[job->device] -= job->len;
         long long held = apply(job);
         if (held || job->outcome != REMAP_DONE)
@@ -910,15 +897,6 @@ size_t mover_pieces_finish(struct mover *m, uint64_t until, struct piece_outcome
 uint64_t mover_leaving_bytes(const struct mover *m, int device)
 {
     return device >= 0 && device < RT_MAX_DEVICES ? m->worker.leaving[device] : 0;
-}
-
-void mover_pieces_released(struct mover *m)
-{
-    struct mover_worker *w = &m->worker;
-    pthread_mutex_lock(&w->lock);
-    while (w->released < w->queued && w->state == 1 && w->pid == getpid())
-        pthread_cond_wait(&w->finished, &w->lock);
-    pthread_mutex_unlock(&w->lock);
 }
 
 void mover_destroy(struct mover *m)

@@ -58,7 +58,6 @@ struct piece_job {
     int device;
     CUmemGenericAllocationHandle from, to;
     enum remap_outcome outcome; /* set by the thread */
-    bool gpu_given_back;        /* a drop: its GPU memory released (set by the thread) */
 };
 
 #define MOVER_JOBS 256 /* remaps handed over and not yet finished (16 GiB of pieces) */
@@ -72,11 +71,8 @@ struct mover_worker {
     bool stop;
     struct piece_job jobs[MOVER_JOBS]; /* job number N at N % MOVER_JOBS */
     uint64_t queued, done, applied;    /* jobs 1..queued handed over, 1..done made, 1..applied applied */
-    /* Jobs 1..released hold no GPU memory they are to give back: a drop
-     * releases its piece's before the host mapping (0.85 ms of the 1 ms). */
-    uint64_t released;
-    /* Per GPU: the bytes of drops handed over whose GPU memory is not yet
-     * released, counted off the budget already but still held by the card. */
+    /* Per GPU: the bytes of drops handed over and not yet applied, counted
+     * off the budget already but maybe still held by the card. */
     uint64_t leaving[RT_MAX_DEVICES];
 };
 
@@ -210,13 +206,9 @@ struct piece_outcome {
  * a piece's busy number: that piece's). Up to MAX of those that did not go
  * as counted are returned in OUT; call again while it returns MAX. */
 size_t mover_pieces_finish(struct mover *m, uint64_t until, struct piece_outcome *out, size_t max);
-/* Bytes of DEVICE's pieces whose drop is handed over and whose GPU memory is
- * not yet released: a fetch that counts them as room could take the card
- * past the budget. */
+/* Bytes of DEVICE's pieces whose drop is handed over and not yet applied: a
+ * fetch that counts them as room could take the card past the budget. */
 uint64_t mover_leaving_bytes(const struct mover *m, int device);
-/* Wait until every drop handed over has given its GPU memory back (their
- * host mappings may still be in the making: mover_pieces_finish). */
-void mover_pieces_released(struct mover *m);
 /* Stop the mover's thread, once every remap handed over is made (at exit). */
 void mover_destroy(struct mover *m);
 /* Around fork: the thread's lock is held across it (prepare; parent lets it

@@ -306,11 +306,6 @@ void stream_settle(struct runtime *rt)
     reap(rt, UINT64_MAX);
 }
 
-void stream_reap(struct runtime *rt)
-{
-    reap(rt, 0);
-}
-
 /* Piece I of MV is about to be used or written by the job: its remap, if one
  * is being made, is made first. */
 static void await_piece(struct runtime *rt, const struct movable *mv, size_t i)
@@ -762,9 +757,7 @@ uint64_t stream_yield(struct runtime *rt, int device, uint64_t need)
             continue;
         freed += drop_farthest(rt, (int)c, device, NULL, 0, need - freed);
     }
-    if (freed) { /* what placement makes of the room comes after the card has it */
-        mover_pieces_released(&rt->mover);
-        reap(rt, 0); /* the remaps already made are applied; the rest at the next settle */
-    }
+    if (freed)
+        stream_settle(rt); /* what placement makes of the room comes after the card has it */
     return freed;
 }
