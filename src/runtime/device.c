@@ -23,15 +23,11 @@ bool device_open(struct device_state *dev, const struct cuda_api *cuda, int devi
     dev->host_numa_id = numa;
     /* Evictions get a stream of their own: a slow move to the host must not
      * hold up placements, which the job's stream waits for. So do the copies
-     * of streaming ahead, which wait for nothing, and the streamed pieces'
-     * copies back to the host, which run beside the next pass's fetches (the
-     * link's other direction) instead of before them. */
+     * of streaming ahead, which wait for nothing. */
     if (cuda->stream_create_with_flags(&dev->evict_stream, cudaStreamNonBlocking) != cudaSuccess)
         dev->evict_stream = NULL;
     if (cuda->stream_create_with_flags(&dev->fetch_stream, cudaStreamNonBlocking) != cudaSuccess)
         dev->fetch_stream = NULL;
-    if (cuda->stream_create_with_flags(&dev->save_stream, cudaStreamNonBlocking) != cudaSuccess)
-        dev->save_stream = NULL;
     /* One event orders every stream after another (mover_follow). */
     if (cuda->event_create_with_flags(&dev->follow_event, cudaEventDisableTiming) != cudaSuccess)
         dev->follow_event = NULL;

@@ -49,7 +49,6 @@ struct device_state {
     cudaStream_t stream;       /* runtime-owned stream for placements and triggers */
     cudaStream_t evict_stream; /* runtime-owned stream for evictions (NULL: stream) */
     cudaStream_t fetch_stream; /* runtime-owned stream for streaming ahead (NULL: stream) */
-    cudaStream_t save_stream;  /* runtime-owned stream for copies back (NULL: fetch_stream) */
     cudaEvent_t follow_event;  /* orders one stream after another (NULL: one per wait) */
     struct pool **pools;       /* one per class, created on first use */
 };

@@ -789,8 +789,10 @@ static void *worker_main(void *arg)
                               : remap_calls(m, job.device, job.at, job.len, job.from, job.to);
             if (job.outcome == REMAP_KEPT || job.outcome == REMAP_LOST)
                 m->vmm.release(job.to); /* mapped nowhere: never used */
-        } else { /* a drop: its GPU memory was given back at the hand-over */
-            job.outcome = vmm_map(m, job.device, job.at, job.len, job.to) ? REMAP_DONE : REMAP_LOST;
+        } else {
+            job.outcome = remap_calls(m, job.device, job.at, job.len, job.from, job.to);
+            if (job.outcome != REMAP_KEPT)
+                m->vmm.release(job.from); /* its host memory holds the piece's bytes */
         }
         m->cuda->get_last_error();
         pthread_mutex_lock(&w->lock);
@@ -827,6 +829,8 @@ static void worker_hand(struct mover *m, struct piece_job job)
     struct mover_worker *w = &m->worker;
     pthread_mutex_lock(&w->lock);
     w->jobs[++w->queued % MOVER_JOBS] = job;
+    if (job.op == PIECE_DROP)
+        w->leaving[job.device] += job.len;
     job.mv->busy[job.i] = w->queued;
     job.mv->busy_count++;
     pthread_cond_signal(&w->wake);
@@ -858,7 +862,13 @@ static long long apply(const struct piece_job *job)
         now_on_host(mv, i);
         return -len;
     }
-    return 0; /* a drop lost: its GPU memory given back, its data in its host memory */
+    if (job->outcome == REMAP_KEPT) { /* still on the GPU, still clean */
+        mv->gpu[i] = job->from;
+        mv->gpu_bytes += job->len;
+        mv->clean[i] = mv->streamed[i] = true;
+        return len;
+    }
+    return 0; /* lost: its GPU memory given back, its data in its host memory */
 }
 
 size_t mover_pieces_finish(struct mover *m, uint64_t until, struct piece_outcome *out, size_t max)
@@ -874,12 +884,19 @@ size_t mover_pieces_finish(struct mover *m, uint64_t until, struct piece_outcome
         pthread_cond_wait(&w->finished, &w->lock);
     while (w->applied < w->done && n < max) {
         const struct piece_job *job = &w->jobs[++w->applied % MOVER_JOBS];
+        if (job->op == PIECE_DROP)
+            w->leaving[job->device] -= job->len;
         long long held = apply(job);
         if (held || job->outcome != REMAP_DONE)
             out[n++] = (struct piece_outcome){job->mv, job->i, held};
     }
     pthread_mutex_unlock(&w->lock);
     return n;
+}
+
+uint64_t mover_leaving_bytes(const struct mover *m, int device)
+{
+    return device >= 0 && device < RT_MAX_DEVICES ? m->worker.leaving[device] : 0;
 }
 
 void mover_destroy(struct mover *m)
@@ -972,21 +989,10 @@ bool mover_piece_drop(struct mover *m, struct movable *mv, size_t i)
     if (!worker_ready(m))
         return drop_now(m, mv, i);
     size_t len = mover_piece_size(mv, i);
-    uintptr_t at = mv->base + i * MOVABLE_PIECE;
-    /* The card gets the GPU memory back here, on the job's thread: the unmap
-     * and release are a tenth of the remap, the host mapping the rest (0.85
-     * ms a 64 MiB piece), which the thread makes. So placement, which needs
-     * the room, waits for no host mapping, its own or earlier drops'. Until
-     * the mapping is made the job's range maps nothing and the piece is
-     * busy (an announced use waits for it); the piece is clean, its host
-     * memory holds its bytes, so a mapping that fails loses nothing. */
-    if (m->vmm.unmap(at, len) != CUDA_SUCCESS) {
-        m->cuda->get_last_error();
-        return false; /* still mapped on the GPU, as it was */
-    }
-    m->vmm.release(mv->gpu[i]);
-    worker_hand(m, (struct piece_job){.mv = mv, .i = i, .op = PIECE_DROP, .at = at, .len = len,
-                                      .device = mv->device, .to = mv->host[i]});
+    worker_hand(m, (struct piece_job){.mv = mv, .i = i, .op = PIECE_DROP,
+                                      .at = mv->base + i * MOVABLE_PIECE, .len = len,
+                                      .device = mv->device, .from = mv->gpu[i],
+                                      .to = mv->host[i]});
     now_on_host(mv, i);
     return true;
 }

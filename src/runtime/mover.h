@@ -41,8 +41,7 @@ struct vmm_api {
  * costs the thread that does it about 1 ms a 64 MiB piece (cuMemSetAccess
  * 0.85 ms, cuMemUnmap 0.18 ms; bench/vmm_calls.cu), while another thread's
  * launches do not wait for it (bench/vmm_contend.cu): streaming hands its
- * remaps over, so the job's thread only queues work. A drop's job is its
- * host mapping alone: its GPU memory was given back at the hand-over. */
+ * remaps over, so the job's thread only queues work. */
 enum piece_op { PIECE_SWAP_IN, PIECE_DROP };
 /* How a remap went: as counted, the piece left mapped as before (kept), or
  * mapped neither way (lost, its data in its host memory); a swap-in whose
@@ -72,6 +71,9 @@ struct mover_worker {
     bool stop;
     struct piece_job jobs[MOVER_JOBS]; /* job number N at N % MOVER_JOBS */
     uint64_t queued, done, applied;    /* jobs 1..queued handed over, 1..done made, 1..applied applied */
+    /* Per GPU: the bytes of drops handed over and not yet applied, counted
+     * off the budget already but maybe still held by the card. */
+    uint64_t leaving[RT_MAX_DEVICES];
 };
 
 struct mover {
@@ -188,10 +190,9 @@ bool mover_piece_copied(struct mover *m, const struct movable *mv, size_t i);
 bool mover_piece_swap_in(struct mover *m, struct movable *mv, size_t i);
 /* Piece I's way in is given up (its copy waited for first). */
 void mover_piece_cancel(struct mover *m, struct movable *mv, size_t i);
-/* Piece I, on the GPU and clean, leaves with no copy: the card gets the GPU
- * memory back before this returns, and the job's range maps its host memory
- * again, a mapping handed to the mover's thread (the piece busy until it is
- * made) or made at once. */
+/* Piece I, on the GPU and clean, leaves with no copy: the job's range maps
+ * its host memory again and the card gets the GPU memory back; handed to the
+ * mover's thread (counted off the GPU from now on) or made at once. */
 bool mover_piece_drop(struct mover *m, struct movable *mv, size_t i);
 /* A remap handed over that did not go as counted: the bytes of the GPU
  * memory MV holds beyond what was counted (< 0: fewer). */
@@ -205,6 +206,9 @@ struct piece_outcome {
  * a piece's busy number: that piece's). Up to MAX of those that did not go
  * as counted are returned in OUT; call again while it returns MAX. */
 size_t mover_pieces_finish(struct mover *m, uint64_t until, struct piece_outcome *out, size_t max);
+/* Bytes of DEVICE's pieces whose drop is handed over and not yet applied: a
+ * fetch that counts them as room could take the card past the budget. */
+uint64_t mover_leaving_bytes(const struct mover *m, int device);
 /* Stop the mover's thread, once every remap handed over is made (at exit). */
 void mover_destroy(struct mover *m);
 /* Around fork: the thread's lock is held across it (prepare; parent lets it

@@ -850,24 +850,17 @@ static size_t movable_give_way(struct runtime *rt, int class_idx, int device, si
     struct device_state *dev = &rt->devices[device];
     uint32_t priority = rt->program->classes[class_idx].priority;
     bool by_next_use = rt->learn && step_predicting(&rt->step);
-    /* Remaps handed over are counted as made when handed over; those made
-     * since are applied (one that failed counts its piece again), and those
-     * in the making are not waited for: the host mapping of an earlier
-     * yield's drops would hold this one up. */
-    stream_reap(rt);
+    stream_settle(rt); /* remaps handed over are counted as made: before holds */
     uint64_t before = dev->resident_bytes;
     rt->round_floor = rt->tick;
     stream_yield(rt, device, need); /* pieces streamed ahead first: no copy */
-    /* (A remap applied meanwhile that did not go as counted puts bytes back:
-     * the count may be above BEFORE.) */
-    size_t left;
-    while ((left = dev->resident_bytes < before ? before - dev->resident_bytes : 0) < need) {
+    while (before - dev->resident_bytes < need) {
         long use;
         struct slab *s = movable_victim(rt, device, priority, by_next_use, &use);
-        if (!s || !evict_movable(rt, device, s, need - left))
+        if (!s || !evict_movable(rt, device, s, need - (before - dev->resident_bytes)))
             break;
     }
-    return dev->resident_bytes < before ? before - dev->resident_bytes : 0;
+    return before - dev->resident_bytes;
 }
 
 void place_room_for_device_slab(struct runtime *rt, int class_idx, int device, size_t size)

@@ -970,13 +970,8 @@ static void phase_closed(struct runtime *rt, uint64_t *bits)
     pthread_mutex_lock(&rt->lock);
     if (rt->learn)
         learn_phase(rt, STEP_EXIT, bits, 0, 0);
-    /* The next pass streams: room for it from empty slabs, given back before
-     * the write phase's end queues the copies back, since a release waits
-     * for all of the GPU's work (at 1.75B the copies took 80-130 ms, the
-     * job's thread blocked and the next forward pass not yet queued). */
-    if (stream_writes_ending(rt))
+    if (stream_phases(rt)) /* the next pass streams: room for it from empty slabs */
         place_room_for_stream(rt, -1, STREAM_AHEAD_BYTES);
-    stream_phases(rt);
     place_trigger(rt, TRIGGER_EXIT, bits, -1);
     rt->phase_tick = rt->tick;
     place_ahead(rt);

@@ -306,11 +306,6 @@ void stream_settle(struct runtime *rt)
     reap(rt, UINT64_MAX);
 }
 
-void stream_reap(struct runtime *rt)
-{
-    reap(rt, 0);
-}
-
 /* Piece I of MV is about to be used or written by the job: its remap, if one
  * is being made, is made first. */
 static void await_piece(struct runtime *rt, const struct movable *mv, size_t i)
@@ -511,12 +506,14 @@ static void ahead_here(struct runtime *rt, int c, int device, bool may_drop)
         size_t i = want[k].i, len = mover_piece_size(mv, i);
         if (mv->gpu[i] || mv->incoming[i] || mv->busy[i])
             continue; /* (busy: leaving, its remap being made) */
-        if (dev->budget_bytes != UINT64_MAX && dev->resident_bytes + len > dev->budget_bytes) {
+        if (dev->budget_bytes != UINT64_MAX &&
+            dev->resident_bytes + mover_leaving_bytes(&rt->mover, device) + len > dev->budget_bytes) {
             uint64_t short_by = short_of_room(rt, c, device, want + k, n - k);
+            /* Pieces already leaving are room to come: only the rest is dropped. */
             if (may_drop && dev->resident_bytes + short_by > dev->budget_bytes)
                 drop_farthest(rt, c, device, want, n,
                               dev->resident_bytes + short_by - dev->budget_bytes);
-            break; /* no room: the rest is read where it lies */
+            break; /* no room (pieces still leaving count): the rest is read where it lies */
         }
         if (!mover_piece_fetch(&rt->mover, mv, i, copy))
             break;
@@ -679,14 +676,10 @@ static void writes_end(struct runtime *rt, int c)
         }
         cudaStream_t job = m->known ? m->stream : 0;
         cudaStream_t copy = dev->fetch_stream ? dev->fetch_stream : dev->stream;
-        cudaStream_t save = dev->save_stream ? dev->save_stream : copy;
         /* Every copy from now on, in or back, comes after the writes. Where
          * that cannot be ordered (or the job's stream is not known yet),
-         * nothing is fetched until the next write phase ends ordered. The
-         * copies back go on a stream of their own, beside the next pass's
-         * fetches: a piece copied back leaves only once its copy is done. */
-        bool ordered = copy && m->known && mover_follow(&rt->mover, dev, copy, job) &&
-                       (save == copy || mover_follow(&rt->mover, dev, save, job));
+         * nothing is fetched until the next write phase ends ordered. */
+        bool ordered = copy && m->known && mover_follow(&rt->mover, dev, copy, job);
         sc->unordered |= !ordered;
         for (struct slab *s = pool->slabs; s; s = s->next) {
             struct movable *mv = s->backing;
@@ -695,7 +688,7 @@ static void writes_end(struct runtime *rt, int c)
             for (size_t i = 0; mv && i < mv->pieces; i++) {
                 mv->last_use[i] = u;
                 if (mv->streamed[i] && mv->gpu[i] && ordered &&
-                    mover_piece_save(&rt->mover, mv, i, save))
+                    mover_piece_save(&rt->mover, mv, i, copy))
                     rt->class_stats[c].stream_save_bytes += mover_piece_size(mv, i);
             }
         }
@@ -703,18 +696,6 @@ static void writes_end(struct runtime *rt, int c)
         device_leave(rt, d, previous);
     }
     rt->stream.uses++;
-}
-
-bool stream_writes_ending(const struct runtime *rt)
-{
-    const struct program *p = rt->program;
-    if (!rt->stream.classes || rt->stream.off || atomic_load(&rt->capture_seen) ||
-        atomic_load(&rt->captures) > 0)
-        return false; /* stream_phases ends none: streaming stops at a capture */
-    for (size_t c = 0; c < p->class_count; c++)
-        if (streams(rt, (int)c) && rt->stream.classes[c].writing && !writing_now(rt, (int)c))
-            return true;
-    return false;
 }
 
 bool stream_phases(struct runtime *rt)
@@ -776,5 +757,7 @@ uint64_t stream_yield(struct runtime *rt, int device, uint64_t need)
             continue;
         freed += drop_farthest(rt, (int)c, device, NULL, 0, need - freed);
     }
-    return freed; /* (the card has it back: a drop's host mapping alone is left to the thread) */
+    if (freed)
+        stream_settle(rt); /* what placement makes of the room comes after the card has it */
+    return freed;
 }

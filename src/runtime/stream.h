@@ -53,8 +53,6 @@ void stream_retry(struct runtime *rt);
 /* Phases opened or closed: start or end the write phases (rt->lock held).
  * Returns true when one ended. */
 bool stream_phases(struct runtime *rt);
-/* Would stream_phases end a write phase now? (rt->lock held) */
-bool stream_writes_ending(const struct runtime *rt);
 /* Block B of a movable slab was handed out: the job writes it from now on
  * (its pieces are not clean, not brought in until the next write phase
  * ends, and not remapped until the GPU is past its writes). */
@@ -63,12 +61,10 @@ void stream_block_written(struct runtime *rt, const struct block *b);
 /* Wait for every remap handed to the mover's thread and apply it (rt->lock
  * held): before placement moves, repairs or gives back a movable slab. */
 void stream_settle(struct runtime *rt);
-/* Apply the remaps the mover's thread has made so far, waiting for none. */
-void stream_reap(struct runtime *rt);
 /* Placement needs NEED bytes of DEVICE's budget: pieces the stream brought
  * that are safe to drop leave, farthest from their next use first, with no
- * copy; the card has their GPU memory back before this returns (their host
- * mappings may still be in the making). Returns the bytes given back. */
+ * copy; their remaps are made before this returns, so the card has the
+ * memory back. Returns the bytes given back. */
 uint64_t stream_yield(struct runtime *rt, int device, uint64_t need);
 
 #endif
