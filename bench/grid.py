@@ -204,15 +204,22 @@ class CardTracker:
         self.thread.start()
 
     def run(self):
+        last = time.perf_counter()
         while not self.done.wait(0.005):
             free, total = self.torch.cuda.mem_get_info(self.device)
             used = total - free
             self.peak = max(self.peak, used)
             self.whole_peak = max(self.whole_peak, used)
+            now = time.perf_counter()  # a pause here is a pause of every Python thread
+            self.max_pause = max(self.max_pause, now - last)
+            last = now
+
+    max_pause = 0.0  # the longest gap between two samples since mark(), seconds
 
     def mark(self):
         free, total = self.torch.cuda.mem_get_info(self.device)
         self.peak = total - free
+        self.max_pause = 0.0
         if self.link:
             self.link.reset()
 
@@ -307,7 +314,22 @@ def train(args):
     marks = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
     gpu_parts = {"forward": [], "backward": [], "optimizer": []}
     total = args.warmup + args.steps
+    # Python's collector stops every thread of the job (it holds the GIL): time it per step.
+    import gc
+    gc_step = {"ms": 0.0, "max": 0.0, "full": 0}
+    gc_start = [0.0]
+
+    def gc_timer(phase, info):
+        if phase == "start":
+            gc_start[0] = time.perf_counter()
+        else:
+            ms = (time.perf_counter() - gc_start[0]) * 1e3
+            gc_step["ms"] += ms
+            gc_step["max"] = max(gc_step["max"], ms)
+            gc_step["full"] += info.get("generation") == 2
+    gc.callbacks.append(gc_timer)
     for step in range(total):
+        gc_step.update(ms=0.0, max=0.0, full=0)
         if step == args.warmup:  # the timed window starts: memory and link counters from here
             torch.cuda.synchronize()
             tracker.mark()
@@ -320,7 +342,8 @@ def train(args):
         trace = os.environ.get("GRID_TORCH_TRACE") if step == total - 1 else None
         if trace:  # the last step's kernels and copies on every stream, for a timeline
             profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
-                                                          torch.profiler.ProfilerActivity.CUDA])
+                                                          torch.profiler.ProfilerActivity.CUDA],
+                                              with_stack=bool(os.environ.get("GRID_TORCH_STACK")))
             profiler.__enter__()
         t0 = time.perf_counter()
         marks[0].record()
@@ -363,7 +386,8 @@ def train(args):
         for k, part in enumerate(gpu_parts):
             gpu_parts[part].append(marks[k].elapsed_time(marks[k + 1]))
         losses.append(loss.detach().float().item())
-        print(f"step {step:3d}  loss {losses[-1]:.6f}  {times[-1] * 1e3:8.1f} ms", flush=True)
+        print(f"step {step:3d}  loss {losses[-1]:.6f}  {times[-1] * 1e3:8.1f} ms  (Python's collector "
+              f"{gc_step['ms']:.1f} ms, longest {gc_step['max']:.1f}, {gc_step['full']} full)", flush=True)
     timed = times[args.warmup:] or times
     median_ms = statistics.median(timed) * 1e3
     allocated = None
@@ -381,8 +405,8 @@ def train(args):
                   "most; a wrap may have been missed: no link figures for this run", flush=True)
     link_counter.close()
     parts = {k: statistics.median(v[args.warmup:] or v) for k, v in gpu_parts.items()}
-    print("GPU time by part of the step (median): " + ", ".join(f"{k} {v:.1f} ms" for k, v in parts.items()),
-          flush=True)
+    print("GPU time by part of the step (median): " + ", ".join(f"{k} {v:.1f} ms" for k, v in parts.items())
+          + f"; the card sampler's longest pause {tracker.max_pause * 1e3:.1f} ms (5 ms asked)", flush=True)
     print(f"median step {median_ms:.1f} ms over steps {args.warmup}..{total - 1}; card peak "
           f"{card / 2**30:.2f} GiB above start (whole run {card_whole / 2**30:.2f})"
           + (f"; max allocated {allocated / 2**30:.2f} GiB" if allocated is not None else "")
