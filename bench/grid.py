@@ -313,6 +313,8 @@ def train(args):
     # read once the step has synchronised (the CPU's phase times run ahead).
     marks = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
     gpu_parts = {"forward": [], "backward": [], "optimizer": []}
+    cpu_parts = {"forward": [], "backward": [], "optimizer": []}  # the job's thread issuing each
+    cpu_marks = [0.0] * 4
     total = args.warmup + args.steps
     # Python's collector stops every thread of the job (it holds the GIL): time it per step.
     import gc
@@ -355,6 +357,7 @@ def train(args):
                 loss = model(input_ids=tokens, labels=tokens).loss
         nvtx.range_pop()
         marks[1].record()
+        cpu_marks[1] = time.perf_counter()
         nvtx.range_push("backward")
         if engine is not None:
             engine.backward(loss)
@@ -362,6 +365,7 @@ def train(args):
             loss.backward()
         nvtx.range_pop()
         marks[2].record()
+        cpu_marks[2] = time.perf_counter()
         nvtx.range_push("optimizer.step")
         if engine is not None:
             engine.step()
@@ -378,6 +382,7 @@ def train(args):
             opt.zero_grad(set_to_none=True)
         nvtx.range_pop()
         marks[3].record()
+        cpu_marks[3] = time.perf_counter()
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
         if trace:
@@ -385,6 +390,7 @@ def train(args):
             profiler.export_chrome_trace(trace)
         for k, part in enumerate(gpu_parts):
             gpu_parts[part].append(marks[k].elapsed_time(marks[k + 1]))
+            cpu_parts[part].append(((cpu_marks[k + 1] - (t0 if k == 0 else cpu_marks[k])) * 1e3))
         losses.append(loss.detach().float().item())
         print(f"step {step:3d}  loss {losses[-1]:.6f}  {times[-1] * 1e3:8.1f} ms  (Python's collector "
               f"{gc_step['ms']:.1f} ms, longest {gc_step['max']:.1f}, {gc_step['full']} full)", flush=True)
@@ -407,6 +413,9 @@ def train(args):
     parts = {k: statistics.median(v[args.warmup:] or v) for k, v in gpu_parts.items()}
     print("GPU time by part of the step (median): " + ", ".join(f"{k} {v:.1f} ms" for k, v in parts.items())
           + f"; the card sampler's longest pause {tracker.max_pause * 1e3:.1f} ms (5 ms asked)", flush=True)
+    cpu = {k: statistics.median(v[args.warmup:] or v) for k, v in cpu_parts.items()}
+    print("the job's thread by part of the step (median): "
+          + ", ".join(f"{k} {v:.1f} ms" for k, v in cpu.items()), flush=True)
     print(f"median step {median_ms:.1f} ms over steps {args.warmup}..{total - 1}; card peak "
           f"{card / 2**30:.2f} GiB above start (whole run {card_whole / 2**30:.2f})"
           + (f"; max allocated {allocated / 2**30:.2f} GiB" if allocated is not None else "")
