@@ -55,7 +55,18 @@ assert r["classes"][0]["reclassified"] == r["classes"][0]["allocations"], r["cla
 assert all(c["reclassified"] == 0 for c in r["classes"][1:]), r["classes"]
 assert any(p["name"] == "step.forward" and p["entries"] > 0 for p in r["phases"]), r["phases"]
 assert r["devices"][0]["managed_bytes"] <= r["devices"][0]["cap_bytes"]
+# The threads' time in the runtime's entry points holds the new slabs' (made only there).
+t = r["totals"]
+assert t["held_ns"] > 0 and 0 < t["slab_grow_ns"] <= t["held_ns"], t
 PY
+    biggest=$(python3 - "$tmp"/report-*.json <<'PY'
+import json, sys
+print(max(sys.argv[1:], key=lambda p: json.load(open(p))["totals"]["allocations"]))
+PY
+)
+    "$UMPOL_BIN" report "$biggest" > "$tmp/stress-report.txt" || fail "umpol report of the stress run"
+    grep -q "the job's threads spent [0-9.]* ms in the runtime, of it [0-9.]* ms making new slabs" \
+        "$tmp/stress-report.txt" || fail "umpol report: no time in the runtime"
 fi
 
 # A fork under load: the child counts only its own work, a child that does

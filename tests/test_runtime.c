@@ -200,6 +200,8 @@ static void test_runtime_grow_gives_back_empty_slabs(void **state)
         assert_int_equal(DELTA(f, malloc_managed), 2);
         assert_int_equal(DELTA(f, free), capturing ? 0 : 1);
         assert_int_equal(st->slab_releases, capturing ? 0 : 1);
+        assert_true(capturing ? f->rt.slab_release_ns == 0 : f->rt.slab_release_ns > 0);
+        assert_true(f->rt.slab_grow_ns > 0); /* the report's times */
         assert_int_equal(st->slabs, capturing ? 2 : 1);
         assert_int_equal(st->slab_bytes, (capturing ? 4u << 20 : 0) + (10u << 20));
         assert_int_equal(st->slab_peak_bytes, (4u << 20) + (10u << 20) - (capturing ? 0 : 4u << 20));
@@ -1199,9 +1201,11 @@ static void test_runtime_stream_remap_on_thread(void **state)
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, release_hold_later, NULL), 0);
     double t0 = seconds();
+    uint64_t waited = f->rt.remap_wait_ns;
     p[0] = w[1];
     rt_use(&f->rt, p, 1, S1); /* waits for w1's remap */
     assert_true(seconds() - t0 > 0.04);
+    assert_true(f->rt.remap_wait_ns - waited > 40000000); /* the report's remap_wait_ns */
     pthread_join(t, NULL);
     assert_int_equal(mv1->busy[i1], 0);
     assert_true(filled(w[1], 32 * MiB, 2));

@@ -598,6 +598,12 @@ static void print_text(const struct summary *s)
         printf(
             " (placing on allocation %.1f ms, taking back freed space %.1f ms, evicting %.1f ms)",
             t[TOT_PLACE_NS] / 1e6, t[TOT_RECLAIM_NS] / 1e6, t[TOT_EVICT_NS] / 1e6);
+    if (t[TOT_HELD_NS] > 0)
+        printf(";\nthe job's threads spent %.1f ms in the runtime, of it %.1f ms making new slabs, "
+               "%.1f ms giving slabs back (each release waits for the GPU's work) and %.1f ms "
+               "waiting for remaps on the runtime's thread",
+               t[TOT_HELD_NS] / 1e6, t[TOT_SLAB_GROW_NS] / 1e6, t[TOT_SLAB_RELEASE_NS] / 1e6,
+               t[TOT_REMAP_WAIT_NS] / 1e6);
     printf("\n\n");
     print_steps(s);
     print_streams(s);

@@ -31,7 +31,8 @@ const char *const report_stream_counters[ST_COUNT] = {
     "unlearned_uses"};
 const char *const report_totals[TOT_COUNT] = {
     "allocations", "frees",    "passthrough", "jobs_managed_allocations",
-    "runtime_ns",  "place_ns", "reclaim_ns",  "evict_ns"};
+    "runtime_ns",  "place_ns", "reclaim_ns",  "evict_ns",
+    "held_ns",     "slab_grow_ns", "slab_release_ns", "remap_wait_ns"};
 const char *const report_event_kinds[EV_COUNT] = {"prefetch_gpu", "prefetch_host", "evict",
                                                   "cap_refusal"};
 

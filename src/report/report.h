@@ -96,6 +96,10 @@ enum report_total {
     TOT_PLACE_NS,
     TOT_RECLAIM_NS,
     TOT_EVICT_NS,
+    TOT_HELD_NS,
+    TOT_SLAB_GROW_NS,
+    TOT_SLAB_RELEASE_NS,
+    TOT_REMAP_WAIT_NS,
     TOT_COUNT
 };
 extern const char *const report_totals[TOT_COUNT];

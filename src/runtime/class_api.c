@@ -9,6 +9,7 @@
 #include "runtime/runtime.h"
 #include "runtime/stream.h"
 #include "umpol.h"
+#include "util/clock.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -115,7 +116,9 @@ EXPORT int umpol_use(const void *const *ptrs, size_t count, void *stream)
     struct runtime *rt = runtime_loaded();
     if (!rt || (!ptrs && count))
         return -1;
+    uint64_t t0 = now_ns();
     rt_use(rt, ptrs, count, (cudaStream_t)stream);
+    rt_held(rt, t0);
     return 0;
 }
 
@@ -124,7 +127,9 @@ EXPORT int umpol_written(const void *const *ptrs, size_t count)
     struct runtime *rt = runtime_loaded();
     if (!rt || (!ptrs && count))
         return -1;
+    uint64_t t0 = now_ns();
     rt_written(rt, ptrs, count);
+    rt_held(rt, t0);
     return 0;
 }
 
@@ -146,6 +151,7 @@ EXPORT int umpol_note_saved(const void *ptr)
     if (!rt || !ptr)
         return -1;
     int cls = -1;
+    uint64_t t0 = now_ns();
     pthread_mutex_lock(&rt->lock);
     if (!saved_count) {
         saved_count = calloc(rt->program->class_count, sizeof *saved_count);
@@ -160,5 +166,6 @@ EXPORT int umpol_note_saved(const void *ptr)
         saved_bytes[cls] += b->size;
     }
     pthread_mutex_unlock(&rt->lock);
+    rt_held(rt, t0);
     return cls;
 }

@@ -21,6 +21,7 @@
 #include "runtime/profile.h"
 #include "runtime/runtime.h"
 #include "umpol.h"
+#include "util/clock.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -303,7 +304,10 @@ static cudaError_t alloc_hook(void **ptr, size_t size, unsigned api, cudaStream_
     if (!ptr || size == 0 || !ready())
         return cudaSuccess;
     g_depth++;
+    uint64_t t0 = now_ns();
     cudaError_t err = rt_alloc(&g_rt, ptr, size, api, stream, handled);
+    if (*handled)
+        rt_held(&g_rt, t0);
     g_depth--;
     return err;
 }
@@ -342,6 +346,7 @@ EXPORT cudaError_t cudaFree(void *ptr)
 {
     if (ptr && ready()) {
         g_depth++;
+        uint64_t t0 = now_ns();
         pthread_mutex_lock(&g_rt.lock);
         struct block *b = map_find(&g_rt.map, (uintptr_t)ptr);
         bool pooled = b && b->slab;
@@ -352,8 +357,10 @@ EXPORT cudaError_t cudaFree(void *ptr)
         cudaError_t free_err;
         bool ours = rt_free(&g_rt, ptr, 0, MODE_ANY, &free_err);
         g_depth--;
-        if (ours)
+        if (ours) {
+            rt_held(&g_rt, t0);
             return err != cudaSuccess ? err : free_err;
+        }
     }
     return real() ? g_cuda.free(ptr) : cudaErrorInitializationError;
 }
@@ -363,7 +370,10 @@ static bool free_async_hook(void *ptr, cudaStream_t stream, cudaError_t *err)
     if (!ptr || !ready())
         return false;
     g_depth++;
+    uint64_t t0 = now_ns();
     bool ours = rt_free(&g_rt, ptr, stream, MODE_STREAM, err);
+    if (ours)
+        rt_held(&g_rt, t0);
     g_depth--;
     return ours;
 }
@@ -415,8 +425,11 @@ EXPORT cudaError_t cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream)
 
 static void capture_prepare(void)
 {
-    if (g_loaded)
+    if (g_loaded) {
+        uint64_t t0 = now_ns();
         rt_capture_prepare(&g_rt);
+        rt_held(&g_rt, t0);
+    }
 }
 
 static cudaError_t capture_begun(cudaError_t err)
@@ -570,7 +583,9 @@ EXPORT void umpol_phase_enter(const char *name)
 {
     if (phases_ready()) {
         g_depth++;
+        uint64_t t0 = now_ns();
         phase_enter(&g_rt, name);
+        rt_held(&g_rt, t0);
         g_depth--;
     }
 }
@@ -579,7 +594,9 @@ EXPORT void umpol_phase_exit(void)
 {
     if (phases_ready()) {
         g_depth++;
+        uint64_t t0 = now_ns();
         phase_exit(&g_rt);
+        rt_held(&g_rt, t0);
         g_depth--;
     }
 }
@@ -588,7 +605,9 @@ EXPORT void umpol_phase_exit_named(const char *name)
 {
     if (phases_ready() && name) {
         g_depth++;
+        uint64_t t0 = now_ns();
         phase_exit_named(&g_rt, name);
+        rt_held(&g_rt, t0);
         g_depth--;
     }
 }
@@ -597,7 +616,9 @@ EXPORT void umpol_mark(const char *name)
 {
     if (phases_ready()) {
         g_depth++;
+        uint64_t t0 = now_ns();
         phase_mark(&g_rt, name);
+        rt_held(&g_rt, t0);
         g_depth--;
     }
 }

@@ -435,8 +435,10 @@ static size_t trim(struct runtime *rt, int device, int class_idx, uint64_t room)
                                                                         : cls->memory;
                 resident_sub(rt, dev, (int)c, slab_gpu_bytes(s) + (mv ? mover_movable_held(mv) : 0));
                 slab_destroy(p, s);
+                uint64_t t0 = now_ns();
                 cudaError_t err = mv ? mover_movable_release(&rt->mover, mv)
                                      : mover_release(&rt->mover, kind, base, size);
+                rt->slab_release_ns += now_ns() - t0;
                 if (err != cudaSuccess)
                     LOG(LOG_WARN, "releasing a %zu-byte slab of class '%s' failed: %s%s", size,
                         cls->name, mover_error(&rt->mover, err),

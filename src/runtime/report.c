@@ -295,9 +295,11 @@ int report_write(const struct runtime *rt, const char *path)
             "  \"totals\": {\"allocations\": %" PRIu64 ", \"frees\": %" PRIu64
             ", \"passthrough\": %" PRIu64 ", \"jobs_managed_allocations\": %" PRIu64
             ", \"runtime_ns\": %" PRIu64 ", \"place_ns\": %" PRIu64 ", \"reclaim_ns\": %" PRIu64
-            ", \"evict_ns\": %" PRIu64 "},\n",
+            ", \"evict_ns\": %" PRIu64 ", \"held_ns\": %" PRIu64 ", \"slab_grow_ns\": %" PRIu64
+            ", \"slab_release_ns\": %" PRIu64 ", \"remap_wait_ns\": %" PRIu64 "},\n",
             rt->allocations, rt->frees, rt->passthrough, rt->foreign_managed, rt->runtime_ns,
-            rt->place_ns, rt->reclaim_ns, rt->evict_ns);
+            rt->place_ns, rt->reclaim_ns, rt->evict_ns, atomic_load(&rt->held_ns),
+            rt->slab_grow_ns, rt->slab_release_ns, rt->remap_wait_ns);
     if (rt->learn) {
         const struct step_model *m = &rt->step;
         const char *not_found = rt->program->step_by_repetition ? step_find_said(&rt->finder)

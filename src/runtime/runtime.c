@@ -97,6 +97,8 @@ void runtime_after_fork_child(struct runtime *rt)
 {
     rt->allocations = rt->passthrough = rt->frees = rt->foreign_managed = 0;
     rt->runtime_ns = rt->place_ns = rt->reclaim_ns = rt->evict_ns = 0;
+    atomic_store(&rt->held_ns, 0);
+    rt->slab_release_ns = rt->remap_wait_ns = rt->slab_grow_ns = 0;
     for (size_t c = 0; c < rt->program->class_count; c++) {
         const struct class_stats *s = &rt->class_stats[c];
         rt->class_stats[c] = (struct class_stats){.live_bytes = s->live_bytes,
@@ -220,7 +222,7 @@ static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool de
                         cudaStream_t stream, struct slab **out)
 {
     enum memory_kind kind = rt->program->classes[p->class_idx].memory;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = now_ns(), parts0 = rt->slab_release_ns + rt->remap_wait_ns;
     if (kind != MEMORY_HOST && pool_has_empty_slab(p) && !capturing(rt, stream))
         place_trim(rt, p->device, p->class_idx);
     if (kind == MEMORY_MANAGED && !cap_admits(rt, p->class_idx, p->device, size))
@@ -261,7 +263,9 @@ static cudaError_t grow(struct runtime *rt, struct pool *p, size_t size, bool de
     if (mv)
         mv->owner = s; /* the stream finds a piece's slab from its remap's outcome */
     place_new_slab(rt, p, s);
-    rt->runtime_ns += now_ns() - t0;
+    uint64_t took = now_ns() - t0, parts = rt->slab_release_ns + rt->remap_wait_ns - parts0;
+    rt->runtime_ns += took;
+    rt->slab_grow_ns += took > parts ? took - parts : 0;
     *out = s;
     return cudaSuccess;
 }
@@ -1003,6 +1007,11 @@ void phase_mark(struct runtime *rt, const char *name)
     place_trigger(rt, TRIGGER_MARK, NULL, mark);
     place_ahead(rt);
     pthread_mutex_unlock(&rt->lock);
+}
+
+void rt_held(struct runtime *rt, uint64_t since)
+{
+    atomic_fetch_add_explicit(&rt->held_ns, now_ns() - since, memory_order_relaxed);
 }
 
 /* ---- uses the job announces: streaming ahead ---- */

@@ -48,6 +48,10 @@ void phase_exit(struct runtime *rt);
 void phase_exit_named(struct runtime *rt, const char *name);
 void phase_mark(struct runtime *rt, const char *name);
 
+/* An entry point of the runtime, called at SINCE (now_ns), returns: its time
+ * counts as the job's thread's held by the runtime (the report's held_ns). */
+void rt_held(struct runtime *rt, uint64_t since);
+
 /* The job is about to queue, on STREAM, work that reads the blocks at
  * PTRS[0..N): classes that stream bring the next uses' pieces ahead. */
 void rt_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStream_t stream);

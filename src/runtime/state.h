@@ -39,6 +39,12 @@ struct runtime {
     /* Of it: moving blocks to the GPU as they are allocated, taking freed space
      * back for the budget, and evicting live blocks. */
     uint64_t place_ns, reclaim_ns, evict_ns;
+    /* The job's threads' time inside the runtime's entry points (all threads
+     * summed: rt_held), and of it, apart: giving slabs back (a release waits
+     * for the GPU's work), waiting for the mover's thread's remaps, and
+     * making new slabs (with their placement; less the other two). */
+    _Atomic uint64_t held_ns;
+    uint64_t slab_release_ns, remap_wait_ns, slab_grow_ns;
     uint64_t round_floor; /* blocks placed after this tick are not evicted to place more */
     bool record_timeline; /* a report was asked for */
     struct timeline_event *timeline;

@@ -8,6 +8,7 @@
 #include "runtime/residency.h"
 #include "runtime/state.h"
 #include "runtime/stream.h"
+#include "util/clock.h"
 
 #define AHEAD_PIECES (STREAM_AHEAD_BYTES / MOVABLE_PIECE)
 
@@ -285,7 +286,10 @@ static void reap(struct runtime *rt, uint64_t until)
     struct piece_outcome out[BATCH];
     size_t n;
     do {
+        uint64_t t0 = until ? now_ns() : 0;
         n = mover_pieces_finish(&rt->mover, until, out, BATCH);
+        if (until)
+            rt->remap_wait_ns += now_ns() - t0;
         for (size_t k = 0; k < n; k++) {
             struct slab *s = out[k].mv->owner;
             struct device_state *dev = &rt->devices[s->pool->device];
