@@ -347,7 +347,7 @@ def train(args):
                                                           torch.profiler.ProfilerActivity.CUDA],
                                               with_stack=bool(os.environ.get("GRID_TORCH_STACK")))
             profiler.__enter__()
-        t0 = time.perf_counter()
+        t0 = cpu_marks[0] = time.perf_counter()
         marks[0].record()
         nvtx.range_push("forward")
         if engine is not None:
@@ -390,7 +390,7 @@ def train(args):
             profiler.export_chrome_trace(trace)
         for k, part in enumerate(gpu_parts):
             gpu_parts[part].append(marks[k].elapsed_time(marks[k + 1]))
-            cpu_parts[part].append(((cpu_marks[k + 1] - (t0 if k == 0 else cpu_marks[k])) * 1e3))
+            cpu_parts[part].append((cpu_marks[k + 1] - cpu_marks[k]) * 1e3)
         losses.append(loss.detach().float().item())
         print(f"step {step:3d}  loss {losses[-1]:.6f}  {times[-1] * 1e3:8.1f} ms  (Python's collector "
               f"{gc_step['ms']:.1f} ms, longest {gc_step['max']:.1f}, {gc_step['full']} full)", flush=True)
