@@ -39,7 +39,9 @@ static void test_report_reads_a_recorded_report(void **state)
     (void)state;
     const char *text =
         "{\"umpol_report\": 1, \"pid\": 7, \"rank\": 2,"
-        " \"totals\": {\"allocations\": 18446744073709551615, \"frees\": 1e3},"
+        " \"totals\": {\"allocations\": 18446744073709551615, \"frees\": 1e3,"
+        "   \"held_ns\": 900, \"slab_grow_ns\": 400, \"slab_release_ns\": 300,"
+        "   \"remap_wait_ns\": 100},"
         " \"devices\": [{\"device\": 0, \"total_bytes\": 100, \"budget_bytes\": null,"
         "   \"cap_bytes\": 90, \"managed_bytes\": 1, \"resident_bytes\": 0, \"host_numa_id\": 0}],"
         " \"classes\": [{\"name\": \"w\", \"memory\": \"device\", \"peak_bytes\": 4096,"
@@ -66,6 +68,12 @@ static void test_report_reads_a_recorded_report(void **state)
     assert_int_equal(r.rank, 2);
     assert_true(r.totals[TOT_ALLOCATIONS] == UINT64_MAX);
     assert_int_equal(r.totals[TOT_FREES], 1000);
+    /* The job's threads' time inside the runtime, and its parts. */
+    assert_int_equal(r.totals[TOT_HELD_NS], 900);
+    assert_int_equal(r.totals[TOT_SLAB_GROW_NS], 400);
+    assert_int_equal(r.totals[TOT_SLAB_RELEASE_NS], 300);
+    assert_int_equal(r.totals[TOT_REMAP_WAIT_NS], 100);
+    assert_int_equal(r.totals[TOT_EVICT_NS], 0); /* absent reads as 0 */
     assert_int_equal(r.device_count, 1);
     assert_false(r.devices[0].has_budget);
     assert_int_equal(r.class_count, 1);

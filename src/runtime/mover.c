@@ -894,6 +894,11 @@ size_t mover_pieces_finish(struct mover *m, uint64_t until, struct piece_outcome
     return n;
 }
 
+bool mover_pieces_pending(const struct mover *m)
+{
+    return m->worker.applied != m->worker.queued;
+}
+
 uint64_t mover_leaving_bytes(const struct mover *m, int device)
 {
     return device >= 0 && device < RT_MAX_DEVICES ? m->worker.leaving[device] : 0;

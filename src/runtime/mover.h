@@ -206,6 +206,9 @@ struct piece_outcome {
  * a piece's busy number: that piece's). Up to MAX of those that did not go
  * as counted are returned in OUT; call again while it returns MAX. */
 size_t mover_pieces_finish(struct mover *m, uint64_t until, struct piece_outcome *out, size_t max);
+/* Are remaps handed over and not yet applied? (The job's side, which alone
+ * hands over and applies, may ask without the thread's lock.) */
+bool mover_pieces_pending(const struct mover *m);
 /* Bytes of DEVICE's pieces whose drop is handed over and not yet applied: a
  * fetch that counts them as room could take the card past the budget. */
 uint64_t mover_leaving_bytes(const struct mover *m, int device);
