@@ -627,9 +627,10 @@ def drive(args):
                dict(os.environ), 120, nvml)
     drafting = args.policy == ["suggest"]
     # One policy for every budget, or one per budget, highest budget first
-    # (the last one also serves any budget after it).
-    policies = [(p, open(p).read(), os.path.splitext(os.path.basename(p))[0])
-                for p in ([] if drafting else args.policy)]
+    # (the last one also serves any budget after it); "A|B" at a budget runs
+    # each of A and B there, side by side (the summary keeps the faster).
+    policies = [[(p, open(p).read(), os.path.splitext(os.path.basename(p))[0]) for p in entry.split("|")]
+                for entry in ([] if drafting else args.policy)]
     pol_name = "suggested"
     if args.budgets and len(args.layers) != 1:
         raise SystemExit("grid: --budgets needs one --layers value")
@@ -655,21 +656,23 @@ def drive(args):
             budgets = [b for b in (top, (top + low) / 2 if low else None, low) if b]
         recorded, why = record(runner, args.umpol, args.out, layers, 1, 2) if drafting and budgets else (None, None)
         for i, b in enumerate(budgets):
-            if not drafting:
-                source, policy_text, pol_name = policies[min(i, len(policies) - 1)]
-            pol = os.path.join(args.out, f"L{layers}-{pol_name}-{b / 2**30:.2f}GiB.umpol")
-            failed = why or (draft(args.umpol, recorded, b, pol) if drafting else None)
-            if failed:
-                print(f"L{layers} {b / 2**30:.2f}GiB: {failed}", flush=True)
-                runner.skip({"layers": layers, "variant": "ckpt", "tag": f"{kind}-{b / 2**30:.2f}GiB",
-                             "budget_bytes": int(b), "policy": "suggest"}, failed)
-                continue
-            if not drafting:
-                open(pol, "w").write(set_budget(policy_text, b))
-            report = pol[:-len(".umpol")] + ("-profiled" if args.profile else "") + "-report.json"
-            run(f"{kind}-{b / 2**30:.2f}GiB", layers, "ckpt",
-                prefix=profile + [args.umpol, "run", "-p", pol, "-r", report, "--"], budget=int(b),
-                policy=os.path.relpath(pol, os.getcwd()) if drafting else source, report=report)
+            alternatives = [(None, None, pol_name)] if drafting else policies[min(i, len(policies) - 1)]
+            for j, (source, policy_text, pol_name) in enumerate(alternatives):
+                # The first policy's tag is the budget's; another's names it too.
+                tag = f"{kind}-{b / 2**30:.2f}GiB" + (f"-{pol_name}" if j else "")
+                pol = os.path.join(args.out, f"L{layers}-{pol_name}-{b / 2**30:.2f}GiB.umpol")
+                failed = why or (draft(args.umpol, recorded, b, pol) if drafting else None)
+                if failed:
+                    print(f"L{layers} {b / 2**30:.2f}GiB: {failed}", flush=True)
+                    runner.skip({"layers": layers, "variant": "ckpt", "tag": tag,
+                                 "budget_bytes": int(b), "policy": "suggest"}, failed)
+                    continue
+                if not drafting:
+                    open(pol, "w").write(set_budget(policy_text, b))
+                report = pol[:-len(".umpol")] + ("-profiled" if args.profile else "") + "-report.json"
+                run(tag, layers, "ckpt",
+                    prefix=profile + [args.umpol, "run", "-p", pol, "-r", report, "--"], budget=int(b),
+                    policy=os.path.relpath(pol, os.getcwd()) if drafting else source, report=report)
     runner.close()
 
 
@@ -870,8 +873,9 @@ def main():
                    help="run umpol's cells with UMPOL_PROFILE=1 over the timed steps (for the bytes moved)")
     d.add_argument("--policy", nargs="+", default=["policies/optimizer-offload.umpol"],
                    help="umpol's policy, its budget line set per cell, or one per budget (highest "
-                        "budget first; the last serves the rest); 'suggest': the policy umpol "
-                        "suggest drafts per budget from one recorded run of the model")
+                        "budget first; the last serves the rest), 'A|B' for each of A and B at "
+                        "that budget; 'suggest': the policy umpol suggest drafts per budget from "
+                        "one recorded run of the model")
     d.add_argument("--umpol", default="umpol", help="the umpol executable")
     d.add_argument("--warmup", type=int, default=3)
     d.add_argument("--steps", type=int, default=5)

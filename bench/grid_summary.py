@@ -140,6 +140,35 @@ def cupti_of(row):
             "profiled_ms": row["run"]["median_step_ms"]}
 
 
+def profiled_for(runs, policy):
+    """Of the profiled RUNS at one budget, the one under POLICY; where none
+    names it, the only one (runs recorded before a budget could have several)."""
+    same = [r for r in runs if r.get("policy") == policy]
+    return same[0] if same else (runs[0] if len(runs) == 1 else None)
+
+
+ALTERNATIVE_KEYS = ("policy", "umpol_ms", "card_peak_bytes", "umpol_over_best", "umpol_over_bound",
+                    "umpol_over_bound_two_way", "failed")
+
+
+def keep_fastest(cells):
+    """One cell per model and budget: where several policies ran at one
+    budget (grid.py drive's 'A|B'), the fastest stands for it, as the policy a
+    user would keep, and the others go with it under "alternatives"."""
+    groups = {}
+    for c in cells:
+        groups.setdefault((c["model_layers"], c["budget_bytes"]), []).append(c)
+    kept = []
+    for group in groups.values():
+        ran = [c for c in group if c.get("umpol_ms") is not None]
+        best = min(ran, key=lambda c: c["umpol_ms"]) if ran else group[0]
+        others = [c for c in group if c is not best]
+        if others:
+            best = dict(best, alternatives=[{k: c[k] for k in ALTERNATIVE_KEYS if k in c} for c in others])
+        kept.append(best)
+    return kept
+
+
 def sci(x):
     return "" if x is None else f"{x:.2e}"
 
@@ -165,8 +194,15 @@ def main():
     lines = []
     for layers in models:
         rows = {tag: r for (l, tag), r in cells.items() if l == layers and not tag.startswith("umpol-profiled-")}
-        profiled = {(l, r["budget_bytes"]): r for (l, tag), r in cells.items()
-                    if l == layers and tag.startswith("umpol-profiled-")}
+        profiled = {}  # per budget, the profiled runs (one per policy run there)
+        for (l, tag), r in cells.items():
+            if l == layers and tag.startswith("umpol-profiled-"):
+                profiled.setdefault(r["budget_bytes"], []).append(r)
+        # Budgets run under more than one policy (grid.py drive's 'A|B'): their rows name it.
+        per_budget = {}
+        for tag, r in rows.items():
+            if tag.startswith("umpol-"):
+                per_budget[r["budget_bytes"]] = per_budget.get(r["budget_bytes"], 0) + 1
         ckpt = (rows.get("ckpt") or {}).get("run")
         base = ckpt["losses"] if ckpt else None
         params = next((r["run"]["params"] for r in rows.values() if r.get("run")), None)
@@ -211,12 +247,15 @@ def main():
             run = row.get("run")
             budget = row["budget_bytes"]
             cell = {"model_layers": layers, "params": params, "policy": row.get("policy"), "budget_bytes": budget}
+            label = f"umpol, budget {gib(budget)}" + (
+                f" ({os.path.splitext(os.path.basename(row.get('policy') or ''))[0]})"
+                if per_budget[budget] > 1 else "")
             if not run:
                 why = row.get("skipped") or f"exit {row.get('rc')}: " + " ".join(
                     (row.get("error_tail") or "").strip().splitlines()[-1:])[:200]
                 cell["failed"] = why
                 grid_cells.append(cell)
-                lines.append(f"| umpol, budget {gib(budget)} | failed | | | | | | {why.replace('|', '/')} |")
+                lines.append(f"| {label} | failed | | | | | | {why.replace('|', '/')} |")
                 continue
             rep = report_of(row) or {}
             ms = run["median_step_ms"]
@@ -227,7 +266,7 @@ def main():
             card_best = min(card_fits.items(), key=lambda kv: kv[1]["median_step_ms"]) if card_fits else None
             # Bytes over the link per timed step: migrations (CUPTI's where a
             # profiled run of the same budget exists) plus modelled zero-copy.
-            prof = cupti_of(profiled.get((layers, budget)))
+            prof = cupti_of(profiled_for(profiled.get(budget, []), row.get("policy")))
             h2d = d2h = None
             cbw = row["bw"]  # the pinned copies of this run's own call
             measured = run.get("link") if nvml_valid else None
@@ -291,7 +330,7 @@ def main():
                 "max_loss_diff": loss_diff(run)})
             grid_cells.append(cell)
             lines.append(
-                f"| umpol, budget {gib(budget)} | {ms:.1f} | {gib(rep.get('held_peak_bytes'))} (held, its count) | "
+                f"| {label} | {ms:.1f} | {gib(rep.get('held_peak_bytes'))} (held, its count) | "
                 f"{gib(run['card_peak_bytes'])} | {gib(row.get('nvml_peak_bytes'))} | {gib(h2d)} / {gib(d2h)} ({source}) | "
                 f"{sci(loss_diff(run))} | best anchor within the budget: "
                 + (f"{best[0]} {best[1]['median_step_ms']:.1f} ms at {gib(best[1]['card_peak_bytes'])} GiB, "
@@ -306,6 +345,7 @@ def main():
     def pick(cs, key="umpol_over_best"):
         vals = [c[key] for c in cs if c.get(key) is not None]
         return min(vals) if vals else None
+    grid_cells = keep_fastest(grid_cells)
     out["grid.cells"] = grid_cells
     out["grid.anchors"] = anchors_out
     out["grid.min_umpol_over_best"] = pick(grid_cells)

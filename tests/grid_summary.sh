@@ -31,4 +31,31 @@ assert c["bound_in_order_ms"] == c["bound_ms"], c
 assert abs(c["bound_two_way_ms"] - (34136164988 / 40.127e6 + (41442115458 - 34136164988) / 49.843e6)) < 0.5, c
 assert c["bound_two_way_ms"] > c["bound_ms"]
 PY
+# Two policies at one budget (grid.py drive's 'A|B'): the faster stands for the budget, the
+# other rides along under "alternatives", and the table names each row's policy. The runs are
+# bench/results/2026-11-26-h100-stream-vs-in-place/policies/L32-r1-* (one call, side by side).
+p="$top_srcdir/bench/results/2026-11-26-h100-stream-vs-in-place/policies"
+mkdir -p "$tmp/alt" && cp "$p/L32-r1-stream-offload/bandwidth.json" "$p"/L32-r1-*/*-report.json "$tmp/alt/" &&
+python3 - "$p" "$tmp/alt/cells.jsonl" <<'PY' || fail "grid_summary.py: the two policies' cells could not be put together"
+import json, sys
+with open(sys.argv[2], "w") as out:
+    for name, tag in (("stream-offload", "umpol-9.79GiB"), ("optimizer-offload", "umpol-9.79GiB-optimizer-offload")):
+        row = json.loads(open(f"{sys.argv[1]}/L32-r1-{name}/cells.jsonl").readline())
+        row["tag"] = tag
+        out.write(json.dumps(row) + "\n")
+PY
+(cd "$tmp/alt" && python3 "$top_srcdir/bench/grid_summary.py" dev c "$tmp/alt/keys.json" .) >"$tmp/alt/summary.md" 2>"$tmp/err" ||
+    { cat "$tmp/err" >&2; fail "grid_summary.py failed on two policies at one budget"; }
+python3 - "$tmp/alt/keys.json" <<'PY' && pass || fail "grid_summary.py: two policies at one budget not kept as one cell"
+import json, sys
+cells = json.load(open(sys.argv[1]))["grid.cells"]
+assert len(cells) == 1, cells
+c = cells[0]
+assert c["policy"] == "policies/optimizer-offload.umpol" and c["umpol_ms"] == 890.0, c
+alt = c["alternatives"]
+assert len(alt) == 1 and alt[0]["policy"] == "policies/stream-offload.umpol" and alt[0]["umpol_ms"] == 1000.1, alt
+PY
+grep -q "| umpol, budget 9.79 (stream-offload) | 1000.1 |" "$tmp/alt/summary.md" &&
+    grep -q "| umpol, budget 9.79 (optimizer-offload) | 890.0 |" "$tmp/alt/summary.md" && pass ||
+    fail "grid_summary.py: the table does not name each policy at a budget run under two"
 finish
