@@ -616,7 +616,7 @@ def drive(args):
     """Every anchor, then umpol at three budgets read from the anchors' peaks,
     per model: under --policy, or with --policy suggest under the policy
     `umpol suggest` drafts for each budget from one recorded run."""
-    if "suggest" in args.policy and args.policy != ["suggest"]:
+    if any("suggest" in entry.split("|") for entry in args.policy) and args.policy != ["suggest"]:
         raise SystemExit("grid: --policy suggest stands alone (umpol suggest drafts every budget's policy)")
     runner = Runner(args)
     nvml, here, run = runner.nvml, runner.here, runner.run
@@ -631,6 +631,10 @@ def drive(args):
     # each of A and B there, side by side (the summary keeps the faster).
     policies = [[(p, open(p).read(), os.path.splitext(os.path.basename(p))[0]) for p in entry.split("|")]
                 for entry in ([] if drafting else args.policy)]
+    for entry in policies:  # each policy's files and rows are named after it
+        names = [name for _, _, name in entry]
+        if len(set(names)) != len(names):
+            raise SystemExit(f"grid: two policies named alike at one budget: {' | '.join(names)}")
     pol_name = "suggested"
     if args.budgets and len(args.layers) != 1:
         raise SystemExit("grid: --budgets needs one --layers value")

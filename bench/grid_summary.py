@@ -6,7 +6,10 @@ Prints a markdown summary; writes the keys (to merge into
 bench/results/latest.json) to KEYS_JSON. A later DIR's cells replace an
 earlier one's for the same model and tag; the pinned bandwidth is the first
 DIR's; cells tagged umpol-profiled-* (grid.py drive --profile) only lend
-their CUPTI counts to the umpol cell of the same model and budget.
+their CUPTI counts to the umpol cell of the same model, budget and policy.
+Where several policies ran at one budget (grid.py drive's 'A|B'), the
+fastest stands for it and the others go with it under "alternatives"; since
+a later DIR replaces rows by tag, run such a budget's policies in one call.
 
 Per umpol cell:
   memory      the budget; what the card saw in the process (cudaMemGetInfo,
@@ -140,11 +143,12 @@ def cupti_of(row):
             "profiled_ms": row["run"]["median_step_ms"]}
 
 
-def profiled_for(runs, policy):
+def profiled_for(runs, policy, policies_here):
     """Of the profiled RUNS at one budget, the one under POLICY; where none
-    names it, the only one (runs recorded before a budget could have several)."""
+    names it, the only one, if only one policy ran at the budget (a drafted
+    policy's path differs between the profiled call and the other)."""
     same = [r for r in runs if r.get("policy") == policy]
-    return same[0] if same else (runs[0] if len(runs) == 1 else None)
+    return same[0] if same else (runs[0] if len(runs) == 1 and policies_here == 1 else None)
 
 
 ALTERNATIVE_KEYS = ("policy", "umpol_ms", "card_peak_bytes", "umpol_over_best", "umpol_over_bound",
@@ -266,7 +270,7 @@ def main():
             card_best = min(card_fits.items(), key=lambda kv: kv[1]["median_step_ms"]) if card_fits else None
             # Bytes over the link per timed step: migrations (CUPTI's where a
             # profiled run of the same budget exists) plus modelled zero-copy.
-            prof = cupti_of(profiled_for(profiled.get(budget, []), row.get("policy")))
+            prof = cupti_of(profiled_for(profiled.get(budget, []), row.get("policy"), per_budget[budget]))
             h2d = d2h = None
             cbw = row["bw"]  # the pinned copies of this run's own call
             measured = run.get("link") if nvml_valid else None
