@@ -871,11 +871,16 @@ static long long apply(const struct piece_job *job)
     return 0; /* lost: its GPU memory given back, its data in its host memory */
 }
 
+bool mover_pieces_pending(const struct mover *m)
+{
+    return m->worker.applied != m->worker.queued;
+}
+
 size_t mover_pieces_finish(struct mover *m, uint64_t until, struct piece_outcome *out, size_t max)
 {
     struct mover_worker *w = &m->worker;
     size_t n = 0;
-    if (w->applied == w->queued)
+    if (!mover_pieces_pending(m))
         return 0;
     pthread_mutex_lock(&w->lock);
     if (until > w->queued)
@@ -892,11 +897,6 @@ size_t mover_pieces_finish(struct mover *m, uint64_t until, struct piece_outcome
     }
     pthread_mutex_unlock(&w->lock);
     return n;
-}
-
-bool mover_pieces_pending(const struct mover *m)
-{
-    return m->worker.applied != m->worker.queued;
 }
 
 uint64_t mover_leaving_bytes(const struct mover *m, int device)
