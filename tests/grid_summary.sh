@@ -59,3 +59,28 @@ grep -q "| umpol, budget 9.79 (stream-offload) | 1000.1 |" "$tmp/alt/summary.md"
     grep -q "| umpol, budget 9.79 (optimizer-offload) | 890.0 |" "$tmp/alt/summary.md" && pass ||
     fail "grid_summary.py: the table does not name each policy at a budget run under two"
 finish
+# A whole grid that ran both stock policies at DeepSpeed's peaks (5fcd4aa, two calls): it must
+# make its committed keys and summary again, byte for byte. optimizer-offload was the faster
+# there and moved more bytes, so its own bound is the higher: the kept run is also measured
+# against the bound of the policy that moved fewest, and a key takes the largest of those.
+r="$top_srcdir/bench/results/2026-11-27-h100-grid-alternatives-5fcd4aa"
+(cd "$r" && python3 "$top_srcdir/bench/grid_summary.py" "NVIDIA H100 80GB HBM3, 81559 MiB, 580.159.04" \
+    5fcd4aa "$tmp/alt2.json" l16-repeat l32-repeat) >"$tmp/alt2.md" 2>"$tmp/err" ||
+    { cat "$tmp/err" >&2; fail "grid_summary.py failed on the 5fcd4aa grid"; }
+cmp -s "$tmp/alt2.json" "$r/latest-grid.json" && cmp -s "$tmp/alt2.md" "$r/summary.md" && pass ||
+    fail "grid_summary.py: the 5fcd4aa grid's keys or summary differ from the recorded ones"
+python3 - "$tmp/alt2.json" <<'PY' && pass || fail "grid_summary.py: no bound of the policy that moved fewest bytes"
+import json, sys
+keys = json.load(open(sys.argv[1]))
+cells = {(c["model_layers"], c["budget_bytes"]): c for c in keys["grid.cells"]}
+c = cells[(32, 10515120128)]
+alt = c["alternatives"][0]
+assert c["policy"] == "policies/optimizer-offload.umpol" and c["umpol_ms"] == 893.2, c
+assert alt["policy"] == "policies/stream-offload.umpol" and alt["bound_ms"] < c["bound_ms"], (alt, c)
+assert c["bound_fewest_bytes_ms"] == alt["bound_ms"], c
+assert c["umpol_over_bound_fewest_bytes"] == round(893.2 / alt["bound_ms"], 3) > c["umpol_over_bound"], c
+# Where one policy ran, the key takes the cell's own umpol / bound.
+assert "umpol_over_bound_fewest_bytes" not in cells[(32, 19735144038)]
+fewest = max(x.get("umpol_over_bound_fewest_bytes", x["umpol_over_bound"]) for x in keys["grid.cells"])
+assert keys["grid.max_umpol_over_bound_fewest_bytes"] == fewest > keys["grid.max_umpol_over_bound"], keys
+PY
