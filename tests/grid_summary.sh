@@ -58,7 +58,6 @@ PY
 grep -q "| umpol, budget 9.79 (stream-offload) | 1000.1 |" "$tmp/alt/summary.md" &&
     grep -q "| umpol, budget 9.79 (optimizer-offload) | 890.0 |" "$tmp/alt/summary.md" && pass ||
     fail "grid_summary.py: the table does not name each policy at a budget run under two"
-finish
 # A whole grid that ran both stock policies at DeepSpeed's peaks (5fcd4aa, two calls): it must
 # make its committed keys and summary again, byte for byte. optimizer-offload was the faster
 # there and moved more bytes, so its own bound is the higher: the kept run is also measured
@@ -84,3 +83,4 @@ assert "umpol_over_bound_fewest_bytes" not in cells[(32, 19735144038)]
 fewest = max(x.get("umpol_over_bound_fewest_bytes", x["umpol_over_bound"]) for x in keys["grid.cells"])
 assert keys["grid.max_umpol_over_bound_fewest_bytes"] == fewest > keys["grid.max_umpol_over_bound"], keys
 PY
+finish
