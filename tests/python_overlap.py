@@ -92,19 +92,13 @@ class Storage:
 
 
 class Param:
-    def __init__(self, ptr, value, device="cuda:0", numel=1000):
-        self.ptr, self.value, self.grad, self.n = ptr, value, None, numel
+    def __init__(self, ptr, value, device="cuda:0"):
+        self.ptr, self.value, self.grad = ptr, value, None
         self.is_cuda, self.is_sparse, self.requires_grad, self.device = True, False, True, device
         self.hooks = []
 
     def untyped_storage(self):
         return Storage(self.ptr)
-
-    def numel(self):
-        return self.n
-
-    def element_size(self):
-        return 4
 
     def register_post_accumulate_grad_hook(self, fn):
         self.hooks.append(fn)
@@ -244,12 +238,11 @@ def check(what, cond):
         sys.exit(1)
 
 
-# Armed at the first backward pass: each parameter updated once, its
-# gradient freed. The first update of each makes its state, alone in its
-# group, inside the optimizer's phase on the job's own stream; later ones run
-# a bucket at a time (here all three, small: sent at the end of the pass) on
-# the side stream after the job's, their gradients freed once it has read
-# them, and the job's stream waits once backward returns. The job's own step then
+# Armed at the first backward pass: each parameter updated once, alone in its
+# group, its gradient freed. The first update of each makes its state inside
+# the optimizer's phase on the job's own stream; later ones run on the side
+# stream after the job's, their gradients freed once it has read them, and
+# the job's stream waits once backward returns. The job's own step then
 # updates nothing, and its groups are never swapped.
 torch, auto, sib, params, opt = job()
 groups = opt.param_groups
@@ -270,14 +263,12 @@ check("the job's step finds no gradient", opt.steps_run[-1][2] == [])
 backward(sib, params, [1.0, 1.0, 1.0])
 lane = sib.lanes["cuda:0"]
 update, copy_out = lane.update.name, lane.copy_out.name
-check("later updates in one step over the bucket, the last layer's first, on the side "
-      "stream, in no phase",
-      opt.steps_run[4:] == [([0x3000, 0x2000, 0x1000], update, [0x3000, 0x2000, 0x1000])]
-      and auto.phases == ["optimizer.step"] * 3)
+check("later updates on the side stream, in no phase",
+      [s for _, s, _ in opt.steps_run[-3:]] == [update] * 3 and auto.phases == ["optimizer.step"] * 3)
 check("their gradients freed only once the side stream has read them",
       all(p.grad is None and p.made.recorded == [update] for p in params))
 check("the side stream follows the job's, the job's waits for it and for the copies out",
-      lane.update.waited == ["main"] and torch.main.waited == [update, copy_out])
+      lane.update.waited == ["main"] * 3 and torch.main.waited == [update, copy_out])
 check("no state on the host: nothing staged, no ring", torch.rings == [] and
       lane.copy_in.waited == [] and lane.copy_out.waited == [])
 check("state counts one update a step", all(opt.state[p]["step"] == 2 for p in params))
@@ -298,10 +289,9 @@ c_in, update, c_out = lane.copy_in.name, lane.update.name, lane.copy_out.name
 check("each moment updated once, where the optimizer keeps it",
       [m.value for m in moments] == [11.0, 12.0, 14.0] and
       all(opt.state[p]["m"] is m for p, m in zip(params, moments)))
-check("the host's moments copied in as their gradients complete, updated in the ring, "
-      "copied back after the bucket's update; the GPU's updated there",
-      COPIES == [(c_in, 0x9002, ("ring", 0)), (c_in, 0x9000, ("ring", 12288)),
-                 (c_out, ("ring", 0), 0x9002), (c_out, ("ring", 12288), 0x9000)] and
+check("the host's moments copied in, updated in the ring, copied back; the GPU's updated there",
+      COPIES == [(c_in, 0x9002, ("ring", 0)), (c_out, ("ring", 0), 0x9002),
+                 (c_in, 0x9000, ("ring", 12288)), (c_out, ("ring", 12288), 0x9000)] and
       moments[1].copies == [(update, "update")])
 check("what an update adds to the state stays in the optimizer's",
       all(opt.state[p]["added"] == 2 for p in params))
@@ -310,8 +300,8 @@ check("one ring, as large as the staged state (less than the least ring size)",
       len(torch.rings) == 1 and ring.n == 4096 + 12288 and
       sorted(ring.recorded) == sorted([c_in, update, c_out]))
 check("copies in after the job's stream once a pass; the update after them; out after it",
-      lane.copy_in.waited == ["main"] and lane.update.waited == [c_in, "main"]
-      and lane.copy_out.waited == [update])
+      lane.copy_in.waited == ["main"] and lane.update.waited == ["main", c_in, "main", "main", c_in]
+      and lane.copy_out.waited == [update, update])
 check("the job's stream waits for the copies out", torch.main.waited[-2:] == [update, c_out])
 check("the ring is freed at the end of the pass, the room the forward pass has",
       lane.ring is None and lane.ring_bytes == ring.n)
@@ -328,51 +318,6 @@ backward(sib, params, [1.0, 1.0, 1.0])
 check("a loaded state: the ring is sized again, for all three moments",
       len(torch.rings) == 3 and torch.rings[2].n == 4096 + 8192 + 12288 and
       [m.value for m in moments] == [13.0, 14.0, 16.0])
-
-
-# Buckets: sent once they hold _BUCKET_BYTES of parameters (here two of the
-# three), at a change of the optimizer's group, and at the end of the pass;
-# each update with its own group's hyperparameters.
-import umpol._overlap as overlap  # noqa: E402
-bucket_bytes, overlap._BUCKET_BYTES = overlap._BUCKET_BYTES, 8000
-torch, auto, sib, params, opt = job(n=3)
-said(lambda: backward(sib, params, [1.0] * 3))
-sib.step_post()
-sib.backward_begin()
-params[2].accumulate(1.0)
-check("a bucket short of its bytes waits", len(opt.steps_run) == 3 and params[2].grad is not None)
-params[1].accumulate(1.0)
-check("a bucket with its bytes is sent from the hook",
-      opt.steps_run[3][1:] == ("side1", [0x3000, 0x2000]) and params[1].grad is None)
-params[0].accumulate(1.0)
-sib.backward_end()
-check("the rest is sent when the pass returns", opt.steps_run[4][1:] == ("side1", [0x1000]) and
-      [p.value for p in params] == [9.0, 19.0, 29.0])
-overlap._BUCKET_BYTES = bucket_bytes
-
-torch, auto, sib, params, opt = job(n=3)
-opt.param_groups = [{"params": params[:2], "lr": 0.5}, {"params": params[2:], "lr": 0.25}]
-said(lambda: backward(sib, params, [1.0] * 3))
-sib.step_post()
-backward(sib, params, [1.0] * 3)
-check("a bucket holds one group: sent where the next gradient is another group's",
-      [r[2] for r in opt.steps_run[3:]] == [[0x3000], [0x2000, 0x1000]] and
-      [p.value for p in params] == [9.0, 19.0, 29.5])
-
-# Turned off in a pass with a bucket waiting: its gradients, complete, are
-# applied first, as the message says; the gradient that turned it off is
-# left to the job's step.
-torch, auto, sib, params, opt = job(n=3)
-said(lambda: backward(sib, params, [1.0] * 3))
-sib.step_post()
-sib.backward_begin()
-params[2].accumulate(1.0)
-opt.param_groups[0]["params"].remove(params[1])
-text = said(lambda: params[1].accumulate(1.0))
-check("off in a pass: the bucket is applied first, the rest left to the job's step",
-      "off: a parameter left its group" in text and params[2].grad is None and
-      params[2].value == 29.0 and params[1].grad is not None)
-sib.backward_end()
 
 
 def staged_job():
@@ -414,20 +359,8 @@ check("the replaced tensor waits for its copy in; nothing is copied back into it
       [c[0] for c in COPIES[copies:]] == [lane.copy_in.name] * 3)
 del type(opt).step
 
-def raised_by(fn):
-    """(whether FN raised RuntimeError, what it said on stderr)."""
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            fn()
-    except RuntimeError:
-        return True, err.getvalue()
-    return False, err.getvalue()
-
-
-# A staged update that raises (here when the pass returns, its bucket sent
-# then): the pass fails, the job's stream still waits for the lane, and the
-# ring is freed.
+# A staged update that raises: the pass fails, the job's stream still waits
+# for the lane, and the ring is freed.
 torch, auto, sib, params, opt = staged_job()
 
 
@@ -436,9 +369,13 @@ def raising(self):
 
 
 type(opt).step = raising
-sib.backward_begin()
-params[-1].accumulate(1.0)
-raised, text = raised_by(sib.backward_end)
+raised = False
+try:
+    sib.backward_begin()
+    params[-1].accumulate(1.0)
+except RuntimeError:
+    raised = True
+    text = said(lambda: sib.backward_end(failed=True))
 lane = sib.lanes["cuda:0"]
 check("a staged update that raises: the job waits for the lane, the ring is freed, it turns off",
       raised and torch.main.waited[-2:] == [lane.update.name, lane.copy_out.name] and
@@ -520,9 +457,8 @@ for why, setup in (
           "step in backward: off:" in text and sib.state == "off" and not opt.steps_run
           and all(p.grad is not None for p in params))
 
-# A first update (the state made in the hook) that raises: the job's groups as
-# they were, and the pass, failed, turns it off, saying which parameters were
-# updated.
+# An update that raises: the job's groups as they were, and the pass, failed,
+# turns it off, saying which parameters were updated.
 torch, auto, sib, params, opt = job()
 
 
@@ -554,7 +490,7 @@ lane.ring = Tensor(("ring", 0), 10)
 taken, waited = [], []
 for i, need in enumerate([4, 4, 2, 6, 5]):
     before = len(lane.copy_in.waited)
-    start = lane.take(need, lambda: check("no bucket to send", False))
+    start = lane.take(need)
     waited.append(lane.copy_in.waited[before:])
     event = Event()
     event.record(Stream(f"out{i}"))
@@ -564,29 +500,6 @@ check("regions taken in turn, wrapping where the next does not fit",
       taken == [0, 4, 8, 0, 0])
 check("each waits for the copies out of every region it overlaps",
       waited == [[], [], [], ["event of out0", "event of out1"], ["event of out3"]])
-
-# A region that would take one of the bucket's, not yet updated: the bucket
-# is sent first, and the region waits for its copies out.
-lane = _Lane(torch, "cuda:0")
-lane.ring = Tensor(("ring", 0), 10)
-sent = []
-
-
-def send():
-    event = Event()
-    event.record(Stream("bucket"))
-    lane.busy.extend((r[0], r[1], event) for _, (_, r) in lane.pending)
-    sent.append([r for _, (_, r) in lane.pending])
-    lane.pending = []
-
-
-for need in (4, 4):
-    start = lane.take(need, send)
-    lane.pending.append(("p", ({}, (start, start + need))))
-check("a bucket's regions are taken without sending it", sent == [])
-start = lane.take(4, send)
-check("a region over one of the bucket's sends it first and waits for its copies out",
-      start == 0 and sent == [[(0, 4), (4, 8)]] and lane.copy_in.waited == ["event of bucket"])
 
 # What the job does that the updates in backward cannot follow, once armed:
 # each turns it off before anything else is applied, saying what was lost.

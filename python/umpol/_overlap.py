@@ -3,9 +3,8 @@
 An elementwise optimizer (AdamW, Adam, SGD, ...) updates a parameter from its
 own gradient and state alone, and autograd knows when a parameter's gradient
 is complete. From the job's first backward pass on, each parameter is updated
-soon after autograd has accumulated its gradient (with those completed just
-before it, once they hold _BUCKET_BYTES), on a side stream of its GPU, and
-its gradient is freed there. The update of the
+as soon as autograd has accumulated its gradient, on a side stream of its
+GPU, and its gradient is freed there. The update of the
 last layers then overlaps the backward pass of the first ones, and the step's
 gradients are never all on the card at once. The job's optimizer.step() finds
 no gradients left and does nothing; its learning-rate schedule, state and
@@ -14,7 +13,7 @@ is staged through device memory around each update (_Lane), so the update's
 kernels leave the GPU's threads to the backward pass and the link carries
 both directions beside it.
 
-The arithmetic is the optimizer's own, run on a few parameters at a time, so
+The arithmetic is the optimizer's own, run on one parameter at a time, so
 the losses are those of the job as written. The order is not: anything that
 reads the gradients between backward() and step() would read nothing. So
 the job asks for it (the variable), it arms only for one elementwise
@@ -89,15 +88,8 @@ class StepInBackward:
             self.passes += 1
 
     def backward_end(self, failed=False):
-        """The pass has returned: the updates still in the lanes' buckets are
-        queued, and the job's stream waits for all of them before anything it
-        queues next."""
-        error = None
-        for device, lane in list(self.lanes.items()):
-            try:
-                self._flush(lane, self.torch.cuda.current_stream(device))
-            except Exception as e:  # noqa: BLE001 -- raised once the lanes are waited for
-                error, failed = error or e, True
+        """The pass has returned, its hooks have queued their updates: the job's
+        stream waits for them before anything it queues next."""
         for device in self.queued:
             lane = self.lanes[device]
             for stream in (lane.update, lane.copy_out):
@@ -109,8 +101,6 @@ class StepInBackward:
             self._disarm("the backward pass raised: the parameters whose gradients were "
                          "complete by then were updated; the optimizer steps after backward "
                          "from now on")
-        if error is not None:
-            raise error
 
     def gradients_read(self, what):
         """The job calls WHAT (clipping, unscaling), which reads the gradients,
@@ -222,14 +212,6 @@ class StepInBackward:
              "backward, on a side stream")
 
     def _disarm(self, why):
-        try:  # the gradients complete so far are applied, as the messages say
-            for device, lane in list(self.lanes.items()):
-                if lane.pending:
-                    self._flush(lane, self.torch.cuda.current_stream(device))
-        finally:
-            self._off(why)
-
-    def _off(self, why):
         for h in self.handles:
             h.remove()
         self.handles, self.group, self.hyper = [], {}, None
@@ -265,13 +247,22 @@ class StepInBackward:
             return
         self.fired.add(id(p))
         torch, device = self.torch, p.device
+        if self.auto.streaming:  # its pieces the stream brought leave only once copied back
+            self.auto.rt.written([p.untyped_storage().data_ptr()])
+        # The optimizer's own step over a group of this one parameter, through a
+        # shim that shares its state: the optimizer's groups stay as they are for
+        # the other GPUs' threads, and no step hook runs per parameter.
+        shim = object.__new__(type(optimizer))
+        shim.__dict__.update(optimizer.__dict__)
+        one = dict(optimizer.param_groups[index])
+        one["params"] = [p]
+        shim.param_groups = [one]
+        step = type(optimizer).step
+        step = getattr(step, "__wrapped__", step)  # torch's hook-running wrapper, taken off
         if id(p) not in self.updated:
             # Its first update makes its state: in the optimizer's phase, so that the
             # policy's classes place it, and on the job's own stream, since closing
             # that phase copies the `stream written` pieces back after that stream.
-            if self.auto.streaming:
-                self.auto.rt.written([p.untyped_storage().data_ptr()])
-            step, shim = self._step(index, [p])
             self.auto.bounded("optimizer.step", step, shim)
             self.updated.add(id(p))
             p.grad = None
@@ -280,63 +271,19 @@ class StepInBackward:
         with self.lock:  # from here on the job's stream waits for this GPU's lane
             self.queued.add(device)
         job = torch.cuda.current_stream(device)
-        if lane.pending and lane.pending_group != index:
-            self._flush(lane, job)
-        staged = lane.stage_in(self, optimizer, p, job, lambda: self._flush(lane, job))
-        lane.pending.append((p, staged))
-        lane.pending_group = index
-        lane.pending_bytes += _nbytes(p)
-        if lane.pending_bytes >= _BUCKET_BYTES:
-            self._flush(lane, job)
-
-    def _flush(self, lane, job):
-        """Update the parameters in LANE's bucket: one step of the optimizer over
-        them on its side stream, after JOB (the stream their gradients were made
-        on) and their copies in; then their state is copied back."""
-        pending, lane.pending, lane.pending_bytes = lane.pending, [], 0
-        optimizer = self.optimizer
-        if not pending or optimizer is None:
-            return
-        torch = self.torch
-        params = [p for p, _ in pending]
-        if self.auto.streaming:  # their pieces the stream brought leave only once copied back
-            self.auto.rt.written([p.untyped_storage().data_ptr() for p in params])
-        step, shim = self._step(lane.pending_group, params)
-        mine = {}  # parameter -> its state as the update sees it, staged views in it
-        if any(staged is not None for _, staged in pending):
-            state = collections.defaultdict(dict)
-            for p, staged in pending:
-                state[p] = optimizer.state[p]
-                if staged is not None:
-                    mine[p] = state[p] = dict(state[p])
-                    mine[p].update(staged[0])
-            shim.state = state
-            lane.update.wait_stream(lane.copy_in)
-        lane.update.wait_stream(job)  # the gradients are complete
+        lane.update.wait_stream(job)  # the gradient is complete
+        staged = lane.stage_in(self, optimizer, p, job)
+        if staged is not None:  # the update reads and writes the copies in the ring
+            views, region = staged
+            mine = dict(optimizer.state[p])
+            mine.update(views)
+            shim.state = collections.defaultdict(dict, {p: mine})
         with torch.cuda.stream(lane.update):
             step(shim)
-        if mine:
-            lane.stage_out([(optimizer.state[p], staged[0], mine[p], staged[1])
-                            for p, staged in pending if staged is not None])
-        for p in params:
-            p.grad.record_stream(lane.update)  # freed once the update has read it
-            p.grad = None
-
-    def _step(self, index, params):
-        """The optimizer's own step over one group of PARAMS with the
-        hyperparameters of its group INDEX: (step, shim), to be called as
-        step(shim). The shim is a copy of the optimizer that shares its state:
-        the optimizer's groups stay as they are for the other GPUs' threads,
-        and no step hook runs per update (torch's hook-running wrapper is
-        taken off)."""
-        optimizer = self.optimizer
-        shim = object.__new__(type(optimizer))
-        shim.__dict__.update(optimizer.__dict__)
-        one = dict(optimizer.param_groups[index])
-        one["params"] = params
-        shim.param_groups = [one]
-        step = type(optimizer).step
-        return getattr(step, "__wrapped__", step), shim
+        if staged is not None:
+            lane.stage_out(optimizer.state[p], views, mine, region)
+        p.grad.record_stream(lane.update)  # freed once the update has read it
+        p.grad = None
 
     def host_state(self, optimizer, p):
         """P's state tensors in OPTIMIZER that lie in host memory the GPU reads
@@ -364,25 +311,16 @@ def _staged_bytes(host):
 
 _ALIGN = 512             # each staged tensor's offset in the ring
 _RING_SPARE = 256 << 20  # the ring beside the largest parameter's state, for the next ones
-# Parameters whose gradients complete one after another are updated together
-# once they hold this much: one step over several pays the optimizer's Python
-# per call once (about half a millisecond, against a few microseconds per
-# tensor), which for a model of small tensors would otherwise hold the
-# backward pass to the speed of the job's thread.
-_BUCKET_BYTES = 64 << 20
 
 
 class _Lane:
-    """One GPU's part of the updates in backward. They run on UPDATE, a bucket
-    of parameters at a time (PENDING, the parameters whose gradients are
-    complete, of one group of the optimizer). The state that lies on the host
-    is copied in on COPY_IN as each gradient completes, into a region of RING
-    (one device buffer, taken in turn), and out on COPY_OUT after its bucket's
-    update: the kernels of an update then read device memory, and the link
-    carries both directions at once beside the backward pass (a kernel reading
-    the host's memory itself would take the SMs the backward pass needs).
-    Copies in run ahead as far as the ring has room; a region is taken again
-    once its copy out is done."""
+    """One GPU's part of the updates in backward. They run on UPDATE. The
+    state that lies on the host is copied in on COPY_IN, into a region of RING
+    (one device buffer, taken in turn), and out on COPY_OUT: the kernels of an
+    update then read device memory, and the link carries both directions at
+    once beside the backward pass (a kernel reading the host's memory itself
+    would take the SMs the backward pass needs). Copies in run ahead as far as
+    the ring has room; a region is taken again once its copy out is done."""
 
     def __init__(self, torch, device):
         self.torch, self.device = torch, device
@@ -395,16 +333,13 @@ class _Lane:
         self.busy = []       # (start, end, event of its copy out) of this pass's regions
         self.ordered = 0     # the backward pass COPY_IN was last ordered after the job's stream
         self.staged = 0      # updates staged so far
-        self.pending = []    # the bucket: (parameter, its staged (views, region) or None)
-        self.pending_bytes = 0  # of the bucket's parameters
-        self.pending_group = None  # the index of the bucket's group in the optimizer
         self.wraps = 0       # times a pass's regions went round the ring
 
-    def stage_in(self, sib, optimizer, p, job, flush):
+    def stage_in(self, sib, optimizer, p, job):
         """Copy P's state that lies on the host into the ring: ({key: device
-        view}, its region); None when none of it lies on the host, it does not
-        fit the ring, or the ring does not fit the GPU this pass. FLUSH updates
-        the bucket, where P's region would take one of its regions."""
+        view}, its region), with UPDATE ordered after the copies; None when none
+        of it lies on the host, it does not fit the ring, or the ring does not
+        fit the GPU this pass."""
         host = sib.host_state(optimizer, p)
         if not host or self.no_ring == sib.passes:
             return None
@@ -418,7 +353,7 @@ class _Lane:
             self.copy_in.wait_stream(job)
             self.ordered = sib.passes
             self.busy, self.head = [], 0  # the whole ring is free to COPY_IN
-        start = self.take(need, flush)
+        start = self.take(need)
         views, at = {}, start
         with torch.cuda.stream(self.copy_in):
             for key, t in host.items():
@@ -426,21 +361,19 @@ class _Lane:
                 views[key] = self.ring[at:at + n].view(t.dtype).view(t.shape)
                 views[key].copy_(t, non_blocking=True)
                 at += _aligned(n)
+        self.update.wait_stream(self.copy_in)
         self.staged += 1
         return views, (start, start + need)
 
-    def take(self, need, flush):
+    def take(self, need):
         """The start of a region of NEED bytes of the ring, the next in turn;
         COPY_IN waits for the copies out of what it held. Regions are taken
         in turn, but a pass can wrap early, so any region still listed may
-        overlap: each is checked. One of the bucket's, not yet copied out, is
-        first sent on its way by FLUSH."""
+        overlap: each is checked."""
         if self.head + need > self.ring.numel():
             self.head = 0
             self.wraps += 1
         start, end = self.head, self.head + need
-        if any(s is not None and s[1][0] < end and start < s[1][1] for _, s in self.pending):
-            flush()
         kept = []
         for region in self.busy:
             if region[0] < end and start < region[1]:
@@ -451,29 +384,26 @@ class _Lane:
         self.head = end
         return start
 
-    def stage_out(self, updated):
-        """After a bucket's update, for each (STATE, VIEWS, AFTER, REGION) of
-        UPDATED: copy each view of VIEWS back to its tensor in STATE (the
-        optimizer's), and keep in STATE what the update added or replaced
-        (AFTER: the shim's state of that parameter); the regions are free once
-        done."""
+    def stage_out(self, state, views, after, region):
+        """After P's update: copy each view of VIEWS back to its tensor in
+        STATE (the optimizer's), and keep in STATE what the update added or
+        replaced (AFTER: the shim's state of P); the region is free once done."""
         torch = self.torch
+        for key in [k for k in state if k not in after]:  # the update removed it
+            self._let_go(state.pop(key), key in views)
+        for key, value in after.items():
+            if views.get(key) is not value and state.get(key) is not value:
+                if key in state:
+                    self._let_go(state[key], key in views)
+                state[key] = value
         self.copy_out.wait_stream(self.update)
         with torch.cuda.stream(self.copy_out):
-            for state, views, after, _ in updated:
-                for key in [k for k in state if k not in after]:  # the update removed it
-                    self._let_go(state.pop(key), key in views)
-                for key, value in after.items():
-                    if views.get(key) is not value and state.get(key) is not value:
-                        if key in state:
-                            self._let_go(state[key], key in views)
-                        state[key] = value
-                for key, view in views.items():
-                    if after.get(key) is view:
-                        state[key].copy_(view, non_blocking=True)
+            for key, view in views.items():
+                if after.get(key) is view:
+                    state[key].copy_(view, non_blocking=True)
             event = torch.cuda.Event()
             event.record(self.copy_out)
-        self.busy.extend((region[0], region[1], event) for _, _, _, region in updated)
+        self.busy.append((region[0], region[1], event))
 
     def _let_go(self, tensor, staged):
         """The optimizer's state no longer holds TENSOR: if it was copied in,
