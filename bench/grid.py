@@ -302,8 +302,15 @@ def train(args):
         opt = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
+    # GRID_AUTOCAST_CACHE=0: autocast keeps no casts of the weights (a checkpointed
+    # forward pass otherwise holds a bf16 copy of every weight until its region ends);
+    # unset: torch's default, which umpol's package may have changed (UMPOL_AUTOCAST_CACHE).
+    chosen = os.environ.get("GRID_AUTOCAST_CACHE")
+    chosen = None if chosen is None else chosen != "0"
+    autocast_cache = torch.is_autocast_cache_enabled() if chosen is None else chosen
     print(f"model: {params / 1e6:.1f}M parameters ({params_of(args.layers) / 1e6:.1f}M by shapes), "
           f"{args.layers} layers, {BATCH} x {SEQ} tokens, variant {v}"
+          + ("" if autocast_cache else ", autocast cache off")
           + (f", under umpol ({os.environ.get('UMPOL_POLICY')})" if os.environ.get("UMPOL_POLICY") else ""),
           flush=True)
 
@@ -353,7 +360,7 @@ def train(args):
         if engine is not None:
             loss = engine(input_ids=tokens, labels=tokens).loss
         else:
-            with torch.autocast("cuda", dtype=torch.bfloat16), ctx():
+            with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=chosen), ctx():
                 loss = model(input_ids=tokens, labels=tokens).loss
         nvtx.range_pop()
         marks[1].record()
@@ -432,7 +439,7 @@ def train(args):
                        "step_ms": [t * 1e3 for t in times], "warmup": args.warmup,
                        "median_step_ms": median_ms, "card_peak_bytes": card,
                        "card_peak_whole_run_bytes": card_whole, "max_allocated_bytes": allocated,
-                       "fused_adamw": fused, "link": link,
+                       "fused_adamw": fused, "autocast_cache": autocast_cache, "link": link,
                        "gpu_part_ms": parts,
                        "allocator": str(torch.cuda.get_allocator_backend())}, f, indent=1)
 

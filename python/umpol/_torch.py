@@ -12,6 +12,7 @@ phase opened on the job's thread classifies allocations made on autograd's
 threads too. Automatic phases close by name, so the job's own NVTX ranges may
 open and close inside them in any order."""
 import functools
+import sys
 import threading
 import warnings
 
@@ -371,11 +372,17 @@ def _watch_gradient_readers(torch, overlap):
         wrap(owner, "zero_grad", lambda *a: overlap.gradients_cleared())
 
 
-def install(torch, rt, saved=True, step_in_backward=False):
+def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True):
     """Install the automatic phases into TORCH (once); returns the Auto or None.
-    STEP_IN_BACKWARD: move the optimizer's updates into backward (_overlap)."""
+    STEP_IN_BACKWARD: move the optimizer's updates into backward (_overlap).
+    AUTOCAST_CACHE False: autocast regions the job opens without saying
+    cache_enabled keep no casts of the weights (see umpol-python(7))."""
     if getattr(torch, "_umpol_auto", None) is not None:
         return torch._umpol_auto
+    if not autocast_cache and hasattr(torch, "set_autocast_cache_enabled"):
+        # torch.autocast reads this default when made, and puts it back on exit.
+        torch.set_autocast_cache_enabled(False)
+        sys.stderr.write("umpol: autocast keeps no casts of the weights (UMPOL_AUTOCAST_CACHE=0)\n")
     nn_module = torch.nn.modules.module
     Module = torch.nn.Module
     Optimizer = torch.optim.Optimizer
