@@ -12,6 +12,8 @@ head, random initialisation from a fixed seed (no download); 16 layers are
 940.9M parameters, 32 layers 1.75B. Each step trains 8 x 1024 random tokens
 (the same tokens for every variant) with bf16 autocast, fp32 weights, AdamW
 (fused where the tool allows) and gradient checkpointing, and prints its loss.
+GRID_AUTOCAST_CACHE=0 opens the autocast region with cache_enabled=False (no
+bf16 copy of every weight held through the loss) in every variant.
 
 Variants of `train`:
     ckpt          checkpointing alone (plain PyTorch)

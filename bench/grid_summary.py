@@ -233,6 +233,11 @@ def main():
         if mbw and mbw is not bw:
             lines.append(f"(pinned cudaMemcpy in this model's own call, which its bounds use: host->GPU "
                          f"{mbw['h2d_gbps']:.1f} GB/s, GPU->host {mbw['d2h_gbps']:.1f} GB/s)\n")
+        off = sorted(tag for tag, r in rows.items() if (r.get("run") or {}).get("autocast_cache") is False)
+        if off:  # the job itself changed (grid.py's GRID_AUTOCAST_CACHE=0): said, for every run it touched
+            lines.append("(autocast keeps no casts of the weights in "
+                         + ("every run" if len(off) == sum(1 for r in rows.values() if r.get("run"))
+                            else "these runs: " + ", ".join(off)) + ")\n")
         lines.append("| run | ms/step (median) | GPU memory, tool's own (GiB) | card, cudaMemGetInfo (GiB) | "
                      "card, NVML outside (GiB) | link in / out per step (GiB; anchors: NVML's counters where valid) | max \\|loss diff\\| vs ckpt | status |")
         lines.append("|---|---|---|---|---|---|---|---|")

@@ -17,7 +17,9 @@
 # `umpol suggest --budget` drafts from it, as a user would run umpol),
 # GRID_LAYERS ("16 32"), GRID_VARIANTS (all anchors), WARMUP (3), STEPS (5
 # timed), GRID_DEADLINE_S (cells that would start later are skipped),
-# GRID_CELL_TIMEOUT_S (one run's limit, 240), UMPOL.
+# GRID_CELL_TIMEOUT_S (one run's limit, 240), GRID_AUTOCAST_CACHE (0: every
+# variant's autocast region keeps no casts of the weights, cache_enabled=False;
+# unset: torch's default), UMPOL.
 # Writes OUT/cells.jsonl, per-cell logs, JSON and umpol reports, OUT/summary.md
 # and OUT/latest-grid.json (the grid.* keys to merge into latest.json).
 set -u

@@ -219,6 +219,17 @@ PY
     cmp -s "$tmp/torch.json" "$tmp/torch-sib.json" ||
         python3 -c 'import json, sys; p = [{q["name"]: q["entries"] for q in json.load(open(f))["phases"]} for f in sys.argv[1:]]; sys.exit(p[0] != p[1])' \
             "$tmp/torch.json" "$tmp/torch-sib.json" || fail "the step in backward changed the phases"
+    # UMPOL_AUTOCAST_CACHE=0: the job's autocast regions keep no casts, said on
+    # stderr; unset, torch's default stays.
+    printf '%s\n' 'import torch' 'with torch.autocast("cpu", dtype=torch.bfloat16):' \
+        '    print("cache", torch.is_autocast_cache_enabled())' >"$tmp/cache.py"
+    expect_status 0 "autocast cache off" env UMPOL_AUTOCAST_CACHE=0 \
+        "$UMPOL_BIN" run -p "$policy" -- "$torch_python" "$tmp/cache.py"
+    grep -q "cache False" "$tmp/out" && grep -q "umpol: autocast keeps no casts of the weights" "$tmp/out" ||
+        { fail "autocast cache off"; cat "$tmp/out"; }
+    expect_status 0 "autocast cache by default" "$UMPOL_BIN" run -p "$policy" -- "$torch_python" "$tmp/cache.py"
+    grep -q "cache True" "$tmp/out" && ! grep -q "autocast keeps" "$tmp/out" ||
+        { fail "autocast cache by default"; cat "$tmp/out"; }
 else
     echo "no PyTorch: automatic phases not tested here (tests/gpu_python.sh does on a GPU)"
 fi
