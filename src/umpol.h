@@ -73,6 +73,14 @@ int umpol_note_saved(const void *ptr);
  * to copy the state that lies on the host in and out around each update. */
 int umpol_on_host(const void *ptr);
 
+/* How many bytes of the block that starts at PTR lie in host memory now: all
+ * of a `memory host` block, the pieces of a `memory movable` block that are
+ * off the GPU, 0 for the runtime's other blocks; -1 when PTR is no block of
+ * the runtime's or no policy is loaded. The Python package's weights ahead
+ * (UMPOL_WEIGHTS_AHEAD=1) asks it of each layer's weights, to copy those that
+ * lie on the host to the GPU ahead of the layer. */
+long long umpol_host_bytes(const void *ptr);
+
 /* Does a class of the policy stream ahead of use (`stream written`)? 1 or 0. */
 int umpol_streaming(void);
 /* The job is about to queue, on STREAM (a cudaStream_t; NULL: the default

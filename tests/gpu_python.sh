@@ -103,6 +103,36 @@ assert r["host-1"]["losses"] == r["host-0"]["losses"]
 print("step in backward: same weights (staged too), gradients gone, off when clipping or accumulating")
 PY
 
+# Weights ahead: the forward pass's weights that lie on the host copied ahead
+# of their layers, the same weights and losses bit for bit as reading them
+# where they lie, with the step in backward or without; each weight's own
+# storage back after every pass.
+wa="$top_srcdir/tests/gpu/python_weights_ahead.py"
+for m in plain sib; do
+    for on in 0 1; do
+        expect_status 0 "weights ahead ($m, $on)" env UMPOL_WEIGHTS_AHEAD=$on \
+            UMPOL_STEP_IN_BACKWARD=$([ $m = sib ] && echo 1 || echo 0) \
+            "$UMPOL_BIN" run -p "$top_srcdir/tests/gpu/weights-host.umpol" -- python3 "$wa" $m \
+            "$out/ahead-$m-$on.json"
+        cp "$tmp/out" "$out/ahead-$m-$on.log"
+        cat "$tmp/out"
+    done
+done
+python3 - "$out" <<'PY' && pass || fail "weights ahead"
+import json, sys
+r = {f"{m}-{on}": json.load(open(f"{sys.argv[1]}/ahead-{m}-{on}.json"))
+     for m in ("plain", "sib") for on in (0, 1)}
+for m in ("plain", "sib"):
+    assert r[f"{m}-1"]["digest"] == r[f"{m}-0"]["digest"], f"{m}: different weights"
+    assert r[f"{m}-1"]["losses"] == r[f"{m}-0"]["losses"], f"{m}: different losses"
+    assert all(r[f"{m}-1"]["own_storage"]), f"{m}: a weight's storage was not put back"
+    # Steps 1-5 copy the three 1024 x 1024 fp32 weights (the head's and the
+    # biases are under 1 MiB); the first pass records, the eval pass reads.
+    assert r[f"{m}-1"]["copied"] == 5 * 3 * 4 * 1024 * 1024, (m, r[f"{m}-1"]["copied"])
+    assert r[f"{m}-0"]["copied"] == 0
+print("weights ahead: same weights and losses, 60 MiB copied ahead, storages put back")
+PY
+
 if python3 -c 'import transformers' 2>/dev/null; then
     policy="$top_srcdir/policies/llm-finetune.umpol"
     expect_status 0 "unmodified transformers loop" "$UMPOL_BIN" run -p "$policy" \

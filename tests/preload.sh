@@ -321,8 +321,9 @@ card = r["devices"][0]["card"]  # the card's own figure, sampled as phases opene
 assert card["samples"] >= 1 and card["peak_used_bytes"] >= card["base_used_bytes"], card
 PY
 fi
-# umpol_on_host: a block of a `memory host` class, one of another class, an
-# address that is no block of the runtime's.
+# umpol_on_host and umpol_host_bytes: a block of a `memory host` class, one of
+# another class, an address that is no block of the runtime's (the block is
+# the 4096 bytes asked for).
 for memory in host device; do
     printf 'umpol 1;\nclass all { match any; memory %s; }\n' $memory >"$tmp/$memory.umpol"
     expect_status 0 "umpol_on_host, memory $memory" run UMPOL_POLICY="$tmp/$memory.umpol" \
@@ -330,5 +331,18 @@ for memory in host device; do
     want=$([ $memory = host ] && echo 1 || echo 0)
     grep -q "on host: the allocation $want, another address -1" "$tmp/out" ||
         fail "umpol_on_host, memory $memory: $(cat "$tmp/out")"
+    bytes=$([ $memory = host ] && echo 4096 || echo 0)
+    grep -q "host bytes: the allocation $bytes, another address -1" "$tmp/out" ||
+        fail "umpol_host_bytes, memory $memory: $(cat "$tmp/out")"
 done
+# A movable block: none of it on the host until its piece leaves the GPU
+# (">away" opens the phase whose entry sends the class to the host).
+expect_status 0 "umpol_host_bytes, movable on the GPU" run UMPOL_POLICY="$tmp/movable.umpol" \
+    UMPOL_REPORT="$tmp/movable.json" "$phases" '?host'
+grep -q "host bytes: the allocation 0, another address -1" "$tmp/out" ||
+    fail "umpol_host_bytes, movable on the GPU: $(cat "$tmp/out")"
+expect_status 0 "umpol_host_bytes, movable moved to the host" run UMPOL_POLICY="$tmp/movable.umpol" \
+    UMPOL_REPORT="$tmp/movable.json" "$phases" '>away' '?host'
+grep -q "host bytes: the allocation 4096, another address -1" "$tmp/out" ||
+    fail "umpol_host_bytes, movable moved to the host: $(cat "$tmp/out")"
 finish

@@ -103,7 +103,8 @@ def enable_auto():
         from umpol import _torch
         _auto = _torch.install(torch, _rt, saved=os.environ.get("UMPOL_SAVED", "1") != "0",
                                step_in_backward=os.environ.get("UMPOL_STEP_IN_BACKWARD", "0") == "1",
-                               autocast_cache=os.environ.get("UMPOL_AUTOCAST_CACHE", "1") != "0")
+                               autocast_cache=os.environ.get("UMPOL_AUTOCAST_CACHE", "1") != "0",
+                               weights_ahead=os.environ.get("UMPOL_WEIGHTS_AHEAD", "0") == "1")
 
     from umpol._importhook import when_imported
     when_imported("torch", installed)

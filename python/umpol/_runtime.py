@@ -50,6 +50,9 @@ class Runtime:
         self._on_host = getattr(lib, "umpol_on_host", None)
         if self._on_host is not None:
             self._on_host.argtypes, self._on_host.restype = [ctypes.c_void_p], ctypes.c_int
+        self._host_bytes = getattr(lib, "umpol_host_bytes", None)
+        if self._host_bytes is not None:
+            self._host_bytes.argtypes, self._host_bytes.restype = [ctypes.c_void_p], ctypes.c_longlong
         streaming = getattr(lib, "umpol_streaming", None)
         if self.active and self._use is not None and streaming is not None:
             streaming.argtypes, streaming.restype = [], ctypes.c_int
@@ -108,6 +111,13 @@ class Runtime:
         """Does PTR lie in a block of a `memory host` class (pinned host memory
         the GPU reads across the link)?"""
         return self.active and self._on_host is not None and self._on_host(ptr) == 1
+
+    def host_bytes(self, ptr):
+        """How many bytes of the block at PTR lie in host memory now; -1 when
+        PTR is no block of the runtime's, or it is not active."""
+        if not self.active or self._host_bytes is None:
+            return -1
+        return self._host_bytes(ptr)
 
     def note_saved(self, ptr):
         return self._note_saved(ptr) if self.active else -1

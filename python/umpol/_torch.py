@@ -30,6 +30,7 @@ class _Thread(threading.local):
         self.saved_hooks = None  # the saved-tensor hooks pushed for the open forward
         self.saved_seen = set()  # blocks already reported in this forward
         self.stepping = set()    # optimizers inside step() on this thread
+        self.ahead = None        # the training forward pass's weights ahead (_ahead._Pass)
 
 
 class Auto:
@@ -38,6 +39,7 @@ class Auto:
     def __init__(self, torch, rt, saved=True):
         self.torch, self.rt, self.saved = torch, rt, saved
         self.overlap = None  # the optimizer's step in backward (_overlap), when asked for
+        self.ahead = None    # weights ahead of the forward pass's layers (_ahead), when asked for
         self.t = _Thread()
         self.streaming = getattr(rt, "streaming", False)  # umpol_use wanted (stream written)
         self.backwards = 0  # backward passes running, on any thread
@@ -112,6 +114,8 @@ class Auto:
         t = self.t
         t.modules += 1
         if t.modules > 1:
+            if t.ahead is not None:
+                t.ahead.pre(module)
             return None
         torch = self.torch
         if self.backwards:
@@ -135,6 +139,11 @@ class Auto:
         if name == FORWARD and self.saved and type(module).__name__ != "OptimizedModule" \
                 and getattr(module, "_compiled_call_impl", None) is None:
             self._push_saved_hooks()
+        if name == FORWARD and self.ahead is not None:
+            if t.ahead is not None:  # a pass whose end no hook saw (it raised, old PyTorch)
+                t.ahead.end()
+            t.ahead = self.ahead.begin(module)
+            t.ahead.pre(module)
         return None
 
     def forward_post(self, module, args, output):
@@ -144,8 +153,13 @@ class Auto:
         if t.modules == 0:
             return None
         t.modules -= 1
+        if t.ahead is not None:
+            t.ahead.post(module)
         if t.modules:
             return None
+        if t.ahead is not None:
+            t.ahead.end()
+            t.ahead = None
         for name in (FORWARD_RECOMPUTE, FORWARD, FORWARD_EVAL):
             if t.bounded.get(name) and t.lingering != name:
                 t.bounded[name] -= 1
@@ -372,11 +386,14 @@ def _watch_gradient_readers(torch, overlap):
         wrap(owner, "zero_grad", lambda *a: overlap.gradients_cleared())
 
 
-def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True):
+def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True,
+            weights_ahead=False):
     """Install the automatic phases into TORCH (once); returns the Auto or None.
     STEP_IN_BACKWARD: move the optimizer's updates into backward (_overlap).
     AUTOCAST_CACHE False: autocast regions the job opens without saying
-    cache_enabled keep no casts of the weights (see umpol-python(7))."""
+    cache_enabled keep no casts of the weights. WEIGHTS_AHEAD: copy the
+    forward pass's weights that lie on the host ahead of their layers
+    (_ahead). See umpol-python(7)."""
     if getattr(torch, "_umpol_auto", None) is not None:
         return torch._umpol_auto
     if not autocast_cache and hasattr(torch, "set_autocast_cache_enabled"):
@@ -387,6 +404,15 @@ def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True):
     Module = torch.nn.Module
     Optimizer = torch.optim.Optimizer
     auto = Auto(torch, rt, saved)
+    if weights_ahead:
+        if auto.streaming:
+            sys.stderr.write("umpol: weights ahead: off: the policy streams its weights itself "
+                             "(stream written)\n")
+        elif getattr(rt, "_host_bytes", None) is None:
+            sys.stderr.write("umpol: weights ahead: off: the runtime has no umpol_host_bytes\n")
+        else:
+            from umpol._ahead import WeightsAhead
+            auto.ahead = WeightsAhead(torch, rt)
     if step_in_backward:
         from umpol._overlap import StepInBackward
         auto.overlap = StepInBackward(torch, auto)

@@ -1,5 +1,6 @@
 /* The per-class part of the public API (umpol.h): class names and counters
- * for umpol.memory_stats(), whether a block lies in host memory, and blocks
+ * for umpol.memory_stats(), whether and how much of a block lies in host
+ * memory, and blocks
  * reported as saved for backward, which move to the class they match then
  * (rt_saved). */
 #include <stdlib.h>
@@ -30,21 +31,27 @@ EXPORT const char *umpol_class_name(int index)
     return rt->program->classes[index].name;
 }
 
+/* Bytes of block B, in movable MV, that lie in pieces on the GPU. */
+static uint64_t block_on_gpu(const struct movable *mv, const struct block *b)
+{
+    uint64_t bytes = 0;
+    for (uintptr_t a = b->addr; a < b->addr + b->size;) {
+        size_t i = (a - mv->base) / MOVABLE_PIECE;
+        uintptr_t end = mv->base + (i + 1) * MOVABLE_PIECE;
+        if (end > b->addr + b->size)
+            end = b->addr + b->size;
+        bytes += mv->gpu[i] ? end - a : 0;
+        a = end;
+    }
+    return bytes;
+}
+
 /* Bytes of movable slab S's live blocks that lie in pieces on the GPU. */
 static uint64_t movable_live_on_gpu(const struct slab *s)
 {
-    const struct movable *mv = s->backing;
     uint64_t bytes = 0;
-    for (const struct block *b = s->first; b; b = b->next) {
-        for (uintptr_t a = b->addr; !b->free && a < b->addr + b->size;) {
-            size_t i = (a - mv->base) / MOVABLE_PIECE;
-            uintptr_t end = mv->base + (i + 1) * MOVABLE_PIECE;
-            if (end > b->addr + b->size)
-                end = b->addr + b->size;
-            bytes += mv->gpu[i] ? end - a : 0;
-            a = end;
-        }
-    }
+    for (const struct block *b = s->first; b; b = b->next)
+        bytes += b->free ? 0 : block_on_gpu(s->backing, b);
     return bytes;
 }
 
@@ -143,6 +150,24 @@ EXPORT int umpol_on_host(const void *ptr)
     int on_host = !b ? -1 : rt->program->classes[b->class_idx].memory == MEMORY_HOST;
     pthread_mutex_unlock(&rt->lock);
     return on_host;
+}
+
+EXPORT long long umpol_host_bytes(const void *ptr)
+{
+    struct runtime *rt = runtime_loaded();
+    if (!rt || !ptr)
+        return -1;
+    pthread_mutex_lock(&rt->lock);
+    const struct block *b = rt_block_holding(rt, (uintptr_t)ptr);
+    long long bytes = -1;
+    if (b && rt->program->classes[b->class_idx].memory == MEMORY_HOST)
+        bytes = (long long)b->size;
+    else if (b && b->slab && b->slab->backing)
+        bytes = (long long)(b->size - block_on_gpu(b->slab->backing, b));
+    else if (b)
+        bytes = 0;
+    pthread_mutex_unlock(&rt->lock);
+    return bytes;
 }
 
 EXPORT int umpol_note_saved(const void *ptr)

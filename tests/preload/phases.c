@@ -1,7 +1,8 @@
 /* Preload helper: one allocation, then each argument opened and closed as a
- * phase, so that a test can feed the runtime's report any phase name; "+capture"
- * and "-capture" begin and end a stream capture instead, and "?host" prints
- * what umpol_on_host says of the allocation and of an address not the runtime's. */
+ * phase, so that a test can feed the runtime's report any phase name (">name"
+ * opens it and leaves it open); "+capture" and "-capture" begin and end a
+ * stream capture instead, and "?host" prints what umpol_on_host and
+ * umpol_host_bytes say of the allocation and of an address not the runtime's. */
 #include <stdio.h>
 #include <string.h>
 
@@ -12,6 +13,7 @@
 #pragma weak umpol_phase_enter
 #pragma weak umpol_phase_exit
 #pragma weak umpol_on_host
+#pragma weak umpol_host_bytes
 
 int main(int argc, char **argv)
 {
@@ -30,6 +32,11 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "?host") == 0 && umpol_on_host) {
             printf("on host: the allocation %d, another address %d\n", umpol_on_host(p),
                    umpol_on_host(&graph));
+            if (umpol_host_bytes)
+                printf("host bytes: the allocation %lld, another address %lld\n",
+                       umpol_host_bytes(p), umpol_host_bytes(&graph));
+        } else if (argv[i][0] == '>') {
+            umpol_phase_enter(argv[i] + 1);
         } else {
             umpol_phase_enter(argv[i]);
             umpol_phase_exit();

@@ -1,0 +1,173 @@
+"""Weights ahead (UMPOL_WEIGHTS_AHEAD=1): the forward pass's weights that lie
+in host memory, copied to the GPU ahead of the layers that read them.
+
+Where the policy leaves weights in host memory (pieces of a `memory movable`
+class sent off the card, a `memory host` class), the forward pass reads them
+across the link where they lie: each layer's first kernel waits for its
+weight's bytes on the job's stream, so the pass takes its compute plus all
+the reads. The steps repeat, and so does the order of the layers. The first
+training forward pass of a model records the order its Linear layers run in;
+from the next one on, as each layer begins, the weights of the layers after
+it that lie on the host, _AHEAD_BYTES of them at most, are copied to device
+memory on a copy stream, and each layer runs on its copy (its parameters'
+.data swapped for the call, put back when it returns). The reads then run on
+the copy engines beside the compute. A copy is a plain tensor of the forward
+pass (the class of the pass's allocations places it), freed once its layer
+has run; the values are the weight's own, so the autograd graph and the
+losses are the job's.
+
+Only training forward passes: the recomputation in backward and eval passes
+read the weights where they lie. A pass whose layers come in another order
+stops copying for the rest of it, and the next pass records the order again.
+Weights under _MIN_BYTES are read where they lie (a copy costs more than the
+read); so is everything but a Linear's weight and bias (an Embedding reads a
+few rows of its table). Off where the policy streams weights itself (`stream
+written`): the stream moves them, and the two would fight. See
+umpol-python(7)."""
+import sys
+import weakref
+
+_MIN_BYTES = 1 << 20     # a layer's parameters copied ahead: this size or more
+_AHEAD_BYTES = 512 << 20  # copied ahead of the layer running, at most
+
+
+def _say(text):
+    print(f"umpol: weights ahead: {text}", file=sys.stderr, flush=True)
+
+
+class WeightsAhead:
+    """The process's weights ahead: the orders of its models' layers, learned."""
+
+    def __init__(self, torch, rt):
+        self.torch, self.rt = torch, rt
+        self.orders = {}    # id(model) -> (weak reference to it, [weak reference to a layer])
+        self.streams = {}   # device -> the copy stream
+        self.copied = 0     # bytes copied ahead so far
+        self.told = False   # that a pass's order changed, on stderr
+
+    def begin(self, model):
+        """A training forward pass of MODEL (the outermost module called)
+        begins: the _Pass that follows its layers."""
+        known = self.orders.get(id(model))
+        order = known[1] if known is not None and known[0]() is model else None
+        return _Pass(self, model, order)
+
+    def weights(self, module):
+        """MODULE's parameters that are copied ahead where they lie on the
+        host: a Linear's plain, dense, contiguous CUDA tensors of _MIN_BYTES or more."""
+        torch = self.torch
+        if not isinstance(module, torch.nn.Linear):
+            return []
+        return [p for p in module._parameters.values()
+                if p is not None and type(p.data) is torch.Tensor and p.is_cuda
+                and p.layout == torch.strided and p.is_contiguous()
+                and p.numel() * p.element_size() >= _MIN_BYTES]
+
+    def stream(self, device):
+        s = self.streams.get(device)
+        if s is None:
+            s = self.streams[device] = self.torch.cuda.Stream(device)
+        return s
+
+
+class _Pass:
+    """One training forward pass of one model."""
+
+    def __init__(self, ahead, model, order):
+        self.ahead, self.model, self.order = ahead, model, order
+        self.recorded = [] if order is None else None  # the layers as they run, learning
+        self.next = 0        # the index in ORDER of the layer expected next
+        self.issued = 0      # ORDER[:issued] have had their copies queued
+        self.in_flight = 0   # bytes copied ahead of the layer running
+        self.copies = {}     # index in ORDER -> (event, [(param, copy)], bytes)
+        self.running = []    # (layer, [(param, its own data, copy)]) running on copies
+        self.ordered = set()  # devices whose copy stream follows the job's in this pass
+        self.stopped = False
+
+    def pre(self, module):
+        """MODULE is about to run."""
+        if self.stopped or not self.ahead.weights(module):
+            return
+        if self.recorded is not None:
+            self.recorded.append(weakref.ref(module))
+            return
+        if self.next >= len(self.order) or self.order[self.next]() is not module:
+            self._stop()
+            return
+        self._issue()
+        entry = self.copies.pop(self.next, None)
+        self.next += 1
+        if entry is None:
+            return
+        event, pairs, nbytes = entry
+        self.in_flight -= nbytes
+        job = self.ahead.torch.cuda.current_stream(pairs[0][0].device)
+        job.wait_event(event)
+        swapped = []
+        for p, copy in pairs:
+            copy.record_stream(job)  # its memory is not handed out before the layer has read it
+            swapped.append((p, p.data, copy))
+            p.data = copy
+        self.running.append((module, swapped))
+
+    def post(self, module):
+        """MODULE has returned (or raised): its parameters are their own again."""
+        if self.running and self.running[-1][0] is module:
+            self._put_back(self.running.pop()[1])
+
+    def end(self):
+        """The pass is over: what was learned is kept, what is left is let go."""
+        while self.running:
+            self._put_back(self.running.pop()[1])
+        self.copies.clear()
+        if self.recorded is not None and self.recorded:
+            self.ahead.orders[id(self.model)] = (weakref.ref(self.model), self.recorded)
+
+    def _issue(self):
+        """Queue the copies of the layers after the one about to run, and its
+        own if not yet, as far as _AHEAD_BYTES allows."""
+        ahead, torch = self.ahead, self.ahead.torch
+        while self.issued < len(self.order) and \
+                (self.issued <= self.next or self.in_flight < _AHEAD_BYTES):
+            index = self.issued
+            self.issued += 1
+            module = self.order[index]()
+            if module is None:
+                self._stop()
+                return
+            pairs, nbytes, stream = [], 0, None
+            for p in ahead.weights(module):
+                if ahead.rt.host_bytes(p.untyped_storage().data_ptr()) <= 0:
+                    continue  # on the GPU, or not the runtime's
+                if stream is None:
+                    stream = ahead.stream(p.device)
+                    if p.device not in self.ordered:  # after the job's writes (the optimizer's)
+                        stream.wait_stream(torch.cuda.current_stream(p.device))
+                        self.ordered.add(p.device)
+                with torch.cuda.stream(stream), torch.no_grad():
+                    copy = torch.empty_like(p, memory_format=torch.contiguous_format)
+                    copy.copy_(p, non_blocking=True)
+                pairs.append((p, copy))
+                nbytes += p.numel() * p.element_size()
+            if pairs:
+                event = torch.cuda.Event()
+                event.record(stream)
+                self.copies[index] = (event, pairs, nbytes)
+                self.in_flight += nbytes
+                ahead.copied += nbytes
+
+    def _put_back(self, swapped):
+        for p, own, copy in swapped:
+            if p.data.data_ptr() == copy.data_ptr():  # else the job set it meanwhile: its own stays
+                p.data = own
+
+    def _stop(self):
+        """The layers run in another order than recorded: the rest of this
+        pass reads them where they lie, and the next pass records again."""
+        self.stopped = True
+        self.copies.clear()
+        self.ahead.orders.pop(id(self.model), None)
+        if not self.ahead.told:
+            self.ahead.told = True
+            _say("a forward pass ran its layers in another order than the one before: it read "
+                 "them where they lie, and the order is recorded again (said once)")

@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""umpol._ahead (weights ahead of the forward pass's layers) over a fake
+torch: no PyTorch, no GPU. Each check names what a job would see go wrong.
+
+Run by tests/python_ahead.sh with PYTHONPATH on the package; prints one line
+a check and exits non-zero on the first failure."""
+import contextlib
+import io
+import sys
+import types
+
+import umpol._ahead as ahead_module
+from umpol._ahead import WeightsAhead
+
+MiB = 1 << 20
+LOG = []  # (stream, what) of every copy, wait and record, in order
+
+
+class Stream:
+    def __init__(self, name):
+        self.name = name
+
+    def wait_stream(self, other):
+        LOG.append((self.name, f"wait {other.name}"))
+
+    def wait_event(self, event):
+        LOG.append((self.name, f"wait event of {event.stream}"))
+
+
+class Event:
+    def __init__(self):
+        self.stream = None
+
+    def record(self, stream):
+        self.stream = stream.name
+        LOG.append((stream.name, "record"))
+
+
+class Tensor:
+    """A weight's storage (at PTR), or a copy of one."""
+    made = 0
+
+    def __init__(self, ptr, nbytes, value):
+        self.ptr, self.nbytes, self.value = ptr, nbytes, value
+
+    def data_ptr(self):
+        return self.ptr
+
+
+class Param:
+    """A parameter: .data is its tensor, swapped as torch's is."""
+
+    def __init__(self, ptr, nbytes, value=1.0):
+        self.data = Tensor(ptr, nbytes, value)
+        self.is_cuda, self.layout, self.device = True, "strided", "cuda:0"
+
+    def numel(self):
+        return self.data.nbytes // 4
+
+    def element_size(self):
+        return 4
+
+    def is_contiguous(self):
+        return True
+
+    def untyped_storage(self):
+        return types.SimpleNamespace(data_ptr=lambda: self.data.ptr)
+
+
+def make_torch():
+    torch = types.SimpleNamespace(strided="strided", contiguous_format="contiguous")
+    current = {"stream": Stream("job")}
+    torch.Tensor = Tensor
+
+    @contextlib.contextmanager
+    def stream(s):
+        previous, current["stream"] = current["stream"], s
+        try:
+            yield
+        finally:
+            current["stream"] = previous
+
+    made = []
+
+    def new_stream(device):
+        made.append(Stream(f"copy{len(made) + 1}"))
+        return made[-1]
+
+    def empty_like(p, memory_format=None):
+        Tensor.made += 1
+        return Copy(0xC000000 + Tensor.made * 0x1000, p.data.nbytes, None, current)
+
+    class Copy(Tensor):
+        def __init__(self, ptr, nbytes, value, cur):
+            super().__init__(ptr, nbytes, value)
+            self.cur, self.recorded = cur, []
+
+        def copy_(self, src, non_blocking=False):
+            self.value = src.data.value
+            LOG.append((self.cur["stream"].name, f"copy {src.data.ptr:#x}"))
+
+        def record_stream(self, s):
+            self.recorded.append(s.name)
+
+    class Linear:
+        def __init__(self, name, *params):
+            self.name = name
+            self._parameters = {f"p{i}": p for i, p in enumerate(params)}
+
+    class Embedding(Linear):
+        pass
+
+    torch.nn = types.SimpleNamespace(Linear=Linear, Embedding=type("Embedding", (), {}))
+    torch.empty_like = empty_like
+    torch.no_grad = contextlib.nullcontext
+    torch.cuda = types.SimpleNamespace(Stream=new_stream, stream=stream, Event=Event,
+                                       current_stream=lambda device=None: current["stream"])
+    return torch
+
+
+def said(fn):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        fn()
+    return err.getvalue()
+
+
+def check(what, cond):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        sys.exit(1)
+
+
+class Model:
+    """The outermost module; LAYERS are called in turn, each seeing the value
+    its weight's .data holds while it runs."""
+
+    def __init__(self, torch, layers):
+        self.layers, self.seen = layers, []
+
+
+def run(ahead, model, order=None):
+    """One training forward pass as the package's hooks see it: the model,
+    then each layer's pre and post."""
+    p = ahead.begin(model)
+    seen = []
+    for layer in (order or model.layers):
+        p.pre(layer)
+        seen.append([q.data for q in layer._parameters.values()])
+        p.post(layer)
+    p.end()
+    return seen
+
+
+torch = make_torch()
+Linear = torch.nn.Linear
+host = set()  # the pointers of the blocks that lie on the host
+rt = types.SimpleNamespace(host_bytes=lambda ptr: 64 * MiB if ptr in host else 0)
+ahead = WeightsAhead(torch, rt)
+weights = [Param(0x1000 * (i + 1), 64 * MiB, float(i)) for i in range(4)]
+small = Param(0x9000, MiB // 2)  # a bias below _MIN_BYTES
+layers = [Linear(f"l{i}", w) for i, w in enumerate(weights)]
+layers[1]._parameters["bias"] = small
+model = Model(torch, layers)
+host.update({0x1000, 0x2000, 0x4000, 0x9000})  # the third layer's weight is on the GPU
+
+# The first pass records the order of the layers and copies nothing.
+seen = run(ahead, model)
+check("the first pass records the layers' order and copies nothing",
+      LOG == [] and [r() for r in ahead.orders[id(model)][1]] == layers and
+      all(s[0] is w.data for s, w in zip(seen, weights)))
+
+# The next pass copies the host's weights ahead, on the copy stream after the
+# job's once, and runs each layer on its copy: the job waits for the copy's
+# event, the copy is kept from reuse until the job has read it, and the
+# weight's own data is back after the layer.
+ahead_module._AHEAD_BYTES = 100 * MiB  # two weights in flight at most
+own = [w.data for w in weights]
+seen = run(ahead, model)
+check("each layer ran on a copy of its weight where it lay on the host, on its own data else",
+      [type(s[0]).__name__ for s in seen] == ["Copy", "Copy", "Tensor", "Copy"] and
+      [s[0].value for s in seen] == [0.0, 1.0, 2.0, 3.0] and seen[2][0] is own[2])
+check("a weight under the least size is read where it lies", seen[1][1] is small.data)
+check("each weight's own data is back after its layer", [w.data for w in weights] == own)
+check("copies ahead within the bytes allowed, the job waiting for each before its layer",
+      LOG == [("copy1", "wait job"), ("copy1", "copy 0x1000"), ("copy1", "record"),
+              ("copy1", "copy 0x2000"), ("copy1", "record"),
+              ("job", "wait event of copy1"),
+              ("copy1", "copy 0x4000"), ("copy1", "record"),
+              ("job", "wait event of copy1"),
+              ("job", "wait event of copy1")])
+check("each copy is kept from reuse until the job's stream has read it",
+      all(s[0].recorded == ["job"] for s in seen if type(s[0]).__name__ == "Copy"))
+check("the bytes copied ahead are counted", ahead.copied == 3 * 64 * MiB)
+
+# Layers in another order: the rest of the pass reads them where they lie,
+# stderr says so once, the next pass records the order again, and the one
+# after copies in the new order.
+LOG.clear()
+swapped = [layers[0], layers[2], layers[1], layers[3]]
+text = said(lambda: run(ahead, model, swapped))
+check("another order: the rest of the pass reads the weights where they lie, said once",
+      "another order" in text and id(model) not in ahead.orders and
+      [w.data for w in weights] == own)
+LOG.clear()
+text = said(lambda: run(ahead, model, swapped))
+check("the pass after records the new order, copying nothing",
+      text == "" and LOG == [] and [r() for r in ahead.orders[id(model)][1]] == swapped)
+text = said(lambda: run(ahead, model, swapped))
+check("the next one copies again, in the new order, and says nothing more",
+      text == "" and [w for s, w in LOG if w.startswith("copy 0x")] ==
+      ["copy 0x1000", "copy 0x2000", "copy 0x4000"])
+
+# A layer that sets its weight's .data itself while running on a copy keeps it.
+LOG.clear()
+ahead = WeightsAhead(torch, rt)
+run(ahead, model)
+p = ahead.begin(model)
+p.pre(layers[0])
+mine = Tensor(0x7000, 64 * MiB, 7.0)
+weights[0].data = mine
+p.post(layers[0])
+p.end()
+check("a .data the job set while its layer ran stays", weights[0].data is mine)
+weights[0].data = own[0]
+
+# A pass that raises inside a layer: the package's end puts the weights back.
+ahead = WeightsAhead(torch, rt)
+run(ahead, model)
+p = ahead.begin(model)
+p.pre(layers[0])
+p.pre(layers[1])
+p.end()
+check("a pass ended early puts every weight back", [w.data for w in weights] == own)
+
+# Modules that are not Linear layers are neither recorded nor copied.
+emb = torch.nn.Embedding()
+emb._parameters = {"weight": Param(0x8000, 256 * MiB)}
+host.add(0x8000)
+ahead = WeightsAhead(torch, rt)
+run(ahead, Model(torch, [emb]))
+check("an Embedding is not a layer copied ahead", id(model) not in ahead.orders and not ahead.orders)
