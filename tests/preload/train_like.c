@@ -31,6 +31,9 @@ static void end_phase(void)
     if (umpol_phase_exit) umpol_phase_exit();
 }
 
+/* The step's compute: long beside what a loaded machine adds (a sanitizer
+ * build, parallel tests), since `umpol suggest` tells transient blocks from
+ * the step's state by their lifetime against the step's period. */
 static void work(long ms)
 {
     struct timespec t = {0, ms * 1000000L};
@@ -70,7 +73,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < cache_blocks && step == 0; i++)
             cache[i] = alloc(8 * MIB, s);
         if (step == 0 && cache_blocks && umpol_tag_pop) umpol_tag_pop();
-        work(3);
+        work(30);
         end_phase();
         phase("backward");
         for (int i = 0; i < WEIGHTS; i++)
@@ -79,14 +82,14 @@ int main(int argc, char **argv)
             cudaFreeAsync(act[i], s);
         for (int i = 0; i < SMALL; i++)
             cudaFreeAsync(small[i], s);
-        work(3);
+        work(30);
         end_phase();
         phase("optimizer.step");
         for (int i = 0; i < STATE && step == 0; i++)
             state[i] = alloc(2 * MIB, s);
         for (int i = 0; i < WEIGHTS; i++)
             cudaFreeAsync(grads[i], s);
-        work(1);
+        work(10);
         end_phase();
     }
     for (int i = 0; i < STATE; i++)
