@@ -37,7 +37,7 @@ class Event:
 
 
 class Tensor:
-    """A weight's storage (at PTR), or a copy of one in the ring."""
+    """A weight's storage (at PTR), or a copy of one."""
 
     def __init__(self, ptr, nbytes, value):
         self.ptr, self.nbytes, self.value = ptr, nbytes, value
@@ -68,10 +68,9 @@ class Param:
 
 
 def make_torch():
-    torch = types.SimpleNamespace(strided="strided", uint8="uint8")
+    torch = types.SimpleNamespace(strided="strided", contiguous_format="contiguous")
     current = {"stream": Stream("job")}
     torch.Tensor = Tensor
-    torch.rings = []
 
     @contextlib.contextmanager
     def stream(s):
@@ -87,33 +86,19 @@ def make_torch():
         made.append(Stream(f"copy{len(made) + 1}"))
         return made[-1]
 
-    class Copy(Tensor):
-        """A view of the ring: copies into it say on which stream they ran."""
+    made_copies = []
 
-        def view(self, _):
-            return self
+    class Copy(Tensor):
+        """A copy of a weight: copies into it say on which stream they ran."""
 
         def copy_(self, src, non_blocking=False):
             self.value = src.data.value
-            LOG.append((current["stream"].name, f"copy {src.data.ptr:#x} to {self.ptr[1]}"))
+            LOG.append((current["stream"].name, f"copy {src.data.ptr:#x} on {self.made_on}"))
 
-    class Ring:
-        def __init__(self, n):
-            self.n, self.recorded = n, []
-            LOG.append((current["stream"].name, f"ring of {n >> 20} MiB"))
-
-        def numel(self):
-            return self.n
-
-        def __getitem__(self, part):
-            return Copy(("ring", part.start), part.stop - part.start, None)
-
-        def record_stream(self, s):
-            self.recorded.append(s.name)
-
-    def empty(n, dtype, device):
-        torch.rings.append(Ring(n))
-        return torch.rings[-1]
+    def empty_like(p, memory_format=None):
+        made_copies.append(Copy(0xC0000 + len(made_copies) * 0x100, p.data.nbytes, None))
+        made_copies[-1].made_on = current["stream"].name
+        return made_copies[-1]
 
     class Linear:
         def __init__(self, name, *params):
@@ -121,7 +106,7 @@ def make_torch():
             self._parameters = {f"p{i}": p for i, p in enumerate(params)}
 
     torch.nn = types.SimpleNamespace(Linear=Linear, Embedding=type("Embedding", (), {}))
-    torch.empty = empty
+    torch.empty_like = empty_like
     torch.no_grad = contextlib.nullcontext
     torch.cuda = types.SimpleNamespace(Stream=new_stream, stream=stream, Event=Event,
                                        current_stream=lambda device=None: current["stream"])
@@ -162,7 +147,7 @@ def run(ahead, model, order=None):
     return seen
 
 
-ahead_module._AHEAD_BYTES = 100 * MiB  # two 64 MiB weights in flight at most, a ring of 164 MiB
+ahead_module._AHEAD_BYTES = 100 * MiB  # two 64 MiB weights in flight at most
 torch = make_torch()
 Linear = torch.nn.Linear
 host = set()  # the pointers of the blocks that lie on the host
@@ -181,12 +166,10 @@ check("the first pass records the layers' order and copies nothing",
       LOG == [] and [r() for r in ahead.orders[id(model)][1]] == layers and
       all(s[0] is w.data for s, w in zip(seen, weights)))
 
-# The next pass copies the host's weights ahead into a ring made on the job's
-# stream, the copy stream following the job's from there, and runs each layer
-# on its copy: the job waits for the copy's event, and a region is taken
-# again (here the first, by the fourth layer's weight) once the copy stream
-# has waited for the job's read of it. The weight's own data is back after
-# each layer.
+# The next pass copies the host's weights ahead: each copy made on the job's
+# stream, the copy stream following the job's from there, within the bytes
+# allowed ahead; each layer runs on its copy after the job's stream has waited
+# for it, and the weight's own data is back after the layer.
 own = [w.data for w in weights]
 seen = run(ahead, model)
 check("each layer ran on a copy of its weight where it lay on the host, on its own data else",
@@ -194,16 +177,14 @@ check("each layer ran on a copy of its weight where it lay on the host, on its o
       [s[0].value for s in seen] == [0.0, 1.0, 2.0, 3.0] and seen[2][0] is own[2])
 check("a weight under the least size is read where it lies", seen[1][1] is small.data)
 check("each weight's own data is back after its layer", [w.data for w in weights] == own)
-check("copies ahead within the bytes allowed, into regions of the ring taken in turn, each "
-      "taken again after the job's read of it, the job waiting for each before its layer",
-      LOG == [("copy1", "wait job"), ("job", "ring of 164 MiB"),
-              ("copy1", "copy 0x1000 to 0"), ("copy1", "record"),
-              ("copy1", "copy 0x2000 to 67108864"), ("copy1", "record"),
-              ("job", "wait event of copy1"), ("job", "record"),
-              ("copy1", "wait event of job"), ("copy1", "copy 0x4000 to 0"), ("copy1", "record"),
-              ("job", "wait event of copy1"), ("job", "record"),
-              ("job", "wait event of copy1"), ("job", "record")])
-check("the ring is let go only once its copies are done", torch.rings[-1].recorded == ["copy1"])
+check("copies made on the job's stream, copied on the copy stream after it, within the bytes "
+      "allowed ahead, the job waiting for each before its layer",
+      LOG == [("copy1", "wait job"), ("copy1", "copy 0x1000 on job"), ("copy1", "record"),
+              ("copy1", "wait job"), ("copy1", "copy 0x2000 on job"), ("copy1", "record"),
+              ("job", "wait event of copy1"),
+              ("copy1", "wait job"), ("copy1", "copy 0x4000 on job"), ("copy1", "record"),
+              ("job", "wait event of copy1"),
+              ("job", "wait event of copy1")])
 check("the bytes copied ahead are counted", ahead.copied == 3 * 64 * MiB)
 
 # Layers in another order: the rest of the pass reads them where they lie,
@@ -221,30 +202,22 @@ check("the pass after records the new order, copying nothing",
       text == "" and LOG == [] and [r() for r in ahead.orders[id(model)][1]] == swapped)
 text = said(lambda: run(ahead, model, swapped))
 check("the next one copies again, in the new order, and says nothing more",
-      text == "" and [w.split(" to ")[0] for s, w in LOG if w.startswith("copy 0x")] ==
+      text == "" and [w.split(" on ")[0] for s, w in LOG if w.startswith("copy 0x")] ==
       ["copy 0x1000", "copy 0x2000", "copy 0x4000"])
 
-# Where the ring has no room yet for a layer ahead, its copy waits for the
-# next layer's start; the layer about to run with no room reads where it lies.
+# A pass that stops with copies queued and unread: the job's stream, which
+# frees them, waits for their copies first.
 ahead = WeightsAhead(torch, rt)
-run(ahead, model)  # records: a ring of 164 MiB
-ahead_module._AHEAD_BYTES = 1 << 40  # as far ahead as the ring allows
+run(ahead, model)
 LOG.clear()
 p = ahead.begin(model)
 p.pre(layers[0])
-check("no room for a layer ahead: not copied yet",
-      [w for s, w in LOG if w.startswith("copy 0x")] == ["copy 0x1000 to 0", "copy 0x2000 to 67108864"])
 p.post(layers[0])
-p.pre(layers[1])
-check("copied at the next layer's start, into the region read since",
-      [w for s, w in LOG if w.startswith("copy 0x")][2:] == ["copy 0x4000 to 0"])
-for layer in layers[1:]:
-    if layer is not layers[1]:
-        p.pre(layer)
-    p.post(layer)
+text = said(lambda: p.pre(layers[2]))  # out of order, with the second layer's copy queued
 p.end()
-check("every weight back after such a pass", [w.data for w in weights] == own)
-ahead_module._AHEAD_BYTES = 100 * MiB
+check("copies no layer read are waited for by the job's stream before they go",
+      LOG[-2:] == [("job", "wait event of copy2")] * 2 and not p.copies and
+      [w.data for w in weights] == own)
 
 # A layer that sets its weight's .data itself while running on a copy keeps it.
 LOG.clear()
