@@ -11,16 +11,10 @@ from the next one on, as each layer begins, the weights of the layers after
 it that lie on the host, _AHEAD_BYTES of them at most, are copied to device
 memory on a copy stream, and each layer runs on its copy (its parameters'
 .data swapped for the call, put back when it returns). The reads then run on
-the copy engines beside the compute; the values are the weight's own, so the
-autograd graph and the losses are the job's.
-
-Each copy is a plain tensor of the forward pass (placed by the class its
-allocations match), made on the job's stream, which the copy stream follows
-from there, and freed on it after its layer; the job's stream waits for the
-copy before the layer, so no tensor is shared across streams the allocator
-would have to order: a copy made on the copy stream and freed after the
-job's read had the job's later allocations wait for the copy stream's
-latest work, copies queued since included.
+the copy engines beside the compute. A copy is a plain tensor of the forward
+pass (the class of the pass's allocations places it), freed once its layer
+has run; the values are the weight's own, so the autograd graph and the
+losses are the job's.
 
 Only training forward passes: the recomputation in backward and eval passes
 read the weights where they lie. A pass whose layers come in another order
@@ -76,10 +70,6 @@ class WeightsAhead:
         return s
 
 
-def _nbytes(p):
-    return p.numel() * p.element_size()
-
-
 class _Pass:
     """One training forward pass of one model."""
 
@@ -87,10 +77,11 @@ class _Pass:
         self.ahead, self.model, self.order = ahead, model, order
         self.recorded = [] if order is None else None  # the layers as they run, learning
         self.next = 0        # the index in ORDER of the layer expected next
-        self.issued = 0      # ORDER[:issued] have had their copies queued (or need none)
+        self.issued = 0      # ORDER[:issued] have had their copies queued
         self.in_flight = 0   # bytes copied ahead of the layer running
         self.copies = {}     # index in ORDER -> (event, [(param, copy)], bytes)
         self.running = []    # (layer, [(param, its own data, copy)]) running on copies
+        self.ordered = set()  # devices whose copy stream follows the job's in this pass
         self.stopped = False
 
     def pre(self, module):
@@ -110,25 +101,26 @@ class _Pass:
             return
         event, pairs, nbytes = entry
         self.in_flight -= nbytes
-        self.ahead.torch.cuda.current_stream(pairs[0][0].device).wait_event(event)
+        job = self.ahead.torch.cuda.current_stream(pairs[0][0].device)
+        job.wait_event(event)
         swapped = []
         for p, copy in pairs:
+            copy.record_stream(job)  # its memory is not handed out before the layer has read it
             swapped.append((p, p.data, copy))
             p.data = copy
         self.running.append((module, swapped))
 
     def post(self, module):
-        """MODULE has returned (or raised): its parameters are their own again
-        (the copies, no longer held, are freed on the job's stream)."""
+        """MODULE has returned (or raised): its parameters are their own again."""
         if self.running and self.running[-1][0] is module:
             self._put_back(self.running.pop()[1])
 
     def end(self):
-        """The pass is over: what was learned is kept, the rest let go."""
+        """The pass is over: what was learned is kept, what is left is let go."""
         while self.running:
             self._put_back(self.running.pop()[1])
-        self._drop_copies()
-        if self.recorded:
+        self.copies.clear()
+        if self.recorded is not None and self.recorded:
             self.ahead.orders[id(self.model)] = (weakref.ref(self.model), self.recorded)
 
     def _issue(self):
@@ -143,31 +135,26 @@ class _Pass:
             if module is None:
                 self._stop()
                 return
-            params = [p for p in ahead.weights(module)
-                      if ahead.rt.host_bytes(p.untyped_storage().data_ptr()) > 0]
-            if not params:
-                continue  # on the GPU, or not the runtime's
-            device = params[0].device
-            job, stream = torch.cuda.current_stream(device), ahead.stream(device)
-            copies = [torch.empty_like(p, memory_format=torch.contiguous_format) for p in params]
-            stream.wait_stream(job)  # after the copies' allocation, and the job's writes
-            with torch.cuda.stream(stream), torch.no_grad():
-                for p, copy in zip(params, copies):
+            pairs, nbytes, stream = [], 0, None
+            for p in ahead.weights(module):
+                if ahead.rt.host_bytes(p.untyped_storage().data_ptr()) <= 0:
+                    continue  # on the GPU, or not the runtime's
+                if stream is None:
+                    stream = ahead.stream(p.device)
+                    if p.device not in self.ordered:  # after the job's writes (the optimizer's)
+                        stream.wait_stream(torch.cuda.current_stream(p.device))
+                        self.ordered.add(p.device)
+                with torch.cuda.stream(stream), torch.no_grad():
+                    copy = torch.empty_like(p, memory_format=torch.contiguous_format)
                     copy.copy_(p, non_blocking=True)
-            event = torch.cuda.Event()
-            event.record(stream)
-            nbytes = sum(_nbytes(p) for p in params)
-            self.copies[index] = (event, list(zip(params, copies)), nbytes)
-            self.in_flight += nbytes
-            ahead.copied += nbytes
-
-    def _drop_copies(self):
-        """Let go of the copies no layer ran on: the job's stream, which frees
-        them, waits for their copies first."""
-        torch = self.ahead.torch
-        for event, pairs, _ in self.copies.values():
-            torch.cuda.current_stream(pairs[0][0].device).wait_event(event)
-        self.copies.clear()
+                pairs.append((p, copy))
+                nbytes += p.numel() * p.element_size()
+            if pairs:
+                event = torch.cuda.Event()
+                event.record(stream)
+                self.copies[index] = (event, pairs, nbytes)
+                self.in_flight += nbytes
+                ahead.copied += nbytes
 
     def _put_back(self, swapped):
         for p, own, copy in swapped:
@@ -178,7 +165,7 @@ class _Pass:
         """The layers run in another order than recorded: the rest of this
         pass reads them where they lie, and the next pass records again."""
         self.stopped = True
-        self._drop_copies()
+        self.copies.clear()
         self.ahead.orders.pop(id(self.model), None)
         if not self.ahead.told:
             self.ahead.told = True
