@@ -9,6 +9,8 @@ import io
 import sys
 import types
 
+from fake_streams import stream_api
+
 import umpol._ahead as ahead_module
 from umpol._ahead import WeightsAhead
 
@@ -69,22 +71,8 @@ class Param:
 
 def make_torch():
     torch = types.SimpleNamespace(strided="strided", contiguous_format="contiguous")
-    current = {"stream": Stream("job")}
+    current, stream, new_stream = stream_api(Stream, "job", "copy")
     torch.Tensor = Tensor
-
-    @contextlib.contextmanager
-    def stream(s):
-        previous, current["stream"] = current["stream"], s
-        try:
-            yield
-        finally:
-            current["stream"] = previous
-
-    made = []
-
-    def new_stream(device):
-        made.append(Stream(f"copy{len(made) + 1}"))
-        return made[-1]
 
     def empty_like(p, memory_format=None):
         Tensor.made += 1

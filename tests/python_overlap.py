@@ -9,6 +9,8 @@ import io
 import sys
 import types
 
+from fake_streams import stream_api
+
 from umpol._overlap import StepInBackward
 
 
@@ -116,22 +118,8 @@ class Param:
 
 def make_torch(world=1):
     torch = types.SimpleNamespace()
-    current = {"stream": Stream("main")}
+    current, stream, new_stream = stream_api(Stream, "main", "side")
     main = current["stream"]
-
-    @contextlib.contextmanager
-    def stream(s):
-        previous, current["stream"] = current["stream"], s
-        try:
-            yield
-        finally:
-            current["stream"] = previous
-
-    made = []
-
-    def new_stream(device):
-        made.append(Stream(f"side{len(made) + 1}"))
-        return made[-1]
 
     def empty(n, dtype, device):
         ring = Tensor(("ring", 0), n, current=current)
