@@ -5,11 +5,9 @@ torch: no PyTorch, no GPU. Each check names what a job would see go wrong.
 Run by tests/python_ahead.sh with PYTHONPATH on the package; prints one line
 a check and exits non-zero on the first failure."""
 import contextlib
-import io
-import sys
 import types
 
-from fake_streams import stream_api
+from python_fakes import check, said, stream_api
 
 import umpol._ahead as ahead_module
 from umpol._ahead import WeightsAhead
@@ -104,19 +102,6 @@ def make_torch():
     torch.cuda = types.SimpleNamespace(Stream=new_stream, stream=stream, Event=Event,
                                        current_stream=lambda device=None: current["stream"])
     return torch
-
-
-def said(fn):
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        fn()
-    return err.getvalue()
-
-
-def check(what, cond):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        sys.exit(1)
 
 
 class Model:

@@ -4,12 +4,9 @@ PyTorch, no GPU. Each check names what a job would see go wrong.
 
 Run by tests/python_overlap.sh with PYTHONPATH on the package; prints one
 line a check and exits non-zero on the first failure."""
-import contextlib
-import io
-import sys
 import types
 
-from fake_streams import stream_api
+from python_fakes import check, said, stream_api
 
 from umpol._overlap import StepInBackward
 
@@ -211,19 +208,6 @@ def backward(sib, params, grads):
     for p, g in reversed(list(zip(params, grads))):
         p.accumulate(g)
     sib.backward_end()
-
-
-def said(fn):
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        fn()
-    return err.getvalue()
-
-
-def check(what, cond):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        sys.exit(1)
 
 
 # Armed at the first backward pass: each parameter updated once, alone in its

@@ -1,7 +1,9 @@
-"""CUDA streams for the fake torches of tests/python_overlap.py and
-tests/python_ahead.py: the current stream, torch.cuda.stream(s) over it, and
-torch.cuda.Stream made in turn."""
+"""What tests/python_overlap.py and tests/python_ahead.py share: the CUDA
+streams of their fake torches (the current stream, torch.cuda.stream(s) over
+it, torch.cuda.Stream made in turn), and their checks."""
 import contextlib
+import io
+import sys
 
 
 def stream_api(Stream, first, prefix):
@@ -25,3 +27,18 @@ def stream_api(Stream, first, prefix):
         return made[-1]
 
     return current, stream, new_stream
+
+
+def said(fn):
+    """What FN wrote on stderr."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        fn()
+    return err.getvalue()
+
+
+def check(what, cond):
+    """One line a check; the first failure ends the test."""
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        sys.exit(1)
