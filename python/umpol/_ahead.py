@@ -120,7 +120,7 @@ class _Pass:
         while self.running:
             self._put_back(self.running.pop()[1])
         self.copies.clear()
-        if self.recorded is not None and self.recorded:
+        if self.recorded:  # a learning pass that met a layer
             self.ahead.orders[id(self.model)] = (weakref.ref(self.model), self.recorded)
 
     def _issue(self):

@@ -1,8 +1,7 @@
 /* The per-class part of the public API (umpol.h): class names and counters
  * for umpol.memory_stats(), whether and how much of a block lies in host
- * memory, and blocks
- * reported as saved for backward, which move to the class they match then
- * (rt_saved). */
+ * memory, and blocks reported as saved for backward, which move to the
+ * class they match then (rt_saved). */
 #include <stdlib.h>
 #include <string.h>
 
