@@ -241,7 +241,7 @@ static void replay_free(struct replay *r, uint64_t seq, unsigned stream, unsigne
     c->frees++;
     c->live -= b->size;
     b->on_gpu = on_gpu != 0; /* where it was when freed: placement may have moved it */
-    pool_put(p, b, stream_handle(stream), mode ? MODE_ANY : MODE_STREAM);
+    pool_put(p, b, stream_handle(stream), 0, mode ? MODE_ANY : MODE_STREAM);
 }
 
 static int read_trace(struct replay *r, const char *path)

@@ -78,13 +78,16 @@ static void test_pool_split_and_merge(void **state)
     b->free = false;
     assert_int_equal(b->addr, a->addr + 4096);
     assert_pool_consistent(p);
-    pool_put(p, a, S1, MODE_STREAM);
+    pool_put(p, a, S1, 7, MODE_STREAM);
     assert_pool_consistent(p);
     assert_true(a->next == b); /* not merged with the live block */
-    pool_put(p, b, S1, MODE_STREAM);
+    pool_put(p, b, S1, 5, MODE_STREAM);
     assert_pool_consistent(p);
     assert_int_equal(s->first->size, 4 * MiB); /* one block again */
     assert_null(s->first->next);
+    /* One stream: its next user waits for the later of the two frees. */
+    assert_int_equal(s->first->free_stream_count, 1);
+    assert_int_equal(s->first->free_points[0], 7);
     pool_destroy(p);
 }
 
@@ -98,7 +101,7 @@ static void test_pool_reuse_waits_for_other_streams(void **state)
     assert_false(wait);
     pool_take(p, a, 4 * MiB);
     a->free = false;
-    pool_put(p, a, S1, MODE_STREAM);
+    pool_put(p, a, S1, 0, MODE_STREAM);
     assert_ptr_equal(find(p, 4096, S1, &wait), a);
     assert_false(wait);
     assert_ptr_equal(find(p, 4096, S2, &wait), a);
@@ -125,8 +128,8 @@ static void test_pool_prefers_a_block_without_wait(void **state)
     struct block *y = find(p, MiB, S1, &wait);
     pool_take(p, y, MiB);
     y->free = false;
-    pool_put(p, x, S1, MODE_STREAM);
-    pool_put(p, y, S2, MODE_STREAM); /* y is first in the bin, but S1 would wait for it */
+    pool_put(p, x, S1, 0, MODE_STREAM);
+    pool_put(p, y, S2, 0, MODE_STREAM); /* y is first in the bin, but S1 would wait for it */
     assert_ptr_equal(find(p, 4096, S1, &wait), x);
     assert_false(wait);
     pool_destroy(p);
@@ -154,7 +157,7 @@ static void test_pool_lowest_address_first(void **state)
         blocks[i]->free = false;
     }
     for (int i = 0; i < 3; i++)
-        pool_put(p, blocks[i], S2, MODE_STREAM);
+        pool_put(p, blocks[i], S2, 0, MODE_STREAM);
     assert_ptr_equal(find(p, 4096, S1, &wait), low->first);
     assert_true(wait);
     assert_pool_consistent(p);
@@ -226,7 +229,7 @@ static void test_pool_merge_keeps_sides_and_streams_apart(void **state)
     }
     /* One stream each: neighbours merge up to RT_FREE_STREAMS streams. */
     for (int i = 0; i < RT_FREE_STREAMS + 1; i++)
-        pool_put(p, blocks[i], (cudaStream_t)(uintptr_t)(0x1000 + i), MODE_STREAM);
+        pool_put(p, blocks[i], (cudaStream_t)(uintptr_t)(0x1000 + i), 0, MODE_STREAM);
     assert_pool_consistent(p);
     assert_int_equal(s->first->size, 4096 * RT_FREE_STREAMS);
     assert_int_equal(s->first->free_stream_count, RT_FREE_STREAMS);
@@ -234,7 +237,7 @@ static void test_pool_merge_keeps_sides_and_streams_apart(void **state)
     /* A free block on the GPU does not merge with one off it. */
     struct block *last = blocks[RT_FREE_STREAMS + 1];
     last->on_gpu = true;
-    pool_put(p, last, S1, MODE_STREAM);
+    pool_put(p, last, S1, 0, MODE_STREAM);
     assert_true(last->on_gpu && last->free);
     assert_ptr_equal(p->idle_head, last);
     assert_pool_consistent(p);
@@ -280,7 +283,7 @@ static void test_pool_random_mix(void **state)
         int i = (int)((seed >> 33) % LIVE);
         cudaStream_t s = (cudaStream_t)(uintptr_t)(0x100 * (1 + (seed >> 20) % 3));
         if (live[i]) {
-            pool_put(p, live[i], s, MODE_STREAM);
+            pool_put(p, live[i], s, 0, MODE_STREAM);
             live[i] = NULL;
         } else {
             size_t size = (size_t)RT_ALIGN << ((seed >> 40) % 10);
@@ -301,7 +304,7 @@ static void test_pool_random_mix(void **state)
     }
     for (int i = 0; i < LIVE; i++)
         if (live[i])
-            pool_put(p, live[i], S1, MODE_STREAM);
+            pool_put(p, live[i], S1, 0, MODE_STREAM);
     while (p->idle_head)
         pool_idle_left_gpu(p, p->idle_head);
     assert_pool_consistent(p);

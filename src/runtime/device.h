@@ -15,6 +15,22 @@
 
 #define RT_MAX_DEVICES 64
 
+/* Free points of one stream (mover.h): its last POINT_RING points, events
+ * recorded on it, each numbered by the device's point clock when recorded
+ * (0: none yet). */
+#define POINT_STREAMS 8
+#define POINT_RING 8
+struct free_points {
+    cudaStream_t stream;
+    bool used;
+    bool pending;         /* blocks freed on it since its last point */
+    uint64_t recorded_ns; /* when its last point was recorded */
+    uint64_t used_ns;     /* when a block was last freed on it */
+    cudaEvent_t events[POINT_RING];
+    uint64_t numbers[POINT_RING];
+    unsigned next; /* the slot the next point takes */
+};
+
 struct device_state {
     bool known;
     uint64_t total_bytes;
@@ -50,7 +66,12 @@ struct device_state {
     cudaStream_t evict_stream; /* runtime-owned stream for evictions (NULL: stream) */
     cudaStream_t fetch_stream; /* runtime-owned stream for streaming ahead (NULL: stream) */
     cudaEvent_t follow_event;  /* orders one stream after another (NULL: one per wait) */
-    struct pool **pools;       /* one per class, created on first use */
+    /* Where the work of the streams blocks are freed on stood just after the
+     * frees (mover_point_*): a block's next user on another stream waits
+     * for that point, not for all its last stream has queued since. */
+    struct free_points points[POINT_STREAMS];
+    uint64_t point_clock; /* points recorded on this device so far */
+    struct pool **pools;  /* one per class, created on first use */
 };
 
 /* Learn DEVICE, which is current: its memory, host NUMA node, the runtime's

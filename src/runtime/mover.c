@@ -15,6 +15,7 @@
 
 #include "runtime/log.h"
 #include "runtime/mover.h"
+#include "util/clock.h"
 
 void mover_init(struct mover *m, const struct cuda_api *cuda)
 {
@@ -150,6 +151,94 @@ bool mover_follow(struct mover *m, struct device_state *dev, cudaStream_t waiter
     if (!ok)
         m->cuda->get_last_error(); /* the caller's failure, not the job's next check */
     return ok;
+}
+
+/* STREAM's free points on DEV; with MAKE, taken from the stream used least
+ * recently when it has none (its blocks then follow their streams as they
+ * are when handed out). NULL: none. */
+static struct free_points *points_of(struct device_state *dev, cudaStream_t stream, bool make,
+                                     uint64_t now)
+{
+    struct free_points *oldest = &dev->points[0];
+    for (int i = 0; i < POINT_STREAMS; i++) {
+        struct free_points *k = &dev->points[i];
+        if (k->used && k->stream == stream)
+            return k;
+        if (!k->used || (oldest->used && k->used_ns < oldest->used_ns))
+            oldest = k;
+    }
+    if (!make)
+        return NULL;
+    for (int i = 0; i < POINT_RING; i++)
+        oldest->numbers[i] = 0; /* its events stay, recorded on the new stream from now */
+    oldest->stream = stream;
+    oldest->used = true;
+    oldest->pending = false;
+    oldest->recorded_ns = 0;
+    oldest->used_ns = now;
+    return oldest;
+}
+
+uint64_t mover_point_at_free(struct device_state *dev, cudaStream_t stream, uint64_t now)
+{
+    struct free_points *k = points_of(dev, stream, true, now);
+    k->pending = true;
+    k->used_ns = now;
+    return dev->point_clock;
+}
+
+/* Record K's next point on its stream. */
+static bool point_record(struct mover *m, struct device_state *dev, struct free_points *k,
+                         uint64_t now)
+{
+    unsigned slot = k->next;
+    if (!k->events[slot] &&
+        m->cuda->event_create_with_flags(&k->events[slot], cudaEventDisableTiming) != cudaSuccess) {
+        k->events[slot] = NULL;
+        m->cuda->get_last_error();
+        return false;
+    }
+    if (m->cuda->event_record(k->events[slot], k->stream) != cudaSuccess) {
+        m->cuda->get_last_error();
+        return false;
+    }
+    k->numbers[slot] = ++dev->point_clock;
+    k->next = (slot + 1) % POINT_RING;
+    k->pending = false;
+    k->recorded_ns = now;
+    return true;
+}
+
+void mover_point_settle(struct mover *m, struct device_state *dev, cudaStream_t stream,
+                        uint64_t now)
+{
+    struct free_points *k = points_of(dev, stream, false, now);
+    if (k && k->pending && now - k->recorded_ns >= POINT_EVERY_NS)
+        point_record(m, dev, k, now);
+}
+
+bool mover_follow_point(struct mover *m, struct device_state *dev, cudaStream_t waiter,
+                        cudaStream_t signaler, uint64_t point)
+{
+    if (waiter == signaler)
+        return true;
+    struct free_points *k = points_of(dev, signaler, false, 0);
+    if (!k)
+        return mover_follow(m, dev, waiter, signaler);
+    int first = -1; /* the earliest point after the free */
+    for (int i = 0; i < POINT_RING; i++)
+        if (k->numbers[i] > point && (first < 0 || k->numbers[i] < k->numbers[first]))
+            first = i;
+    if (first < 0) {
+        if (!point_record(m, dev, k, now_ns()))
+            return mover_follow(m, dev, waiter, signaler);
+        first = (int)((k->next + POINT_RING - 1) % POINT_RING);
+    }
+    if (m->cuda->stream_wait_event(waiter, k->events[first], 0) != cudaSuccess) {
+        m->cuda->get_last_error(); /* the caller's failure, not the job's next check */
+        return false;
+    }
+    return true;
 }
 
 bool mover_prefetch(struct mover *m, uintptr_t addr, size_t size, struct cudaMemLocation loc,

@@ -254,6 +254,23 @@ bool mover_stream_capturing(struct mover *m, cudaStream_t stream);
 bool mover_follow(struct mover *m, struct device_state *dev, cudaStream_t waiter,
                   cudaStream_t signaler);
 
+/* Free points. A block freed on a stream keeps the device's point clock
+ * (mover_point_at_free); the stream's next point is recorded when the job
+ * next allocates on it (mover_point_settle), before the work that
+ * allocation is for, at most one every POINT_EVERY_NS so that a stream that
+ * frees and allocates all the time records few. A later user of the block
+ * on another stream waits for the first point recorded after the free
+ * (mover_follow_point): the stream's work up to the free and a little
+ * after, not all it has queued by the time the block is handed out, which
+ * for a copy stream running ahead is every copy queued meanwhile. No point
+ * recorded yet: one is recorded then, as mover_follow does. */
+#define POINT_EVERY_NS 50000u
+uint64_t mover_point_at_free(struct device_state *dev, cudaStream_t stream, uint64_t now);
+void mover_point_settle(struct mover *m, struct device_state *dev, cudaStream_t stream,
+                        uint64_t now);
+bool mover_follow_point(struct mover *m, struct device_state *dev, cudaStream_t waiter,
+                        cudaStream_t signaler, uint64_t point);
+
 /* false: the prefetch failed (logged). */
 bool mover_prefetch(struct mover *m, uintptr_t addr, size_t size, struct cudaMemLocation loc,
                     cudaStream_t stream);

@@ -272,6 +272,7 @@ static void split(struct pool *p, struct block *b, size_t size)
                            .prev = b, .next = b->next, .free = true, .class_idx = b->class_idx,
                            .on_gpu = b->on_gpu};
     memcpy(rest->free_streams, b->free_streams, sizeof rest->free_streams);
+    memcpy(rest->free_points, b->free_points, sizeof rest->free_points);
     rest->free_stream_count = b->free_stream_count;
     if (b->next)
         b->next->prev = rest;
@@ -291,21 +292,26 @@ void pool_untake(struct pool *p, struct block *b)
     bin_insert(p, b);
 }
 
-/* The streams of A and B together, when they fit; false otherwise. */
+/* The streams of A and B together, each with the later of its points, when
+ * they fit; false otherwise. */
 static bool union_streams(const struct block *a, const struct block *b, cudaStream_t *out,
-                          uint8_t *count)
+                          uint64_t *points, uint8_t *count)
 {
     uint8_t n = a->free_stream_count;
     memcpy(out, a->free_streams, n * sizeof *out);
+    memcpy(points, a->free_points, n * sizeof *points);
     for (int i = 0; i < b->free_stream_count; i++) {
-        bool seen = false;
-        for (int k = 0; k < n; k++)
-            seen |= out[k] == b->free_streams[i];
-        if (seen)
-            continue;
-        if (n == RT_FREE_STREAMS)
+        int k = 0;
+        while (k < n && out[k] != b->free_streams[i])
+            k++;
+        if (k == n && n == RT_FREE_STREAMS)
             return false;
-        out[n++] = b->free_streams[i];
+        if (k == n) {
+            out[n++] = b->free_streams[i];
+            points[k] = b->free_points[i];
+        } else if (b->free_points[i] > points[k]) {
+            points[k] = b->free_points[i];
+        }
     }
     *count = n;
     return true;
@@ -316,13 +322,15 @@ static bool union_streams(const struct block *a, const struct block *b, cudaStre
 static struct block *merge(struct pool *p, struct block *a, struct block *b)
 {
     cudaStream_t streams[RT_FREE_STREAMS];
+    uint64_t points[RT_FREE_STREAMS];
     uint8_t count;
     if (!a || !b || !a->free || !b->free || a->on_gpu != b->on_gpu ||
-        !union_streams(a, b, streams, &count))
+        !union_streams(a, b, streams, points, &count))
         return NULL;
     bin_remove(p, a);
     bin_remove(p, b);
     memcpy(a->free_streams, streams, sizeof streams);
+    memcpy(a->free_points, points, sizeof points);
     a->free_stream_count = count;
     a->size += b->size;
     a->next = b->next;
@@ -373,11 +381,13 @@ void pool_guest_remove(struct pool *p, struct block *b)
     b->link_prev = b->link_next = NULL;
 }
 
-void pool_put(struct pool *p, struct block *b, cudaStream_t stream, enum alloc_mode mode)
+void pool_put(struct pool *p, struct block *b, cudaStream_t stream, uint64_t point,
+              enum alloc_mode mode)
 {
     b->free = true;
     b->free_stream_count = mode == MODE_ANY ? 0 : 1;
     b->free_streams[0] = stream;
+    b->free_points[0] = point;
     bin_insert(p, b);
     coalesce(p, b);
 }

@@ -49,6 +49,10 @@ struct block {
     /* Free: the streams whose work may still use it (none: safe for every
      * stream). Merged neighbours keep both sets, up to RT_FREE_STREAMS. */
     cudaStream_t free_streams[RT_FREE_STREAMS];
+    /* Per free stream, the point clock when it was freed there (mover.h):
+     * its next user waits for that stream's first point recorded after.
+     * Merged neighbours freed on one stream keep the later. */
+    uint64_t free_points[RT_FREE_STREAMS];
     uint8_t free_stream_count;
     uint64_t tick; /* last placement (live) or release (free), least recent first */
     int class_idx; /* its slab's pool's class, unless moved_in */
@@ -159,9 +163,10 @@ struct block *pool_find_free(const struct pool *p, size_t size, size_t max, cuda
 void pool_take(struct pool *p, struct block *b, size_t size);
 /* Undo pool_take's removal: B, still free, back in its bin. */
 void pool_untake(struct pool *p, struct block *b);
-/* Live block B is free again, used last by STREAM (MODE_ANY: by no stream);
- * merged with free neighbours. */
-void pool_put(struct pool *p, struct block *b, cudaStream_t stream, enum alloc_mode mode);
+/* Live block B is free again, used last by STREAM up to POINT (MODE_ANY: by
+ * no stream); merged with free neighbours. */
+void pool_put(struct pool *p, struct block *b, cudaStream_t stream, uint64_t point,
+              enum alloc_mode mode);
 /* Free block B's pages were placed on the GPU: it moves to the GPU bins and
  * the idle list. */
 void pool_idle_arrived_gpu(struct pool *p, struct block *b);

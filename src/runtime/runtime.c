@@ -496,6 +496,8 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
         return cudaErrorMemoryAllocation;
     if (memory == MEMORY_MOVABLE && stream_enabled(rt))
         stream_settle(rt); /* a piece a remap lost is quarantined before its space is handed out */
+    if (mode != MODE_ANY) /* blocks freed on STREAM: its point before the work this one is for */
+        mover_point_settle(&rt->mover, dev, stream, now_ns());
     struct block *b = event >= 0 && plannable(rt, class_idx, req.want, mode)
                           ? planned_block(rt, p, event, req.want, stream)
                           : NULL;
@@ -504,7 +506,8 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
         b = pool_find_free(p, req.want, req.max, stream, mode, stream_idle, rt, &wait);
         if (b && wait) {
             for (int i = 0; b && i < b->free_stream_count; i++)
-                if (!mover_follow(&rt->mover, dev, stream, b->free_streams[i]))
+                if (!mover_follow_point(&rt->mover, dev, stream, b->free_streams[i],
+                                       b->free_points[i]))
                     b = NULL;
             if (b)
                 rt->class_stats[class_idx].cross_stream_reuses++;
@@ -910,7 +913,11 @@ bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode
         if (b->slab->planned)
             planned_free(rt, b, stream, mode);
         else
-            pool_put(b->slab->pool, b, stream, mode);
+            pool_put(b->slab->pool, b, stream,
+                     mode == MODE_ANY ? 0
+                                      : mover_point_at_free(&rt->devices[b->slab->pool->device],
+                                                        stream, now_ns()),
+                     mode);
     }
     pthread_mutex_unlock(&rt->lock);
     return true;

@@ -376,14 +376,21 @@ void fake_set_stream_wait_fails(int on)
     stream_wait_fails = on;
 }
 
+static uint64_t last_wait_serial;
+
+EXPORT uint64_t fake_last_wait_serial(void)
+{
+    return last_wait_serial;
+}
+
 EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags)
 {
     (void)stream;
-    (void)event;
     (void)flags;
     if (stream_wait_fails)
         return last_error = cudaErrorInvalidResourceHandle;
     COUNT(stream_wait);
+    memcpy(&last_wait_serial, (char *)event + 8, sizeof last_wait_serial);
     return cudaSuccess;
 }
 
@@ -412,7 +419,8 @@ EXPORT void fake_set_busy_stream(void *stream)
 EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 {
     memcpy(event, &stream, sizeof stream); /* its stream, for cudaEventQuery */
-    COUNT(event_record);
+    uint64_t serial = __atomic_add_fetch(&counters.event_record, 1, __ATOMIC_RELAXED);
+    memcpy((char *)event + 8, &serial, sizeof serial); /* which record, for the waits */
     return cudaSuccess;
 }
 

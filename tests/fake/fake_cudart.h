@@ -34,6 +34,9 @@ void fake_set_host_register_fails(int on);
 /* Make cudaStreamWaitEvent fail (and set the last error), as for a stream
  * of another GPU. */
 void fake_set_stream_wait_fails(int on);
+/* The record the last cudaStreamWaitEvent waited for: the event_record
+ * count just after that event was last recorded. */
+uint64_t fake_last_wait_serial(void);
 /* Make cudaMalloc fail as on a full card. */
 void fake_set_malloc_fails(int on);
 /* The driver's VMM (cudaGetDriverEntryPointByVersion): OFF hides it; after
