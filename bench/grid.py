@@ -622,7 +622,8 @@ def draft(umpol, report, budget, path):
 
 
 def drive(args):
-    """Every anchor, then umpol at three budgets read from the anchors' peaks,
+    """Every anchor, then umpol at three budgets read from the anchors' peaks
+    (and a fourth at the lowest peak where an anchor peaked below DeepSpeed),
     per model: under --policy, or with --policy suggest under the policy
     `umpol suggest` drafts for each budget from one recorded run."""
     if any("suggest" in entry.split("|") for entry in args.policy) and args.policy != ["suggest"]:
@@ -667,6 +668,14 @@ def drive(args):
             if low is None:
                 print(f"L{layers}: DeepSpeed failed: its budget is left out", flush=True)
             budgets = [b for b in (top, (top + low) / 2 if low else None, low) if b]
+            # Where another anchor peaked lower than DeepSpeed (or DeepSpeed
+            # failed), a fourth budget at the lowest such peak: umpol against
+            # the strongest tool below DeepSpeed's memory.
+            peaks = [r["run"]["card_peak_bytes"] for v, r in rows.items()
+                     if v != "ckpt" and r and r.get("run") and r["run"].get("card_peak_bytes")]
+            floor = min(peaks) if peaks else None
+            if floor and floor < (low or top) * 0.98:
+                budgets.append(floor)
         recorded, why = record(runner, args.umpol, args.out, layers, 1, 2) if drafting and budgets else (None, None)
         for i, b in enumerate(budgets):
             alternatives = [(None, None, pol_name)] if drafting else policies[min(i, len(policies) - 1)]

@@ -5,7 +5,8 @@
 # alone, + save_on_cpu, + FSDP2 CPUOffloadPolicy, DeepSpeed ZeRO-2 with CPUAdam
 # (and SuperOffload), TRL's activation offloading; then umpol under POLICY at
 # three budgets read from those peaks: DeepSpeed's, one between, and one just
-# below checkpointing alone. Needs umpol built in the top directory (or UMPOL
+# below checkpointing alone; and a fourth at the lowest peak of any anchor
+# where one peaked below DeepSpeed's (FSDP2's offload, on the H100). Needs umpol built in the top directory (or UMPOL
 # set), PyTorch and transformers; DeepSpeed and TRL where installed (a missing
 # one shows as a failed cell).
 #
