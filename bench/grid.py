@@ -639,7 +639,12 @@ def drive(args):
     # One policy for every budget, or one per budget, highest budget first
     # (the last one also serves any budget after it); "A|B" at a budget runs
     # each of A and B there, side by side (the summary keeps the faster).
-    policies = [[(p, open(p).read(), os.path.splitext(os.path.basename(p))[0]) for p in entry.split("|")]
+    # A policy may carry the runtime's variables for its runs: "P+VAR=V+..."
+    # (umpol-python(7)'s UMPOL_WEIGHTS_AHEAD=1 at the budgets it serves).
+    policies = [[(p, open(p.split("+")[0]).read(),
+                  os.path.splitext(os.path.basename(p.split("+")[0]))[0]
+                  + "".join("+" + v.split("=")[0].lower() for v in p.split("+")[1:]))
+                 for p in entry.split("|")]
                 for entry in ([] if drafting else args.policy)]
     for entry in policies:  # each policy's files and rows are named after it
         names = [name for _, _, name in entry]
@@ -692,8 +697,9 @@ def drive(args):
                 if not drafting:
                     open(pol, "w").write(set_budget(policy_text, b))
                 report = pol[:-len(".umpol")] + ("-profiled" if args.profile else "") + "-report.json"
+                env = [] if drafting else ["env"] + source.split("+")[1:]
                 run(tag, layers, "ckpt",
-                    prefix=profile + [args.umpol, "run", "-p", pol, "-r", report, "--"], budget=int(b),
+                    prefix=profile + env + [args.umpol, "run", "-p", pol, "-r", report, "--"], budget=int(b),
                     policy=os.path.relpath(pol, os.getcwd()) if drafting else source, report=report)
     runner.close()
 

@@ -13,7 +13,9 @@
 # Environment: OUT (default bench/results/grid-DATE), GRID_POLICY (default
 # policies/optimizer-offload.umpol; its `budget gpu` line is changed; several,
 # space-separated: one per budget, highest first, the last serving the rest,
-# "A|B" running each at that budget, the summary keeping the faster; or
+# "A|B" running each at that budget, the summary keeping the faster; a policy
+# followed by "+VAR=VALUE" runs with that variable set, as
+# "policies/optimizer-offload.umpol+UMPOL_WEIGHTS_AHEAD=1"; or
 # `suggest`: per model one short recorded run, then at each budget the policy
 # `umpol suggest --budget` drafts from it, as a user would run umpol),
 # GRID_LAYERS ("16 32"), GRID_VARIANTS (all anchors), WARMUP (3), STEPS (5
@@ -32,7 +34,7 @@ umpol=${UMPOL:-$top/umpol}
 [ -x "$umpol" ] || { echo "build umpol first (./configure && make), or set UMPOL"; exit 2; }
 policy=${GRID_POLICY:-policies/optimizer-offload.umpol}
 if [ "$policy" != suggest ]; then
-    for p in $(echo "$policy" | tr '|' ' '); do "$umpol" check -q "$p" || exit 1; done
+    for p in $(echo "$policy" | tr '|' ' '); do "$umpol" check -q "${p%%+*}" || exit 1; done
 fi
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 DS_ACCELERATOR=cuda
 device=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)
