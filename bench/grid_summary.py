@@ -268,9 +268,11 @@ def main():
             run = row.get("run")
             budget = row["budget_bytes"]
             cell = {"model_layers": layers, "params": params, "policy": row.get("policy"), "budget_bytes": budget}
+            # The policy's name, with the variables it ran under (grid.py's "P+VAR=V").
+            source, *env = (row.get("policy") or "").split("+")
             label = f"umpol, budget {gib(budget)}" + (
-                f" ({os.path.splitext(os.path.basename(row.get('policy') or ''))[0]})"
-                if per_budget[budget] > 1 else "")
+                f" ({os.path.splitext(os.path.basename(source))[0]}{''.join(' ' + v for v in env)})"
+                if per_budget[budget] > 1 or env else "")
             if not run:
                 why = row.get("skipped") or f"exit {row.get('rc')}: " + " ".join(
                     (row.get("error_tail") or "").strip().splitlines()[-1:])[:200]
