@@ -405,8 +405,7 @@ static struct writer *writer_setup(const char *policy_text)
 
 static void writer_teardown(struct writer *w)
 {
-    for (int d = 0; d < RT_MAX_DEVICES; d++)
-        if (w->rt.devices[d].follow_event) cudaEventDestroy(w->rt.devices[d].follow_event);
+    fake_release_runtime_events(&w->rt);
     runtime_destroy(&w->rt);
     policy_free(&w->pol);
     free(w);

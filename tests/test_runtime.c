@@ -53,20 +53,9 @@ static struct fixture *setup(const char *policy_text)
 
 /* The runtime leaves its CUDA handles to the end of the process (it makes no
  * CUDA call at exit); the fake's events are heap memory, released here. */
-static void release_device_events(struct runtime *rt)
-{
-    for (int d = 0; d < RT_MAX_DEVICES; d++) {
-        if (rt->devices[d].follow_event)
-            cudaEventDestroy(rt->devices[d].follow_event);
-        for (size_t k = 0; rt->stream.marks[d] && k < STREAM_MARKS; k++) /* streaming's marks */
-            if (rt->stream.marks[d]->ev[k])
-                cudaEventDestroy(rt->stream.marks[d]->ev[k]);
-    }
-}
-
 static void teardown(struct fixture *f)
 {
-    release_device_events(&f->rt);
+    fake_release_runtime_events(&f->rt);
     runtime_destroy(&f->rt);
     policy_free(&f->pol);
     free(f);

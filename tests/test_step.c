@@ -187,9 +187,7 @@ static struct fixture *setup(const char *text)
 
 static void teardown(struct fixture *f)
 {
-    for (int d = 0; d < RT_MAX_DEVICES; d++)
-        if (f->rt.devices[d].follow_event)
-            cudaEventDestroy(f->rt.devices[d].follow_event);
+    fake_release_runtime_events(&f->rt);
     runtime_destroy(&f->rt);
     policy_free(&f->pol);
     free(f);

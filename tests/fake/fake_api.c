@@ -1,5 +1,8 @@
 #include "fake_api.h"
 
+#include "runtime/runtime.h"
+#include "runtime/stream_state.h"
+
 const struct cuda_api fake_api = {
     .malloc = cudaMalloc,
     .free = cudaFree,
@@ -35,3 +38,19 @@ const struct cuda_api fake_api = {
     .get_last_error = cudaGetLastError,
     .get_error_string = cudaGetErrorString,
 };
+
+void fake_release_runtime_events(struct runtime *rt)
+{
+    for (int d = 0; d < RT_MAX_DEVICES; d++) {
+        struct device_state *dev = &rt->devices[d];
+        if (dev->follow_event)
+            cudaEventDestroy(dev->follow_event);
+        for (int k = 0; k < POINT_STREAMS; k++)
+            for (int i = 0; i < POINT_RING; i++)
+                if (dev->points[k].events[i])
+                    cudaEventDestroy(dev->points[k].events[i]);
+        for (size_t k = 0; rt->stream.marks[d] && k < STREAM_MARKS; k++)
+            if (rt->stream.marks[d]->ev[k])
+                cudaEventDestroy(rt->stream.marks[d]->ev[k]);
+    }
+}
