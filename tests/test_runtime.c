@@ -1669,26 +1669,68 @@ static void test_runtime_cross_stream_reuse_waits_for_the_free(void **state)
 {
     (void)state;
     struct fixture *f = setup("umpol 1;\nslab 2MiB;\nclass all { match any; }\n");
+    /* A block that goes to another stream first: points are kept from then. */
+    void *e = alloc(f, 8u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    release(f, e, S1, MODE_STREAM);
+    e = alloc(f, 8u << 20, API_CUDA_MALLOC_ASYNC, S2);
+    assert_int_equal(DELTA(f, event_record), 1); /* recorded at hand-out, as without points */
     void *a = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1);
     void *filler = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S1); /* the slab is full */
     release(f, a, S1, MODE_STREAM);
+    usleep(2 * POINT_EVERY_NS / 1000);
     void *c = alloc(f, 4u << 20, API_CUDA_MALLOC_ASYNC, S1); /* S1's next work */
-    assert_int_equal(DELTA(f, event_record), 1);             /* its point, before that work */
+    assert_int_equal(DELTA(f, event_record), 2);             /* its point, before that work */
     uint64_t point = fake_counters()->event_record;
     release(f, c, S1, MODE_STREAM);
     usleep(2 * POINT_EVERY_NS / 1000);
     void *d = alloc(f, 4u << 20, API_CUDA_MALLOC_ASYNC, S1); /* and more */
     assert_ptr_equal(c, d);
-    assert_int_equal(DELTA(f, event_record), 2);
+    assert_int_equal(DELTA(f, event_record), 3);
     void *b = alloc(f, 1u << 20, API_CUDA_MALLOC_ASYNC, S2);
     assert_ptr_equal(a, b);
-    assert_int_equal(DELTA(f, event_record), 2); /* no point recorded at hand-out */
-    assert_int_equal(DELTA(f, stream_wait), 1);
+    assert_int_equal(DELTA(f, event_record), 3); /* no point recorded at hand-out */
+    assert_int_equal(DELTA(f, stream_wait), 2);
     assert_int_equal(fake_last_wait_serial(), point);
-    assert_int_equal(f->rt.class_stats[0].cross_stream_reuses, 1);
+    assert_int_equal(f->rt.class_stats[0].cross_stream_reuses, 2);
     release(f, b, S2, MODE_STREAM);
     release(f, d, S1, MODE_STREAM);
+    release(f, e, S2, MODE_STREAM);
     release(f, filler, S1, MODE_STREAM);
+    teardown(f);
+}
+
+/* A job whose blocks never change streams records no points; nor does
+ * cudaStreamPerThread, which names another stream in every thread (a point
+ * one thread records orders nothing of another's). */
+static void test_runtime_free_points_only_where_wanted(void **state)
+{
+    (void)state;
+    /* Blocks of a whole slab: no neighbour merges its streams in. */
+    struct fixture *f = setup("umpol 1;\nslab 2MiB;\nclass all { match any; }\n");
+    for (int i = 0; i < 4; i++) {
+        void *p = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, S1);
+        release(f, p, S1, MODE_STREAM);
+        usleep(2 * POINT_EVERY_NS / 1000);
+    }
+    assert_int_equal(DELTA(f, event_record), 0);
+    /* Points wanted from here (a block went from S1 to S2). */
+    void *p = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, S2);
+    release(f, p, S2, MODE_STREAM);
+    assert_int_equal(DELTA(f, event_record), 1);
+    void *q = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, cudaStreamPerThread);
+    assert_ptr_equal(p, q);
+    assert_int_equal(DELTA(f, event_record), 2); /* S2 followed at hand-out */
+    release(f, q, cudaStreamPerThread, MODE_STREAM);
+    void *t = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    assert_ptr_equal(q, t);
+    /* No point of the per-thread stream: followed as it is at hand-out,
+     * through the device's one event. */
+    assert_int_equal(DELTA(f, event_record), 3);
+    assert_int_equal(fake_last_wait_serial(), fake_counters()->event_record);
+    for (int i = 0; i < POINT_STREAMS; i++)
+        assert_false(f->rt.devices[0].points[i].taken &&
+                     f->rt.devices[0].points[i].stream == cudaStreamPerThread);
+    release(f, t, S1, MODE_STREAM);
     teardown(f);
 }
 
@@ -3033,6 +3075,7 @@ int main(void)
         cmocka_unit_test(test_runtime_same_stream_reuse),
         cmocka_unit_test(test_runtime_cross_stream_reuse_waits),
         cmocka_unit_test(test_runtime_cross_stream_reuse_waits_for_the_free),
+        cmocka_unit_test(test_runtime_free_points_only_where_wanted),
         cmocka_unit_test(test_runtime_legacy_malloc_avoids_busy_streams),
         cmocka_unit_test(test_runtime_free_blocks_coalesce),
         cmocka_unit_test(test_runtime_large_requests_get_dedicated_slabs),

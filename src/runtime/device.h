@@ -17,15 +17,17 @@
 
 /* Free points of one stream (mover.h): its last POINT_RING points, events
  * recorded on it, each numbered by the device's point clock when recorded
- * (0: none yet). */
+ * (0: none yet); at most one every POINT_EVERY_NS; POINT_STREAMS streams a
+ * device. */
 #define POINT_STREAMS 8
 #define POINT_RING 8
+#define POINT_EVERY_NS 50000u
 struct free_points {
     cudaStream_t stream;
-    bool used;
+    bool taken;           /* stream is set */
     bool pending;         /* blocks freed on it since its last point */
     uint64_t recorded_ns; /* when its last point was recorded */
-    uint64_t used_ns;     /* when a block was last freed on it */
+    uint64_t freed_at;    /* the device's count of frees when one was last freed on it */
     cudaEvent_t events[POINT_RING];
     uint64_t numbers[POINT_RING];
     unsigned next; /* the slot the next point takes */
@@ -70,7 +72,9 @@ struct device_state {
      * frees (mover_point_*): a block's next user on another stream waits
      * for that point, not for all its last stream has queued since. */
     struct free_points points[POINT_STREAMS];
-    uint64_t point_clock; /* points recorded on this device so far */
+    uint64_t point_clock;  /* points recorded on this device so far */
+    uint64_t point_frees;  /* frees that marked a stream's points */
+    bool points_wanted;    /* a block went to another stream here: points are kept */
     struct pool **pools;  /* one per class, created on first use */
 };
 

@@ -153,37 +153,50 @@ bool mover_follow(struct mover *m, struct device_state *dev, cudaStream_t waiter
     return ok;
 }
 
-/* STREAM's free points on DEV; with MAKE, taken from the stream used least
- * recently when it has none (its blocks then follow their streams as they
- * are when handed out). NULL: none. */
-static struct free_points *points_of(struct device_state *dev, cudaStream_t stream, bool make,
-                                     uint64_t now)
+/* STREAM's free points on DEV, or NULL. */
+static struct free_points *points_find(struct device_state *dev, cudaStream_t stream)
 {
-    struct free_points *oldest = &dev->points[0];
-    for (int i = 0; i < POINT_STREAMS; i++) {
-        struct free_points *k = &dev->points[i];
-        if (k->used && k->stream == stream)
-            return k;
-        if (!k->used || (oldest->used && k->used_ns < oldest->used_ns))
-            oldest = k;
-    }
-    if (!make)
-        return NULL;
-    for (int i = 0; i < POINT_RING; i++)
-        oldest->numbers[i] = 0; /* its events stay, recorded on the new stream from now */
-    oldest->stream = stream;
-    oldest->used = true;
-    oldest->pending = false;
-    oldest->recorded_ns = 0;
-    oldest->used_ns = now;
-    return oldest;
+    for (int i = 0; i < POINT_STREAMS; i++)
+        if (dev->points[i].taken && dev->points[i].stream == stream)
+            return &dev->points[i];
+    return NULL;
 }
 
-uint64_t mover_point_at_free(struct device_state *dev, cudaStream_t stream, uint64_t now)
+/* STREAM's free points on DEV, taken from the stream freed on least
+ * recently when it has none (that stream's blocks then follow it as it is
+ * when they are handed out). */
+static struct free_points *points_make(struct device_state *dev, cudaStream_t stream)
 {
-    struct free_points *k = points_of(dev, stream, true, now);
-    k->pending = true;
-    k->used_ns = now;
+    struct free_points *k = points_find(dev, stream);
+    if (k)
+        return k;
+    k = &dev->points[0];
+    for (int i = 1; i < POINT_STREAMS && k->taken; i++)
+        if (!dev->points[i].taken || dev->points[i].freed_at < k->freed_at)
+            k = &dev->points[i];
+    for (int i = 0; i < POINT_RING; i++)
+        k->numbers[i] = 0; /* its events stay, recorded on the new stream from now */
+    k->stream = stream;
+    k->taken = true;
+    k->pending = false;
+    k->recorded_ns = 0;
+    return k;
+}
+
+/* cudaStreamPerThread names another stream in every thread: a point
+ * recorded by one thread does not order another's work. */
+static bool has_points(cudaStream_t stream)
+{
+    return stream != cudaStreamPerThread;
+}
+
+uint64_t mover_point_at_free(struct device_state *dev, cudaStream_t stream)
+{
+    if (dev->points_wanted && has_points(stream)) {
+        struct free_points *k = points_make(dev, stream);
+        k->pending = true;
+        k->freed_at = ++dev->point_frees;
+    }
     return dev->point_clock;
 }
 
@@ -209,11 +222,15 @@ static bool point_record(struct mover *m, struct device_state *dev, struct free_
     return true;
 }
 
-void mover_point_settle(struct mover *m, struct device_state *dev, cudaStream_t stream,
-                        uint64_t now)
+void mover_point_settle(struct mover *m, struct device_state *dev, cudaStream_t stream)
 {
-    struct free_points *k = points_of(dev, stream, false, now);
-    if (k && k->pending && now - k->recorded_ns >= POINT_EVERY_NS)
+    if (!dev->points_wanted)
+        return;
+    struct free_points *k = points_find(dev, stream);
+    if (!k || !k->pending)
+        return;
+    uint64_t now = now_ns();
+    if (now - k->recorded_ns >= POINT_EVERY_NS)
         point_record(m, dev, k, now);
 }
 
@@ -222,7 +239,8 @@ bool mover_follow_point(struct mover *m, struct device_state *dev, cudaStream_t 
 {
     if (waiter == signaler)
         return true;
-    struct free_points *k = points_of(dev, signaler, false, 0);
+    dev->points_wanted = true; /* blocks change streams on this device: points from now on */
+    struct free_points *k = has_points(signaler) ? points_find(dev, signaler) : NULL;
     if (!k)
         return mover_follow(m, dev, waiter, signaler);
     int first = -1; /* the earliest point after the free */
@@ -230,7 +248,9 @@ bool mover_follow_point(struct mover *m, struct device_state *dev, cudaStream_t 
         if (k->numbers[i] > point && (first < 0 || k->numbers[i] < k->numbers[first]))
             first = i;
     if (first < 0) {
-        if (!point_record(m, dev, k, now_ns()))
+        /* None yet: one now, as mover_follow does; not kept while the stream
+         * is captured into a graph (a captured event orders no later wait). */
+        if (mover_stream_capturing(m, signaler) || !point_record(m, dev, k, now_ns()))
             return mover_follow(m, dev, waiter, signaler);
         first = (int)((k->next + POINT_RING - 1) % POINT_RING);
     }

@@ -263,11 +263,11 @@ bool mover_follow(struct mover *m, struct device_state *dev, cudaStream_t waiter
  * (mover_follow_point): the stream's work up to the free and a little
  * after, not all it has queued by the time the block is handed out, which
  * for a copy stream running ahead is every copy queued meanwhile. No point
- * recorded yet: one is recorded then, as mover_follow does. */
-#define POINT_EVERY_NS 50000u
-uint64_t mover_point_at_free(struct device_state *dev, cudaStream_t stream, uint64_t now);
-void mover_point_settle(struct mover *m, struct device_state *dev, cudaStream_t stream,
-                        uint64_t now);
+ * recorded yet: one is recorded then, as mover_follow does. Points are kept
+ * only on a device where a block has gone to another stream (a job of one
+ * stream records none), and never for cudaStreamPerThread. */
+uint64_t mover_point_at_free(struct device_state *dev, cudaStream_t stream);
+void mover_point_settle(struct mover *m, struct device_state *dev, cudaStream_t stream);
 bool mover_follow_point(struct mover *m, struct device_state *dev, cudaStream_t waiter,
                         cudaStream_t signaler, uint64_t point);
 

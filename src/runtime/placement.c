@@ -592,7 +592,7 @@ static bool reclaim_idle(struct runtime *rt, int device)
     if (move_dead(rt, device, b->addr, b->size, host_of(rt, b->class_idx, device), on,
                   b->free_stream_count <= 1)) {
         b->free_streams[0] = on; /* its next user follows the discard */
-        b->free_points[0] = mover_point_at_free(dev, on, now_ns());
+        b->free_points[0] = mover_point_at_free(dev, on);
         b->free_stream_count = 1;
     }
     rt->class_stats[b->class_idx].reclaims++;

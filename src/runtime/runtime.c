@@ -497,7 +497,7 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
     if (memory == MEMORY_MOVABLE && stream_enabled(rt))
         stream_settle(rt); /* a piece a remap lost is quarantined before its space is handed out */
     if (mode != MODE_ANY) /* blocks freed on STREAM: its point before the work this one is for */
-        mover_point_settle(&rt->mover, dev, stream, now_ns());
+        mover_point_settle(&rt->mover, dev, stream);
     struct block *b = event >= 0 && plannable(rt, class_idx, req.want, mode)
                           ? planned_block(rt, p, event, req.want, stream)
                           : NULL;
@@ -873,6 +873,15 @@ void rt_saved(struct runtime *rt, struct block *b)
         s->peak_bytes = s->live_bytes;
 }
 
+/* Where block B, freed on STREAM, leaves its stream's work: the point its
+ * next user on another stream waits for (mover.h; MODE_ANY: none). */
+static uint64_t free_point(struct runtime *rt, const struct block *b, cudaStream_t stream,
+                           enum alloc_mode mode)
+{
+    return mode == MODE_ANY ? 0
+                            : mover_point_at_free(&rt->devices[b->slab->pool->device], stream);
+}
+
 bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode mode,
              cudaError_t *err)
 {
@@ -913,11 +922,7 @@ bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode
         if (b->slab->planned)
             planned_free(rt, b, stream, mode);
         else
-            pool_put(b->slab->pool, b, stream,
-                     mode == MODE_ANY ? 0
-                                      : mover_point_at_free(&rt->devices[b->slab->pool->device],
-                                                        stream, now_ns()),
-                     mode);
+            pool_put(b->slab->pool, b, stream, free_point(rt, b, stream, mode), mode);
     }
     pthread_mutex_unlock(&rt->lock);
     return true;
