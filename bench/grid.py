@@ -636,16 +636,17 @@ def drive(args):
         launch([sys.executable, here, "bandwidth", "--json", bw], os.path.join(args.out, "bandwidth.log"),
                dict(os.environ), 120, nvml)
     drafting = args.policy == ["suggest"]
+    def policy(entry):
+        """ENTRY's path, text and name. A policy may carry the runtime's
+        variables for its runs, "P+VAR=V+..." (umpol-python(7)'s
+        UMPOL_WEIGHTS_AHEAD=1 at the budgets it serves); they name it too."""
+        path, *variables = entry.split("+")
+        return (entry, open(path).read(), os.path.splitext(os.path.basename(path))[0]
+                + "".join("+" + v.split("=")[0].lower() for v in variables))
     # One policy for every budget, or one per budget, highest budget first
     # (the last one also serves any budget after it); "A|B" at a budget runs
     # each of A and B there, side by side (the summary keeps the faster).
-    # A policy may carry the runtime's variables for its runs: "P+VAR=V+..."
-    # (umpol-python(7)'s UMPOL_WEIGHTS_AHEAD=1 at the budgets it serves).
-    policies = [[(p, open(p.split("+")[0]).read(),
-                  os.path.splitext(os.path.basename(p.split("+")[0]))[0]
-                  + "".join("+" + v.split("=")[0].lower() for v in p.split("+")[1:]))
-                 for p in entry.split("|")]
-                for entry in ([] if drafting else args.policy)]
+    policies = [[policy(p) for p in entry.split("|")] for entry in ([] if drafting else args.policy)]
     for entry in policies:  # each policy's files and rows are named after it
         names = [name for _, _, name in entry]
         if len(set(names)) != len(names):

@@ -72,10 +72,10 @@ struct device_state {
      * frees (mover_point_*): a block's next user on another stream waits
      * for that point, not for all its last stream has queued since. */
     struct free_points points[POINT_STREAMS];
-    uint64_t point_clock;  /* points recorded on this device so far */
-    uint64_t point_frees;  /* frees that marked a stream's points */
-    bool points_wanted;    /* a block went to another stream here: points are kept */
-    struct pool **pools;  /* one per class, created on first use */
+    uint64_t point_clock;      /* points recorded on this device so far */
+    uint64_t point_frees;      /* frees that marked a stream's points */
+    bool points_wanted;        /* a block went to another stream here: points are kept */
+    struct pool **pools;       /* one per class, created on first use */
 };
 
 /* Learn DEVICE, which is current: its memory, host NUMA node, the runtime's
