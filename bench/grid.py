@@ -405,6 +405,13 @@ def train(args):
               f"{gc_step['ms']:.1f} ms, longest {gc_step['max']:.1f}, {gc_step['full']} full)", flush=True)
     timed = times[args.warmup:] or times
     median_ms = statistics.median(timed) * 1e3
+    where = os.environ.get("GRID_HOST_MAP")
+    if where:  # after the last step: how much of each parameter lies in host memory
+        import umpol
+        with open(where, "w") as f:
+            json.dump([[name, p.numel() * p.element_size(),
+                        umpol._rt.host_bytes(p.untyped_storage().data_ptr())]
+                       for name, p in model.named_parameters()], f)
     allocated = None
     if "cudaMallocAsync" not in str(torch.cuda.get_allocator_backend()):
         allocated = torch.cuda.max_memory_allocated(device)
