@@ -690,17 +690,16 @@ static bool movable_mapped(struct runtime *rt, struct slab *s)
 }
 
 /* S's place in the order its class's slabs leave in, among slabs of equal
- * priority and predicted use. A class that nothing brings back (no prefetch
- * rule, no stream) keeps on the host what leaves, and the job reads its
- * slabs in about the order it made them (a model's layers, pass after
- * pass): the slabs leave spread over that order (its serial's bits
- * reversed: 0, 4, 2, 6, 1, ... of eight), so that what is read across the
- * link alternates with what is read on the GPU rather than coming in one run
- * at the start of each pass. Any other class leaves least recently brought
- * in first. */
+ * priority and predicted use. A class that no rule brings back keeps on the
+ * host what leaves, and the job reads its slabs in about the order it made
+ * them (a model's layers, pass after pass): the slabs leave spread over that
+ * order (its serial's bits reversed: 0, 4, 2, 6, 1, ... of eight), so that
+ * what is read across the link alternates with what is read on the GPU
+ * rather than coming in one run at the start of each pass. A class that
+ * rules bring back leaves least recently brought in first. */
 static uint64_t leave_order(const struct program_class *cls, const struct slab *s)
 {
-    if (cls->prefetch_count || cls->stream_written >= 0)
+    if (cls->prefetch_count)
         return s->tick;
     uint32_t x = s->serial;
     x = (x >> 16) | (x << 16);
