@@ -1448,48 +1448,6 @@ static void test_runtime_movable_pressure(void **state)
     teardown(f);
 }
 
-/* A movable class no rule brings back gives way spread over the order its
- * slabs were made in (a model's layers), not from the first one on: of
- * eight one-piece weights, the new device slabs of the activations send
- * home the first, the fifth, the third and the seventh made. A class that
- * rules bring back gives way least recently brought in first (above). */
-static void test_runtime_movable_spread(void **state)
-{
-    (void)state;
-    const uint64_t MiB = 1u << 20;
-    struct fixture *f = setup("umpol 1;\nbudget gpu 512MiB;\nslab 64MiB;\n"
-                              "class weights { match size >= 60MiB; memory movable; priority 20; }\n"
-                              "class acts { match any; memory device; priority 50; }\n");
-    void *w[8];
-    const struct movable *mv[8];
-    for (int i = 0; i < 8; i++) {
-        w[i] = alloc(f, 64 * MiB, API_CUDA_MALLOC, S1);
-        fill(w[i], 64 * MiB, (unsigned char)i);
-        mv[i] = map_find(&f->rt.map, (uintptr_t)w[i])->slab->backing;
-    }
-    const int leave[4] = {0, 4, 2, 6};
-    void *a[4];
-    for (int k = 0; k < 4; k++) {
-        a[k] = alloc(f, 56 * MiB, API_CUDA_MALLOC, S1); /* one weight must give way */
-        assert_int_equal(f->rt.class_stats[0].evict_bytes, (uint64_t)(k + 1) * 64 * MiB);
-        for (int i = 0; i < 8; i++) {
-            bool gone = false;
-            for (int j = 0; j <= k; j++)
-                gone |= i == leave[j];
-            assert_int_equal(mv[i]->gpu_bytes, gone ? 0 : 64 * MiB);
-        }
-    }
-    for (int i = 0; i < 8; i++) /* where they lie, unchanged */
-        assert_true(filled(w[i], 64 * MiB, (unsigned char)i));
-    for (int k = 0; k < 4; k++)
-        release(f, a[k], S1, MODE_ANY);
-    for (int i = 0; i < 8; i++)
-        release(f, w[i], S1, MODE_ANY);
-    place_trim(&f->rt, -1, -1);
-    assert_int_equal(f->rt.devices[0].resident_bytes, 0);
-    teardown(f);
-}
-
 /* `budget card`: what the card holds outside umpol (here "another" user's
  * 48 MiB), learned as phases open from the least of CARD_WINDOW samples, so a
  * one-sample spike does not count, comes off the runtime's own budget; a new
@@ -3092,7 +3050,6 @@ int main(void)
         cmocka_unit_test(test_runtime_room_counts_lost_slabs),
         cmocka_unit_test(test_runtime_movable),
         cmocka_unit_test(test_runtime_movable_pressure),
-        cmocka_unit_test(test_runtime_movable_spread),
         cmocka_unit_test(test_runtime_stream_ahead),
         cmocka_unit_test(test_runtime_stream_remap_on_thread),
         cmocka_unit_test(test_runtime_stream_room_from_empty_slab),

@@ -689,29 +689,9 @@ static bool movable_mapped(struct runtime *rt, struct slab *s)
     return !s->quarantined;
 }
 
-/* S's place in the order its class's slabs leave in, among slabs of equal
- * priority and predicted use. A class that no rule brings back keeps on the
- * host what leaves, and the job reads its slabs in about the order it made
- * them (a model's layers, pass after pass): the slabs leave spread over that
- * order (its serial's bits reversed: 0, 4, 2, 6, 1, ... of eight), so that
- * what is read across the link alternates with what is read on the GPU
- * rather than coming in one run at the start of each pass. A class that
- * rules bring back leaves least recently brought in first. */
-static uint64_t leave_order(const struct program_class *cls, const struct slab *s)
-{
-    if (cls->prefetch_count)
-        return s->tick;
-    uint32_t x = s->serial;
-    x = (x >> 16) | (x << 16);
-    x = ((x & 0xff00ff00u) >> 8) | ((x & 0x00ff00ffu) << 8);
-    x = ((x & 0xf0f0f0f0u) >> 4) | ((x & 0x0f0f0f0fu) << 4);
-    x = ((x & 0xccccccccu) >> 2) | ((x & 0x33333333u) << 2);
-    return ((x & 0xaaaaaaaau) >> 1) | ((x & 0x55555555u) << 1);
-}
-
 /* The movable slab of DEVICE whose pieces leave first under budget pressure:
  * of the lowest priority at or below MAX_PRIORITY, then (BY_NEXT_USE) its
- * class's farthest predicted use, then first in leave_order; never one
+ * class's farthest predicted use, then the longest on the GPU; never one
  * brought in this round, and none while a stream capture is in progress
  * (the move waits for the GPU, which would invalidate it). */
 static struct slab *movable_victim(struct runtime *rt, int device, uint32_t max_priority,
@@ -721,7 +701,6 @@ static struct slab *movable_victim(struct runtime *rt, int device, uint32_t max_
     struct slab *victim = NULL;
     uint32_t victim_prio = 0;
     long victim_use = -1;
-    uint64_t victim_order = 0;
     if (atomic_load(&rt->captures) > 0)
         return NULL;
     for (size_t c = 0; c < p->class_count; c++) {
@@ -737,13 +716,11 @@ static struct slab *movable_victim(struct runtime *rt, int device, uint32_t max_
                 continue;
             if (by_next_use && rt->ahead_use >= 0 && use <= rt->ahead_use)
                 continue; /* placing ahead of a use: only what is needed later leaves */
-            uint64_t order = leave_order(&p->classes[c], s);
             if (!victim || prio < victim_prio || use > victim_use ||
-                (use == victim_use && order < victim_order)) {
+                (use == victim_use && s->tick < victim->tick)) {
                 victim = s;
                 victim_prio = prio;
                 victim_use = use;
-                victim_order = order;
             }
         }
     }

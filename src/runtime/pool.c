@@ -96,7 +96,7 @@ struct slab *pool_add_slab(struct pool *p, uintptr_t base, size_t size, bool ded
         return NULL;
     }
     *s = (struct slab){.base = base, .size = size, .pool = p, .first = b, .next = p->slabs,
-                       .dedicated = dedicated, .serial = p->slabs_made++};
+                       .dedicated = dedicated};
     p->slabs = s;
     *b = (struct block){.addr = base, .size = size, .slab = s, .free = true,
                         .class_idx = p->class_idx};

@@ -28,7 +28,6 @@ struct slab {
     bool dedicated; /* made for one large request */
     void *backing;  /* `memory movable`: the mover's record of its memory */
     uint64_t tick;  /* movable: when its pieces last came to the GPU (the LRU's tick) */
-    uint32_t serial; /* its pool's slabs made before it: the order eviction spreads over */
     bool quarantined; /* part of its range is not mapped: its free space is not handed out */
     /* The arena of a step's plan (plan.h): not among its pool's slabs; its
      * blocks are carved where the plan says and never enter the bins. */
@@ -92,7 +91,6 @@ struct pool {
      * space on the GPU does, before the pool grows by a slab of its own. */
     bool in_place;
     bool advice_warned;
-    uint32_t slabs_made; /* the next slab's serial */
 };
 
 enum alloc_mode {
