@@ -406,11 +406,11 @@ def train(args):
     timed = times[args.warmup:] or times
     median_ms = statistics.median(timed) * 1e3
     where = os.environ.get("GRID_HOST_MAP")
-    if where:  # after the last step: how much of each parameter lies in host memory
-        import umpol
+    rt = getattr(sys.modules.get("umpol"), "_rt", None)  # under umpol run only
+    if where and rt is not None and rt.active:  # how much of each parameter lies on the host
         with open(where, "w") as f:
             json.dump([[name, p.numel() * p.element_size(),
-                        umpol._rt.host_bytes(p.untyped_storage().data_ptr())]
+                        rt.host_bytes(p.untyped_storage().data_ptr())]
                        for name, p in model.named_parameters()], f)
     allocated = None
     if "cudaMallocAsync" not in str(torch.cuda.get_allocator_backend()):
