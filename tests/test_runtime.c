@@ -1701,7 +1701,8 @@ static void test_runtime_cross_stream_reuse_waits_for_the_free(void **state)
 
 /* A job whose blocks never change streams records no points; nor does
  * cudaStreamPerThread, which names another stream in every thread (a point
- * one thread records orders nothing of another's). */
+ * one thread records orders nothing of another's): a block freed there
+ * keeps the thread's proxy, which gets the points. */
 static void test_runtime_free_points_only_where_wanted(void **state)
 {
     (void)state;
@@ -1721,16 +1722,82 @@ static void test_runtime_free_points_only_where_wanted(void **state)
     assert_ptr_equal(p, q);
     assert_int_equal(DELTA(f, event_record), 2); /* S2 followed at hand-out */
     release(f, q, cudaStreamPerThread, MODE_STREAM);
+    assert_int_equal(DELTA(f, event_record), 3); /* the proxy waits for the free */
     void *t = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, S1);
     assert_ptr_equal(q, t);
-    /* No point of the per-thread stream: followed as it is at hand-out,
-     * through the device's one event. */
-    assert_int_equal(DELTA(f, event_record), 3);
+    /* The proxy's first point, at hand-out; none of the per-thread stream. */
+    assert_int_equal(DELTA(f, event_record), 4);
     assert_int_equal(fake_last_wait_serial(), fake_counters()->event_record);
+    void *waiter, *on;
+    fake_last_wait(&waiter, &on);
+    assert_ptr_equal(waiter, S1);
+    assert_true(on != cudaStreamPerThread && on != S1 && on != S2);
     for (int i = 0; i < POINT_STREAMS; i++)
         assert_false(f->rt.devices[0].points[i].taken &&
                      f->rt.devices[0].points[i].stream == cudaStreamPerThread);
     release(f, t, S1, MODE_STREAM);
+    teardown(f);
+}
+
+/* cudaStreamPerThread names another stream in every thread. A block one
+ * thread frees there and another reuses there must wait for the first
+ * thread's work, not pass as the same stream; the first thread reusing it
+ * waits too, for its own work (harmless). Each thread's proxy is its own,
+ * waits for an event its per-thread stream records at the free, and runs
+ * nothing else. */
+struct per_thread_free {
+    struct fixture *f;
+    void *ptr;
+    void *waiter, *on; /* the wait the free made (streams) */
+};
+
+static void *free_on_per_thread(void *arg)
+{
+    struct per_thread_free *a = arg;
+    release(a->f, a->ptr, cudaStreamPerThread, MODE_STREAM);
+    fake_last_wait(&a->waiter, &a->on);
+    return NULL;
+}
+
+static void test_runtime_per_thread_stream_frees_follow_their_thread(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nslab 2MiB;\nclass all { match any; }\n");
+    /* This thread's proxy first: a thread that exits leaves its own for the
+     * next to need one. */
+    void *mine = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, cudaStreamPerThread);
+    release(f, mine, cudaStreamPerThread, MODE_STREAM);
+    mine = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, cudaStreamPerThread); /* live to the end */
+    void *p = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, cudaStreamPerThread);
+    struct per_thread_free other = {.f = f, .ptr = p};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, free_on_per_thread, &other), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    void *proxy = other.waiter;
+    assert_true(proxy != NULL && proxy != cudaStreamPerThread);
+    assert_ptr_equal(other.on, cudaStreamPerThread); /* recorded by the freeing thread */
+    uint64_t waits = fake_counters()->stream_wait;
+    void *q = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, cudaStreamPerThread);
+    assert_ptr_equal(p, q);
+    assert_int_equal(fake_counters()->stream_wait, waits + 1); /* not the same stream */
+    void *waiter, *on;
+    fake_last_wait(&waiter, &on);
+    assert_ptr_equal(waiter, cudaStreamPerThread);
+    assert_ptr_equal(on, proxy); /* the other thread's work up to its free */
+    assert_int_equal(f->rt.class_stats[0].cross_stream_reuses, 2); /* its own, then this */
+    /* This thread's own free: a proxy of its own. */
+    release(f, q, cudaStreamPerThread, MODE_STREAM);
+    fake_last_wait(&waiter, &on);
+    assert_true(waiter != proxy && waiter != cudaStreamPerThread);
+    assert_ptr_equal(on, cudaStreamPerThread);
+    /* A stream being captured keeps its own name: no wait from outside. */
+    void *r = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, cudaStreamPerThread);
+    fake_set_capturing(1);
+    waits = fake_counters()->stream_wait;
+    release(f, r, cudaStreamPerThread, MODE_STREAM);
+    assert_int_equal(fake_counters()->stream_wait, waits);
+    fake_set_capturing(0);
+    release(f, mine, cudaStreamPerThread, MODE_STREAM);
     teardown(f);
 }
 
@@ -3076,6 +3143,7 @@ int main(void)
         cmocka_unit_test(test_runtime_cross_stream_reuse_waits),
         cmocka_unit_test(test_runtime_cross_stream_reuse_waits_for_the_free),
         cmocka_unit_test(test_runtime_free_points_only_where_wanted),
+        cmocka_unit_test(test_runtime_per_thread_stream_frees_follow_their_thread),
         cmocka_unit_test(test_runtime_legacy_malloc_avoids_busy_streams),
         cmocka_unit_test(test_runtime_free_blocks_coalesce),
         cmocka_unit_test(test_runtime_large_requests_get_dedicated_slabs),

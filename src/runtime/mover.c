@@ -153,6 +153,86 @@ bool mover_follow(struct mover *m, struct device_state *dev, cudaStream_t waiter
     return ok;
 }
 
+/* ---- cudaStreamPerThread: a proxy per thread and GPU ---- */
+
+/* One thread's proxies, per GPU: the stream, and the event its per-thread
+ * stream records at a free for the proxy to wait on (a wait takes the event
+ * as last recorded, so one serves every free in turn). A thread that exits
+ * leaves them for the next thread to need one: a proxy stays a stream that
+ * runs nothing, and blocks freed through it may still name it. */
+struct thread_proxies {
+    cudaStream_t stream[RT_MAX_DEVICES];
+    cudaEvent_t event[RT_MAX_DEVICES];
+    struct thread_proxies *next; /* on the free list */
+};
+
+static pthread_key_t proxies_key;
+static pthread_once_t proxies_once = PTHREAD_ONCE_INIT;
+static bool proxies_keyed;
+static pthread_mutex_t proxies_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct thread_proxies *proxies_free; /* left by threads that exited */
+
+static void proxies_left(void *arg)
+{
+    struct thread_proxies *t = arg;
+    pthread_mutex_lock(&proxies_lock);
+    t->next = proxies_free;
+    proxies_free = t;
+    pthread_mutex_unlock(&proxies_lock);
+}
+
+static void proxies_key_make(void)
+{
+    proxies_keyed = pthread_key_create(&proxies_key, proxies_left) == 0;
+}
+
+/* The calling thread's proxies, NULL where none can be had. */
+static struct thread_proxies *thread_proxies(void)
+{
+    pthread_once(&proxies_once, proxies_key_make);
+    if (!proxies_keyed)
+        return NULL;
+    struct thread_proxies *t = pthread_getspecific(proxies_key);
+    if (t)
+        return t;
+    pthread_mutex_lock(&proxies_lock);
+    t = proxies_free;
+    if (t)
+        proxies_free = t->next;
+    pthread_mutex_unlock(&proxies_lock);
+    if (!t && !(t = calloc(1, sizeof *t)))
+        return NULL;
+    if (pthread_setspecific(proxies_key, t) != 0) {
+        proxies_left(t);
+        return NULL;
+    }
+    return t;
+}
+
+cudaStream_t mover_free_stream(struct mover *m, cudaStream_t stream)
+{
+    int device = -1;
+    if (stream != cudaStreamPerThread || mover_stream_capturing(m, stream) ||
+        m->cuda->get_device(&device) != cudaSuccess || device < 0 || device >= RT_MAX_DEVICES)
+        return stream;
+    struct thread_proxies *t = thread_proxies();
+    if (!t)
+        return stream;
+    if (!t->stream[device] &&
+        m->cuda->stream_create_with_flags(&t->stream[device], cudaStreamNonBlocking) != cudaSuccess)
+        t->stream[device] = NULL;
+    if (t->stream[device] && !t->event[device] &&
+        m->cuda->event_create_with_flags(&t->event[device], cudaEventDisableTiming) != cudaSuccess)
+        t->event[device] = NULL;
+    if (!t->stream[device] || !t->event[device] ||
+        m->cuda->event_record(t->event[device], stream) != cudaSuccess ||
+        m->cuda->stream_wait_event(t->stream[device], t->event[device], 0) != cudaSuccess) {
+        m->cuda->get_last_error(); /* the runtime's failure, not the job's next check */
+        return stream;
+    }
+    return t->stream[device];
+}
+
 /* STREAM's free points on DEV, or NULL. */
 static struct free_points *points_find(struct device_state *dev, cudaStream_t stream)
 {

@@ -254,6 +254,16 @@ bool mover_stream_capturing(struct mover *m, cudaStream_t stream);
 bool mover_follow(struct mover *m, struct device_state *dev, cudaStream_t waiter,
                   cudaStream_t signaler);
 
+/* The stream a block freed on STREAM by the calling thread keeps, that its
+ * next user follows. cudaStreamPerThread names another stream in every
+ * thread, so for it the thread's proxy on the current GPU: a stream of the
+ * runtime's (one per thread and GPU, made at the thread's first such free)
+ * that waits for the per-thread stream's work up to the free and runs
+ * nothing else. STREAM itself for any other stream, or where it is being
+ * captured into a graph (a wait from outside would invalidate the capture),
+ * or a proxy cannot be had. */
+cudaStream_t mover_free_stream(struct mover *m, cudaStream_t stream);
+
 /* Free points. A block freed on a stream keeps the device's point clock
  * (mover_point_at_free); the stream's next point is recorded when the job
  * next allocates on it (mover_point_settle), before the work that
@@ -265,7 +275,8 @@ bool mover_follow(struct mover *m, struct device_state *dev, cudaStream_t waiter
  * for a copy stream running ahead is every copy queued meanwhile. No point
  * recorded yet: one is recorded then, as mover_follow does. Points are kept
  * only on a device where a block has gone to another stream (a job of one
- * stream records none), and never for cudaStreamPerThread. */
+ * stream records none), and never for cudaStreamPerThread (a block freed
+ * there keeps the thread's proxy, mover_free_stream, where it can). */
 uint64_t mover_point_at_free(struct device_state *dev, cudaStream_t stream);
 void mover_point_settle(struct mover *m, struct device_state *dev, cudaStream_t stream);
 bool mover_follow_point(struct mover *m, struct device_state *dev, cudaStream_t waiter,

@@ -905,6 +905,8 @@ bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode
         place_adopted_freed(rt, b);
         block_release(b);
     } else {
+        if (mode == MODE_STREAM) /* cudaStreamPerThread: the freeing thread's proxy */
+            stream = mover_free_stream(&rt->mover, stream);
         if (rt->learn)
             learn_free(rt, b);
         place_on_free(rt, b);

@@ -377,20 +377,28 @@ void fake_set_stream_wait_fails(int on)
 }
 
 static uint64_t last_wait_serial;
+static cudaStream_t last_waiter, last_waited_on;
 
 EXPORT uint64_t fake_last_wait_serial(void)
 {
     return last_wait_serial;
 }
 
+EXPORT void fake_last_wait(void **waiter, void **recorded_on)
+{
+    *waiter = (void *)last_waiter;
+    *recorded_on = (void *)last_waited_on;
+}
+
 EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags)
 {
-    (void)stream;
     (void)flags;
     if (stream_wait_fails)
         return last_error = cudaErrorInvalidResourceHandle;
     COUNT(stream_wait);
     memcpy(&last_wait_serial, (char *)event + 8, sizeof last_wait_serial);
+    last_waiter = stream;
+    memcpy(&last_waited_on, event, sizeof last_waited_on);
     return cudaSuccess;
 }
 

@@ -37,6 +37,9 @@ void fake_set_stream_wait_fails(int on);
 /* The record the last cudaStreamWaitEvent waited for: the event_record
  * count just after that event was last recorded. */
 uint64_t fake_last_wait_serial(void);
+/* The last cudaStreamWaitEvent: the waiting stream, and the stream its
+ * event was last recorded on (cudaStream_t). */
+void fake_last_wait(void **waiter, void **recorded_on);
 /* Make cudaMalloc fail as on a full card. */
 void fake_set_malloc_fails(int on);
 /* The driver's VMM (cudaGetDriverEntryPointByVersion): OFF hides it; after
