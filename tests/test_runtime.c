@@ -1788,10 +1788,20 @@ static void test_runtime_per_thread_stream_frees_follow_their_thread(void **stat
     /* This thread's own free: a proxy of its own. */
     release(f, q, cudaStreamPerThread, MODE_STREAM);
     fake_last_wait(&waiter, &on);
-    assert_true(waiter != proxy && waiter != cudaStreamPerThread);
+    void *own = waiter;
+    assert_true(own != proxy && own != cudaStreamPerThread);
     assert_ptr_equal(on, cudaStreamPerThread);
-    /* A stream being captured keeps its own name: no wait from outside. */
+    /* Its next allocation there records the proxy's point first, and the
+     * block waits for that point (this thread's work up to its free). */
+    uint64_t records = fake_counters()->event_record;
     void *r = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, cudaStreamPerThread);
+    assert_ptr_equal(r, q);
+    assert_int_equal(fake_counters()->event_record, records + 1);
+    assert_int_equal(fake_last_wait_serial(), records + 1);
+    fake_last_wait(&waiter, &on);
+    assert_ptr_equal(waiter, cudaStreamPerThread);
+    assert_ptr_equal(on, own);
+    /* A stream being captured keeps its own name: no wait from outside. */
     fake_set_capturing(1);
     waits = fake_counters()->stream_wait;
     release(f, r, cudaStreamPerThread, MODE_STREAM);

@@ -155,11 +155,12 @@ bool mover_follow(struct mover *m, struct device_state *dev, cudaStream_t waiter
 
 /* ---- cudaStreamPerThread: a proxy per thread and GPU ---- */
 
-/* One thread's proxies, per GPU: the stream, and the event its per-thread
- * stream records at a free for the proxy to wait on (a wait takes the event
- * as last recorded, so one serves every free in turn). A thread that exits
- * leaves them for the next thread to need one: a proxy stays a stream that
- * runs nothing, and blocks freed through it may still name it. */
+/* One thread's proxies: per GPU a block may belong to, the stream; per GPU
+ * the thread frees from (the current one), the event its per-thread stream
+ * records at a free for the proxy to wait on (a wait takes the event as last
+ * recorded, so one serves every free in turn). A thread that exits leaves
+ * them for the next thread to need one: a proxy only ever gains waits, and
+ * blocks freed through it may still name it. */
 struct thread_proxies {
     cudaStream_t stream[RT_MAX_DEVICES];
     cudaEvent_t event[RT_MAX_DEVICES];
@@ -186,14 +187,15 @@ static void proxies_key_make(void)
     proxies_keyed = pthread_key_create(&proxies_key, proxies_left) == 0;
 }
 
-/* The calling thread's proxies, NULL where none can be had. */
-static struct thread_proxies *thread_proxies(void)
+/* The calling thread's proxies, NULL where none can be had (MAKE: taken
+ * from the free list or made where it has none yet). */
+static struct thread_proxies *thread_proxies(bool make)
 {
     pthread_once(&proxies_once, proxies_key_make);
     if (!proxies_keyed)
         return NULL;
     struct thread_proxies *t = pthread_getspecific(proxies_key);
-    if (t)
+    if (t || !make)
         return t;
     pthread_mutex_lock(&proxies_lock);
     t = proxies_free;
@@ -209,28 +211,45 @@ static struct thread_proxies *thread_proxies(void)
     return t;
 }
 
-cudaStream_t mover_free_stream(struct mover *m, cudaStream_t stream)
+/* A stream made on DEVICE, the current one put back after. */
+static bool stream_on(struct mover *m, int device, int current, cudaStream_t *out)
 {
-    int device = -1;
-    if (stream != cudaStreamPerThread || mover_stream_capturing(m, stream) ||
-        m->cuda->get_device(&device) != cudaSuccess || device < 0 || device >= RT_MAX_DEVICES)
+    if (device != current && m->cuda->set_device(device) != cudaSuccess)
+        return false;
+    bool ok = m->cuda->stream_create_with_flags(out, cudaStreamNonBlocking) == cudaSuccess;
+    if (device != current)
+        m->cuda->set_device(current);
+    if (!ok)
+        *out = NULL;
+    return ok;
+}
+
+cudaStream_t mover_free_stream(struct mover *m, int device, cudaStream_t stream)
+{
+    int current = -1;
+    if (stream != cudaStreamPerThread || device < 0 || device >= RT_MAX_DEVICES ||
+        mover_stream_capturing(m, stream) || m->cuda->get_device(&current) != cudaSuccess ||
+        current < 0 || current >= RT_MAX_DEVICES)
         return stream;
-    struct thread_proxies *t = thread_proxies();
+    struct thread_proxies *t = thread_proxies(true);
     if (!t)
         return stream;
-    if (!t->stream[device] &&
-        m->cuda->stream_create_with_flags(&t->stream[device], cudaStreamNonBlocking) != cudaSuccess)
-        t->stream[device] = NULL;
-    if (t->stream[device] && !t->event[device] &&
-        m->cuda->event_create_with_flags(&t->event[device], cudaEventDisableTiming) != cudaSuccess)
-        t->event[device] = NULL;
-    if (!t->stream[device] || !t->event[device] ||
-        m->cuda->event_record(t->event[device], stream) != cudaSuccess ||
-        m->cuda->stream_wait_event(t->stream[device], t->event[device], 0) != cudaSuccess) {
-        m->cuda->get_last_error(); /* the runtime's failure, not the job's next check */
-        return stream;
-    }
-    return t->stream[device];
+    if ((t->stream[device] || stream_on(m, device, current, &t->stream[device])) &&
+        (t->event[current] ||
+         m->cuda->event_create_with_flags(&t->event[current], cudaEventDisableTiming) ==
+             cudaSuccess) &&
+        m->cuda->event_record(t->event[current], stream) == cudaSuccess &&
+        m->cuda->stream_wait_event(t->stream[device], t->event[current], 0) == cudaSuccess)
+        return t->stream[device];
+    m->cuda->get_last_error(); /* the runtime's failure, not the job's next check */
+    return stream;
+}
+
+cudaStream_t mover_thread_proxy(int device)
+{
+    struct thread_proxies *t = device >= 0 && device < RT_MAX_DEVICES ? thread_proxies(false)
+                                                                         : NULL;
+    return t ? t->stream[device] : NULL;
 }
 
 /* STREAM's free points on DEV, or NULL. */
@@ -1109,10 +1128,12 @@ void mover_destroy(struct mover *m)
 void mover_fork_prepare(struct mover *m)
 {
     pthread_mutex_lock(&m->worker.lock);
+    pthread_mutex_lock(&proxies_lock);
 }
 
 void mover_fork_parent(struct mover *m)
 {
+    pthread_mutex_unlock(&proxies_lock);
     pthread_mutex_unlock(&m->worker.lock);
 }
 

@@ -254,15 +254,22 @@ bool mover_stream_capturing(struct mover *m, cudaStream_t stream);
 bool mover_follow(struct mover *m, struct device_state *dev, cudaStream_t waiter,
                   cudaStream_t signaler);
 
-/* The stream a block freed on STREAM by the calling thread keeps, that its
- * next user follows. cudaStreamPerThread names another stream in every
- * thread, so for it the thread's proxy on the current GPU: a stream of the
- * runtime's (one per thread and GPU, made at the thread's first such free)
- * that waits for the per-thread stream's work up to the free and runs
- * nothing else. STREAM itself for any other stream, or where it is being
- * captured into a graph (a wait from outside would invalidate the capture),
- * or a proxy cannot be had. */
-cudaStream_t mover_free_stream(struct mover *m, cudaStream_t stream);
+/* The stream a block of DEVICE freed on STREAM by the calling thread keeps,
+ * that its next user follows. cudaStreamPerThread names another stream in
+ * every thread, so for it the thread's proxy for DEVICE: a stream of the
+ * runtime's on DEVICE (one per thread and GPU, made at the thread's first
+ * such free there) made to wait, through an event the per-thread stream of
+ * the current GPU records, for that thread's work up to the free. The job
+ * runs nothing on it; the runtime's work for the freed block does (a
+ * discard, mover_move_dead). Its points are settled when the thread next
+ * allocates on cudaStreamPerThread (mover_thread_proxy). STREAM itself for
+ * any other stream, where a proxy cannot be had, or where the per-thread
+ * stream is being captured into a graph: a wait from outside would
+ * invalidate the capture, and a block freed there passes, for another
+ * thread allocating on cudaStreamPerThread, as freed on its own stream. */
+cudaStream_t mover_free_stream(struct mover *m, int device, cudaStream_t stream);
+/* The calling thread's proxy for DEVICE, NULL where it has none. */
+cudaStream_t mover_thread_proxy(int device);
 
 /* Free points. A block freed on a stream keeps the device's point clock
  * (mover_point_at_free); the stream's next point is recorded when the job

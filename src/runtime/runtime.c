@@ -288,11 +288,15 @@ static struct plan_arena *arena_of(struct runtime *rt, int device, int class_idx
     return rt->arenas ? &rt->arenas[arena_index(rt, device, class_idx)] : NULL;
 }
 
-/* Could a plan hold a block of SIZE bytes of class CLS, allocated in MODE? */
-static bool plannable(const struct runtime *rt, int cls, size_t size, enum alloc_mode mode)
+/* Could a plan hold a block of SIZE bytes of class CLS, allocated in MODE on
+ * STREAM? Not on cudaStreamPerThread: a plan's pages go from block to block
+ * on its arena's one stream with no wait, and that handle names another
+ * stream in every thread. */
+static bool plannable(const struct runtime *rt, int cls, size_t size, enum alloc_mode mode,
+                      cudaStream_t stream)
 {
-    return rt->arenas && mode == MODE_STREAM && size >= PLAN_MIN_BLOCK &&
-           rt->program->classes[cls].memory == MEMORY_DEVICE;
+    return rt->arenas && mode == MODE_STREAM && stream != cudaStreamPerThread &&
+           size >= PLAN_MIN_BLOCK && rt->program->classes[cls].memory == MEMORY_DEVICE;
 }
 
 /* The arena of A's plan, for POOL: its empty slabs go first, whose place it
@@ -496,9 +500,11 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
         return cudaErrorMemoryAllocation;
     if (memory == MEMORY_MOVABLE && stream_enabled(rt))
         stream_settle(rt); /* a piece a remap lost is quarantined before its space is handed out */
-    if (mode != MODE_ANY) /* blocks freed on STREAM: its point before the work this one is for */
-        mover_point_settle(&rt->mover, dev, stream);
-    struct block *b = event >= 0 && plannable(rt, class_idx, req.want, mode)
+    if (mode != MODE_ANY) { /* blocks freed on STREAM: its point before the work this one is for */
+        cudaStream_t proxy = stream == cudaStreamPerThread ? mover_thread_proxy(device) : NULL;
+        mover_point_settle(&rt->mover, dev, proxy ? proxy : stream);
+    }
+    struct block *b = event >= 0 && plannable(rt, class_idx, req.want, mode, stream)
                           ? planned_block(rt, p, event, req.want, stream)
                           : NULL;
     if (!b) {
@@ -580,7 +586,7 @@ static long learn_alloc(struct runtime *rt, int cls, int device, size_t size,
     uint32_t key = step_key(STEP_ALLOC, (uint32_t)cls, req.want);
     learn_event(rt, key);
     long i = step_record(&rt->step, key);
-    if (i < 0 || !plannable(rt, cls, req.want, mode))
+    if (i < 0 || !plannable(rt, cls, req.want, mode, stream))
         return i;
     if (rt->note_count == rt->note_cap) {
         size_t cap = rt->note_cap ? 2 * rt->note_cap : 1024;
@@ -906,7 +912,7 @@ bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode
         block_release(b);
     } else {
         if (mode == MODE_STREAM) /* cudaStreamPerThread: the freeing thread's proxy */
-            stream = mover_free_stream(&rt->mover, stream);
+            stream = mover_free_stream(&rt->mover, b->slab->pool->device, stream);
         if (rt->learn)
             learn_free(rt, b);
         place_on_free(rt, b);
