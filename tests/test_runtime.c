@@ -1811,6 +1811,37 @@ static void test_runtime_per_thread_stream_frees_follow_their_thread(void **stat
     teardown(f);
 }
 
+/* A block of GPU 1 freed on cudaStreamPerThread while GPU 0 is current:
+ * the proxy is made on the block's GPU (events recorded on it later are
+ * that GPU's), the event on the current GPU's per-thread stream, and the
+ * current GPU is put back. */
+static void test_runtime_per_thread_proxy_on_the_blocks_gpu(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nslab 2MiB;\nclass all { match any; }\n");
+    cudaSetDevice(1);
+    void *p = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, cudaStreamPerThread);
+    cudaSetDevice(0);
+    release(f, p, cudaStreamPerThread, MODE_STREAM);
+    void *proxy, *on;
+    fake_last_wait(&proxy, &on);
+    assert_ptr_equal(on, cudaStreamPerThread);
+    assert_int_equal(fake_stream_device(proxy), 1);
+    int current = -1;
+    cudaGetDevice(&current);
+    assert_int_equal(current, 0);
+    cudaSetDevice(1);
+    void *q = alloc(f, 2u << 20, API_CUDA_MALLOC_ASYNC, S1);
+    assert_ptr_equal(p, q);
+    void *waiter;
+    fake_last_wait(&waiter, &on);
+    assert_ptr_equal(waiter, S1);
+    assert_ptr_equal(on, proxy);
+    release(f, q, S1, MODE_STREAM);
+    cudaSetDevice(0);
+    teardown(f);
+}
+
 static void test_runtime_same_stream_reuse(void **state)
 {
     (void)state;
@@ -3154,6 +3185,7 @@ int main(void)
         cmocka_unit_test(test_runtime_cross_stream_reuse_waits_for_the_free),
         cmocka_unit_test(test_runtime_free_points_only_where_wanted),
         cmocka_unit_test(test_runtime_per_thread_stream_frees_follow_their_thread),
+        cmocka_unit_test(test_runtime_per_thread_proxy_on_the_blocks_gpu),
         cmocka_unit_test(test_runtime_legacy_malloc_avoids_busy_streams),
         cmocka_unit_test(test_runtime_free_blocks_coalesce),
         cmocka_unit_test(test_runtime_large_requests_get_dedicated_slabs),

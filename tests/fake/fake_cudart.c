@@ -355,12 +355,27 @@ EXPORT cudaError_t cudaDeviceSynchronize(void)
     return cudaSuccess;
 }
 
+/* The device each stream was made on, by its handle (0x1010, 0x1020, ...). */
+#define FAKE_STREAMS 4096
+static int stream_devices[FAKE_STREAMS];
+
 EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags)
 {
     (void)flags;
     static uintptr_t next = 0x1000;
-    *stream = (cudaStream_t)__atomic_add_fetch(&next, 0x10, __ATOMIC_RELAXED);
+    uintptr_t s = __atomic_add_fetch(&next, 0x10, __ATOMIC_RELAXED);
+    if ((s - 0x1010) / 0x10 < FAKE_STREAMS)
+        stream_devices[(s - 0x1010) / 0x10] = current_device;
+    *stream = (cudaStream_t)s;
     return cudaSuccess;
+}
+
+EXPORT int fake_stream_device(void *stream)
+{
+    uintptr_t s = (uintptr_t)stream;
+    return s >= 0x1010 && (s - 0x1010) % 0x10 == 0 && (s - 0x1010) / 0x10 < FAKE_STREAMS
+               ? stream_devices[(s - 0x1010) / 0x10]
+               : -1;
 }
 
 EXPORT cudaError_t cudaStreamQuery(cudaStream_t stream)

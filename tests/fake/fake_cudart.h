@@ -40,6 +40,9 @@ uint64_t fake_last_wait_serial(void);
 /* The last cudaStreamWaitEvent: the waiting stream, and the stream its
  * event was last recorded on (cudaStream_t). */
 void fake_last_wait(void **waiter, void **recorded_on);
+/* The device a stream made by cudaStreamCreateWithFlags was made on; -1:
+ * not one. */
+int fake_stream_device(void *stream);
 /* Make cudaMalloc fail as on a full card. */
 void fake_set_malloc_fails(int on);
 /* The driver's VMM (cudaGetDriverEntryPointByVersion): OFF hides it; after
