@@ -965,6 +965,37 @@ static void test_runtime_step_plan_streams(void **state)
     teardown(f);
 }
 
+/* Blocks on cudaStreamPerThread are never planned: a plan's pages go from
+ * block to block on its arena's one stream with no wait, and that handle
+ * names another stream in every thread. The same step on a stream of its
+ * own is planned. */
+static void test_runtime_step_plan_not_per_thread(void **state)
+{
+    (void)state;
+    const size_t MiB = 1u << 20;
+    const cudaStream_t streams[2] = {cudaStreamPerThread, S1};
+    for (int k = 0; k < 2; k++) {
+        struct fixture *f = setup("umpol 1;\nslab 4MiB;\nlearn step \"forward\";\n"
+                                  "class acts { match any; memory device; }\n");
+        const struct class_stats *st = &f->rt.class_stats[0];
+        for (int step = 0; step < 5; step++) {
+            phase_enter(&f->rt, "forward");
+            void *a = alloc(f, 8 * MiB, API_CUDA_MALLOC_ASYNC, streams[k]);
+            void *b = alloc(f, 6 * MiB, API_CUDA_MALLOC_ASYNC, streams[k]);
+            release(f, a, streams[k], MODE_STREAM);
+            release(f, b, streams[k], MODE_STREAM);
+            phase_exit(&f->rt);
+        }
+        if (k == 0) {
+            assert_int_equal(st->planned_allocations, 0);
+            assert_int_equal(st->plan_bytes, 0);
+        } else {
+            assert_true(st->planned_allocations > 0);
+        }
+        teardown(f);
+    }
+}
+
 /* A step that changes (other sizes, as an evaluation or a new sequence
  * length would bring): the arena that served nothing in a step is given
  * back, and once the new step repeats, a plan of its own is made. */
@@ -3166,6 +3197,7 @@ int main(void)
         cmocka_unit_test(test_runtime_stream_yields_farthest),
         cmocka_unit_test(test_runtime_step_plan),
         cmocka_unit_test(test_runtime_step_plan_streams),
+        cmocka_unit_test(test_runtime_step_plan_not_per_thread),
         cmocka_unit_test(test_runtime_step_plan_follows_a_new_step),
         cmocka_unit_test(test_runtime_step_plan_idle_arena_goes),
         cmocka_unit_test(test_runtime_stream_gives_way_to_full_card),
