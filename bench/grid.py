@@ -432,10 +432,14 @@ def train(args):
     cpu = {k: statistics.median(v[args.warmup:] or v) for k, v in cpu_parts.items()}
     print("the job's thread by part of the step (median): "
           + ", ".join(f"{k} {v:.1f} ms" for k, v in cpu.items()), flush=True)
-    ahead = getattr(sys.modules.get("umpol"), "_auto", None)
-    ahead = getattr(ahead, "ahead", None)
+    auto = getattr(sys.modules.get("umpol"), "_auto", None)
+    ahead = getattr(auto, "ahead", None)
     if ahead is not None:  # UMPOL_WEIGHTS_AHEAD=1
         print(f"weights ahead: {ahead.copied / 2**30 / total:.2f} GiB copied a step", flush=True)
+    overlap = getattr(auto, "overlap", None)
+    if getattr(overlap, "calls", None) and overlap.passes:  # UMPOL_STEP_IN_BACKWARD=1
+        print(f"step in backward: {overlap.calls} calls of the optimizer's step over "
+              f"{overlap.passes} backward passes", flush=True)
     print(f"median step {median_ms:.1f} ms over steps {args.warmup}..{total - 1}; card peak "
           f"{card / 2**30:.2f} GiB above start (whole run {card_whole / 2**30:.2f})"
           + (f"; max allocated {allocated / 2**30:.2f} GiB" if allocated is not None else "")

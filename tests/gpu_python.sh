@@ -99,6 +99,16 @@ assert r["host-1"]["digest"] == r["host-0"]["digest"] == r["plain-0"]["digest"],
 assert r["host-1"]["state_digest"] == r["host-0"]["state_digest"] == r["plain-0"]["state_digest"], \
     "staged optimizer state differs"
 assert r["plain-1"]["state_digest"] == r["plain-0"]["state_digest"], "optimizer state differs"
+# One call a parameter at the first step, which makes the state; then the
+# whole model is one batch (under 64 MiB, one group): one call a pass where
+# its state lies on the GPU; where it lies on the host, staged in parts of at
+# most half the ring. A ring of all the state (stream-offload's: two 4 MiB
+# weights' moments and the rest) makes three parts a pass; sib-host's
+# smaller ring more, but fewer calls than parameters.
+plain = r["plain-1"]
+assert plain["calls"] == 6 + 5 * (3 if plain["staged"] else 1), (plain["calls"], plain["staged"])
+assert plain["staged"] in (0, 5 * 6), plain["staged"]
+assert 6 + 5 * 3 < r["host-1"]["calls"] < 6 * 6, r["host-1"]["calls"]
 assert r["host-1"]["losses"] == r["host-0"]["losses"]
 print("step in backward: same weights (staged too), gradients gone, off when clipping or accumulating")
 PY

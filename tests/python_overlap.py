@@ -94,7 +94,13 @@ class Param:
     def __init__(self, ptr, value, device="cuda:0"):
         self.ptr, self.value, self.grad = ptr, value, None
         self.is_cuda, self.is_sparse, self.requires_grad, self.device = True, False, True, device
-        self.hooks = []
+        self.hooks, self.n = [], 1000
+
+    def numel(self):
+        return self.n
+
+    def element_size(self):
+        return 4
 
     def untyped_storage(self):
         return Storage(self.ptr)
@@ -235,12 +241,14 @@ check("the job's step finds no gradient", opt.steps_run[-1][2] == [])
 backward(sib, params, [1.0, 1.0, 1.0])
 lane = sib.lanes["cuda:0"]
 update, copy_out = lane.update.name, lane.copy_out.name
-check("later updates on the side stream, in no phase",
-      [s for _, s, _ in opt.steps_run[-3:]] == [update] * 3 and auto.phases == ["optimizer.step"] * 3)
+check("later updates in one call over the parameters complete one after another in the "
+      "last pass, once the last is, on the side stream, in no phase",
+      opt.steps_run[4:] == [([0x3000, 0x2000, 0x1000], update, [0x3000, 0x2000, 0x1000])] and
+      auto.phases == ["optimizer.step"] * 3 and sib.calls == 4)
 check("their gradients freed only once the side stream has read them",
       all(p.grad is None and p.made.recorded == [update] for p in params))
 check("the side stream follows the job's, the job's waits for it and for the copies out",
-      lane.update.waited == ["main"] * 3 and torch.main.waited == [update, copy_out])
+      lane.update.waited == ["main"] and torch.main.waited == [update, copy_out])
 check("no state on the host: nothing staged, no ring", torch.rings == [] and
       lane.copy_in.waited == [] and lane.copy_out.waited == [])
 check("state counts one update a step", all(opt.state[p]["step"] == 2 for p in params))
@@ -271,8 +279,13 @@ ring = torch.rings[0]
 check("one ring, as large as the staged state (less than the least ring size)",
       len(torch.rings) == 1 and ring.n == 4096 + 12288 and
       sorted(ring.recorded) == sorted([c_in, update, c_out]))
-check("copies in after the job's stream once a pass; the update after them; out after it",
-      lane.copy_in.waited == ["main"] and lane.update.waited == ["main", c_in, "main", "main", c_in]
+check("one batch in two calls, each staging at most half the ring: the third parameter's "
+      "moment alone, then the second's (on the GPU) with the first's",
+      [(ptrs, s) for ptrs, s, _ in opt.steps_run[3:]] == [([0x3000], update),
+                                                          ([0x2000, 0x1000], update)])
+check("copies in after the job's stream once a pass; the update after the job's, then after "
+      "each part's copies in; each part's copies out after its update",
+      lane.copy_in.waited == ["main"] and lane.update.waited == ["main", c_in, c_in]
       and lane.copy_out.waited == [update, update])
 check("the job's stream waits for the copies out", torch.main.waited[-2:] == [update, c_out])
 check("the ring is freed at the end of the pass, the room the forward pass has",
@@ -290,6 +303,57 @@ backward(sib, params, [1.0, 1.0, 1.0])
 check("a loaded state: the ring is sized again, for all three moments",
       len(torch.rings) == 3 and torch.rings[2].n == 4096 + 8192 + 12288 and
       [m.value for m in moments] == [13.0, 14.0, 16.0])
+
+
+# Batches, made from the last pass's order: on each GPU, parameters of one
+# group complete one after another, up to _BATCH_BYTES. A batch is updated,
+# in one call, once its last member is complete, in whatever order they come;
+# one whose members did not all get a gradient is updated when backward
+# returns; one cut short by something the updates cannot follow leaves its
+# gradients to the job's step.
+import umpol._overlap as overlap  # noqa: E402
+torch, auto, sib, params, opt = job(n=6)
+opt.param_groups = [{"params": params[:4], "lr": 0.5}, {"params": params[4:], "lr": 0.25}]
+params[3].n = overlap._BATCH_BYTES // 4  # a batch of its own
+said(lambda: backward(sib, params, [1.0] * 6))  # the last first: p5 p4 | p3 | p2 p1 p0
+sib.step_post()
+ptr = [p.ptr for p in params]
+calls, runs = sib.calls, len(opt.steps_run)
+backward(sib, params, [1.0] * 6)
+lane = sib.lanes["cuda:0"]
+update = lane.update.name
+check("batches of one group each, up to the batch's bytes, in the last pass's order",
+      [(ptrs, s) for ptrs, s, _ in opt.steps_run[runs:]] ==
+      [([ptr[5], ptr[4]], update), ([ptr[3]], update), ([ptr[2], ptr[1], ptr[0]], update)] and
+      sib.calls == calls + 3)
+check("each batch with its group's hyperparameters",
+      [p.value for p in params] == [9.0, 19.0, 29.0, 39.0, 49.5, 59.5])
+sib.step_post()
+runs = len(opt.steps_run)
+sib.backward_begin()
+for i in (0, 5, 2):
+    params[i].accumulate(1.0)
+check("a batch waits for its last member, in whatever order they come",
+      len(opt.steps_run) == runs and params[0].grad is not None and params[2].grad is not None)
+params[4].accumulate(1.0)
+params[3].accumulate(1.0)  # the second parameter gets no gradient this pass
+check("updated once complete", [ptrs for ptrs, _, _ in opt.steps_run[runs:]] ==
+      [[ptr[5], ptr[4]], [ptr[3]]])
+sib.backward_end()
+check("when backward returns, the rest of a batch whose members did not all get a gradient",
+      [ptrs for ptrs, _, _ in opt.steps_run[runs:]] == [[ptr[5], ptr[4]], [ptr[3]], [ptr[0], ptr[2]]]
+      and all(p.grad is None for p in params) and params[1].value == 19.0)
+sib.step_post()
+backward(sib, params, [1.0] * 6)  # batches as in the second pass again for the next
+sib.step_post()
+sib.backward_begin()
+params[2].accumulate(1.0)
+text = said(lambda: params[1].accumulate(1.0, sparse=True))
+check("cut short, a batch's gradients are left to the job's step, which applies them",
+      "off: a parameter's gradient is sparse" in text and params[2].grad is not None)
+sib.backward_end()
+opt.step()
+check("applied once", params[2].value == 27.5 and params[1].value == 18.0)
 
 
 def staged_job():
@@ -344,7 +408,8 @@ type(opt).step = raising
 raised = False
 try:
     sib.backward_begin()
-    params[-1].accumulate(1.0)
+    for p in reversed(params):  # the last completes the batch, whose update raises
+        p.accumulate(1.0)
 except RuntimeError:
     raised = True
     text = said(lambda: sib.backward_end(failed=True))

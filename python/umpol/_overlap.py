@@ -6,14 +6,18 @@ is complete. From the job's first backward pass on, each parameter is updated
 as soon as autograd has accumulated its gradient, on a side stream of its
 GPU, and its gradient is freed there. The update of the
 last layers then overlaps the backward pass of the first ones, and the step's
-gradients are never all on the card at once. The job's optimizer.step() finds
+gradients are never all on the card at once. The parameters whose gradients
+became complete one after another in the last pass (the step repeats) are
+updated together, in one call of the optimizer's step, once the last of them
+is complete: the optimizer's Python then runs once a batch, not once a
+parameter. The job's optimizer.step() finds
 no gradients left and does nothing; its learning-rate schedule, state and
 state_dict are the optimizer's own, unchanged. State that lies in host memory
 is staged through device memory around each update (_Lane), so the update's
 kernels leave the GPU's threads to the backward pass and the link carries
 both directions beside it.
 
-The arithmetic is the optimizer's own, run on one parameter at a time, so
+The arithmetic is the optimizer's own, run on a few parameters at a time, so
 the losses are those of the job as written. The order is not: anything that
 reads the gradients between backward() and step() would read nothing. So
 the job asks for it (the variable), it arms only for one elementwise
@@ -27,6 +31,10 @@ import collections
 import sys
 import threading
 import weakref
+
+# A batch's parameters, at most: the gradients its first members hold until
+# its last is complete.
+_BATCH_BYTES = 64 << 20
 
 # torch.optim classes whose update of a parameter reads only that parameter's
 # gradient and state (step() not overridden by a subclass).
@@ -62,6 +70,11 @@ class StepInBackward:
         self.lanes = {}           # device -> its _Lane: the streams the updates run on
         self.queued = set()       # devices with updates queued in this backward
         self.passes = 0           # backward passes armed so far
+        self.order = []           # (id, device, group, bytes) of the parameters updated this pass, in turn
+        self.planned = None       # the order the batches were made from
+        self.batch_of = {}        # id of a parameter -> its batch (the ids of its members)
+        self.pending = {}         # batch -> its members updated this pass, waiting for the rest
+        self.calls = 0            # calls of the optimizer's step in backward passes
         self.lock = threading.Lock()  # autograd runs a thread per GPU
 
     # ---- what the job does ----
@@ -86,21 +99,35 @@ class StepInBackward:
             self.fired.clear()
             self.hyper = self._hyperparameters()
             self.passes += 1
+            order, self.order, self.pending = self.order, [], {}
+            if order != self.planned:
+                self.batch_of, self.planned = _batches(order), order
 
     def backward_end(self, failed=False):
-        """The pass has returned, its hooks have queued their updates: the job's
-        stream waits for them before anything it queues next."""
-        for device in self.queued:
-            lane = self.lanes[device]
-            for stream in (lane.update, lane.copy_out):
-                self.torch.cuda.current_stream(device).wait_stream(stream)
-        self.queued.clear()
-        for lane in self.lanes.values():
-            lane.ring = None  # freed once its copies are done: the forward pass has the room
-        if failed and self.state == "armed":
-            self._disarm("the backward pass raised: the parameters whose gradients were "
-                         "complete by then were updated; the optimizer steps after backward "
-                         "from now on")
+        """The pass has returned, its hooks have queued their updates: the
+        batches some of whose members got no gradient this pass are updated,
+        and the job's stream waits for them before anything it queues next."""
+        try:
+            if not failed and self.state == "armed":
+                with self.lock:
+                    rest, self.pending = list(self.pending.values()), {}
+                for ps in rest:
+                    self._run(self.group[id(ps[0])], ps)
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            for device in self.queued:
+                lane = self.lanes[device]
+                for stream in (lane.update, lane.copy_out):
+                    self.torch.cuda.current_stream(device).wait_stream(stream)
+            self.queued.clear()
+            for lane in self.lanes.values():
+                lane.ring = None  # freed once its copies are done: the forward pass has the room
+            if failed and self.state == "armed":
+                self._disarm("the backward pass raised: the parameters updated by then keep "
+                             "their update, the gradients not yet applied are left to the "
+                             "job's step; the optimizer steps after backward from now on")
 
     def gradients_read(self, what):
         """The job calls WHAT (clipping, unscaling), which reads the gradients,
@@ -215,6 +242,7 @@ class StepInBackward:
         for h in self.handles:
             h.remove()
         self.handles, self.group, self.hyper = [], {}, None
+        self.order, self.planned, self.batch_of, self.pending = [], None, {}, {}
         self.optimizer = None
         self.state = "off"
         _say(f"off: {why}")
@@ -246,44 +274,62 @@ class StepInBackward:
             self._disarm(why + "; the optimizer steps after backward from now on")
             return
         self.fired.add(id(p))
-        torch, device = self.torch, p.device
-        if self.auto.streaming:  # its pieces the stream brought leave only once copied back
-            self.auto.rt.written([p.untyped_storage().data_ptr()])
-        # The optimizer's own step over a group of this one parameter, through a
-        # shim that shares its state: the optimizer's groups stay as they are for
-        # the other GPUs' threads, and no step hook runs per parameter.
-        shim = object.__new__(type(optimizer))
-        shim.__dict__.update(optimizer.__dict__)
-        one = dict(optimizer.param_groups[index])
-        one["params"] = [p]
-        shim.param_groups = [one]
-        step = type(optimizer).step
-        step = getattr(step, "__wrapped__", step)  # torch's hook-running wrapper, taken off
+        self.order.append((id(p), p.device, index, _nbytes(p)))
         if id(p) not in self.updated:
             # Its first update makes its state: in the optimizer's phase, so that the
-            # policy's classes place it, and on the job's own stream, since closing
+            # policy places it, and on the job's own stream, since closing
             # that phase copies the `stream written` pieces back after that stream.
-            self.auto.bounded("optimizer.step", step, shim)
+            if self.auto.streaming:
+                self.auto.rt.written([p.untyped_storage().data_ptr()])
+            self.auto.bounded("optimizer.step", _step(optimizer), _shim(optimizer, index, [p]))
+            self.calls += 1
             self.updated.add(id(p))
             p.grad = None
             return
+        batch = self.batch_of.get(id(p))
+        ps = [p]
+        if batch is not None and len(batch) > 1:
+            with self.lock:  # the last of its members to be complete updates them all
+                ps = self.pending.setdefault(batch, [])
+                ps.append(p)
+                if len(ps) < len(batch):
+                    return
+                del self.pending[batch]
+        self._run(index, ps)
+
+    def _run(self, index, ps):
+        """Update PS, parameters of group INDEX on one GPU whose gradients are
+        complete, on its lane: one call of the optimizer's step for each part
+        of them whose state that lies on the host fits half the ring."""
+        torch, optimizer = self.torch, self.optimizer
+        device = ps[0].device
+        if self.auto.streaming:  # their pieces the stream brought leave only once copied back
+            self.auto.rt.written([p.untyped_storage().data_ptr() for p in ps])
         lane = self._lane(device)
         with self.lock:  # from here on the job's stream waits for this GPU's lane
             self.queued.add(device)
         job = torch.cuda.current_stream(device)
-        lane.update.wait_stream(job)  # the gradient is complete
-        staged = lane.stage_in(self, optimizer, p, job)
-        if staged is not None:  # the update reads and writes the copies in the ring
-            views, region = staged
-            mine = dict(optimizer.state[p])
-            mine.update(views)
-            shim.state = collections.defaultdict(dict, {p: mine})
-        with torch.cuda.stream(lane.update):
-            step(shim)
-        if staged is not None:
-            lane.stage_out(optimizer.state[p], views, mine, region)
-        p.grad.record_stream(lane.update)  # freed once the update has read it
-        p.grad = None
+        lane.update.wait_stream(job)  # the gradients are complete
+        step = _step(optimizer)
+        hosts = [self.host_state(optimizer, p) for p in ps]
+        for part in lane.parts(self, optimizer, hosts):
+            chunk = [ps[i] for i in part]
+            shim = _shim(optimizer, index, chunk)
+            staged = lane.stage_in(self, [hosts[i] for i in part], job)
+            if staged is not None:  # the update reads and writes the copies in the ring
+                views, region = staged
+                mine = []
+                for p, v in zip(chunk, views):
+                    mine.append({**optimizer.state[p], **v} if v else optimizer.state[p])
+                shim.state = collections.defaultdict(dict, zip(chunk, mine))
+            with torch.cuda.stream(lane.update):
+                step(shim)
+            self.calls += 1
+            if staged is not None:
+                lane.stage_out([optimizer.state[p] for p in chunk], views, mine, region)
+        for p in ps:
+            p.grad.record_stream(lane.update)  # freed once the update has read it
+            p.grad = None
 
     def host_state(self, optimizer, p):
         """P's state tensors in OPTIMIZER that lie in host memory the GPU reads
@@ -294,6 +340,49 @@ class StepInBackward:
                     rt.on_host(t.untyped_storage().data_ptr()):
                 out[key] = t
         return out
+
+
+def _step(optimizer):
+    """The optimizer's own step, without torch's wrapper that runs the step hooks."""
+    step = type(optimizer).step
+    return getattr(step, "__wrapped__", step)
+
+
+def _shim(optimizer, index, ps):
+    """OPTIMIZER over a group of PS alone, with group INDEX's hyperparameters:
+    a copy that shares its state, so that the optimizer's groups stay as they
+    are for the other GPUs' threads."""
+    shim = object.__new__(type(optimizer))
+    shim.__dict__.update(optimizer.__dict__)
+    group = dict(optimizer.param_groups[index])
+    group["params"] = list(ps)
+    shim.param_groups = [group]
+    return shim
+
+
+def _batches(order):
+    """Batches from the last pass's ORDER ((id, device, group, bytes) in
+    turn): on each GPU, parameters of one group complete one after another,
+    up to _BATCH_BYTES; {id: the batch's ids}."""
+    batch_of, open_runs = {}, {}  # device -> [group, ids, bytes]
+
+    def close(run):
+        batch = tuple(run[1])
+        for pid in batch:
+            batch_of[pid] = batch
+
+    for pid, device, index, nbytes in order:
+        run = open_runs.get(device)
+        if run is not None and (run[0] != index or run[2] + nbytes > _BATCH_BYTES):
+            close(run)
+            run = None
+        if run is None:
+            run = open_runs[device] = [index, [], 0]
+        run[1].append(pid)
+        run[2] += nbytes
+    for run in open_runs.values():
+        close(run)
+    return batch_of
 
 
 def _nbytes(t):
@@ -335,18 +424,33 @@ class _Lane:
         self.staged = 0      # updates staged so far
         self.wraps = 0       # times a pass's regions went round the ring
 
-    def stage_in(self, sib, optimizer, p, job):
-        """Copy P's state that lies on the host into the ring: ({key: device
-        view}, its region), with UPDATE ordered after the copies; None when none
-        of it lies on the host, it does not fit the ring, or the ring does not
-        fit the GPU this pass."""
-        host = sib.host_state(optimizer, p)
-        if not host or self.no_ring == sib.passes:
-            return None
-        need = _staged_bytes(host)
+    def parts(self, sib, optimizer, hosts):
+        """The indexes of HOSTS (a batch's state on the host, {key: tensor}
+        each) in runs whose staged state fits half the ring, so that the next
+        run's copies in go on beside this one's update; all of them in one run
+        where nothing is staged."""
+        everything = [list(range(len(hosts)))]
+        if not any(hosts) or self.no_ring == sib.passes:
+            return everything
         if self.ring is None and not self._make_ring(sib, optimizer):
-            return None
-        if need > self.ring.numel():
+            return everything
+        half, runs, size = self.ring.numel() // 2, [[]], 0
+        for i, host in enumerate(hosts):
+            need = _staged_bytes(host)
+            if runs[-1] and size + need > half:
+                runs.append([])
+                size = 0
+            runs[-1].append(i)
+            size += need
+        return runs
+
+    def stage_in(self, sib, hosts, job):
+        """Copy the state of HOSTS that lies on the host into one region of the
+        ring: ([{key: device view} for each], the region), with UPDATE ordered
+        after the copies; None when none of it lies on the host, or there is
+        no ring this pass, or it does not fit the ring."""
+        need = sum(_staged_bytes(host) for host in hosts)
+        if not need or self.ring is None or need > self.ring.numel():
             return None
         torch = self.torch
         if self.ordered != sib.passes:  # after the last pass's copies out, which the job waited
@@ -354,15 +458,17 @@ class _Lane:
             self.ordered = sib.passes
             self.busy, self.head = [], 0  # the whole ring is free to COPY_IN
         start = self.take(need)
-        views, at = {}, start
+        views, at = [], start
         with torch.cuda.stream(self.copy_in):
-            for key, t in host.items():
-                n = _nbytes(t)
-                views[key] = self.ring[at:at + n].view(t.dtype).view(t.shape)
-                views[key].copy_(t, non_blocking=True)
-                at += _aligned(n)
+            for host in hosts:
+                views.append({})
+                for key, t in host.items():
+                    n = _nbytes(t)
+                    views[-1][key] = self.ring[at:at + n].view(t.dtype).view(t.shape)
+                    views[-1][key].copy_(t, non_blocking=True)
+                    at += _aligned(n)
         self.update.wait_stream(self.copy_in)
-        self.staged += 1
+        self.staged += sum(1 for host in hosts if host)
         return views, (start, start + need)
 
     def take(self, need):
@@ -384,23 +490,28 @@ class _Lane:
         self.head = end
         return start
 
-    def stage_out(self, state, views, after, region):
-        """After P's update: copy each view of VIEWS back to its tensor in
-        STATE (the optimizer's), and keep in STATE what the update added or
-        replaced (AFTER: the shim's state of P); the region is free once done."""
+    def stage_out(self, states, views, afters, region):
+        """After an update: copy each view of VIEWS back to its tensor in
+        STATES (the optimizer's, one a parameter), and keep in each what the
+        update added or replaced (AFTERS: the shim's state of each parameter);
+        the region is free once done."""
         torch = self.torch
-        for key in [k for k in state if k not in after]:  # the update removed it
-            self._let_go(state.pop(key), key in views)
-        for key, value in after.items():
-            if views.get(key) is not value and state.get(key) is not value:
-                if key in state:
-                    self._let_go(state[key], key in views)
-                state[key] = value
+        for state, staged, after in zip(states, views, afters):
+            if after is state:  # none of it was staged: updated in place
+                continue
+            for key in [k for k in state if k not in after]:  # the update removed it
+                self._let_go(state.pop(key), key in staged)
+            for key, value in after.items():
+                if staged.get(key) is not value and state.get(key) is not value:
+                    if key in state:
+                        self._let_go(state[key], key in staged)
+                    state[key] = value
         self.copy_out.wait_stream(self.update)
         with torch.cuda.stream(self.copy_out):
-            for key, view in views.items():
-                if after.get(key) is view:
-                    state[key].copy_(view, non_blocking=True)
+            for state, staged, after in zip(states, views, afters):
+                for key, view in staged.items():
+                    if after.get(key) is view:
+                        state[key].copy_(view, non_blocking=True)
             event = torch.cuda.Event()
             event.record(self.copy_out)
         self.busy.append((region[0], region[1], event))
