@@ -247,8 +247,9 @@ check("later updates in one call over the parameters complete one after another 
       auto.phases == ["optimizer.step"] * 3 and sib.calls == 4)
 check("their gradients freed only once the side stream has read them",
       all(p.grad is None and p.made.recorded == [update] for p in params))
-check("the side stream follows the job's, the job's waits for it and for the copies out",
-      lane.update.waited == ["main"] and torch.main.waited == [update, copy_out])
+check("the side stream follows the stream each gradient was accumulated on; the job's waits "
+      "for it and for the copies out",
+      lane.update.waited == ["main"] * 3 and torch.main.waited == [update, copy_out])
 check("no state on the host: nothing staged, no ring", torch.rings == [] and
       lane.copy_in.waited == [] and lane.copy_out.waited == [])
 check("state counts one update a step", all(opt.state[p]["step"] == 2 for p in params))
@@ -283,9 +284,9 @@ check("one batch in two calls, each staging at most half the ring: the third par
       "moment alone, then the second's (on the GPU) with the first's",
       [(ptrs, s) for ptrs, s, _ in opt.steps_run[3:]] == [([0x3000], update),
                                                           ([0x2000, 0x1000], update)])
-check("copies in after the job's stream once a pass; the update after the job's, then after "
-      "each part's copies in; each part's copies out after its update",
-      lane.copy_in.waited == ["main"] and lane.update.waited == ["main", c_in, c_in]
+check("copies in after the job's stream once a pass; the update after the job's (at each "
+      "gradient), then after each part's copies in; each part's copies out after its update",
+      lane.copy_in.waited == ["main"] and lane.update.waited == ["main"] * 3 + [c_in, c_in]
       and lane.copy_out.waited == [update, update])
 check("the job's stream waits for the copies out", torch.main.waited[-2:] == [update, c_out])
 check("the ring is freed at the end of the pass, the room the forward pass has",
@@ -354,6 +355,105 @@ check("cut short, a batch's gradients are left to the job's step, which applies 
 sib.backward_end()
 opt.step()
 check("applied once", params[2].value == 27.5 and params[1].value == 18.0)
+
+
+# Incomplete batches hold at most _HELD_BYTES of gradients on a GPU: past
+# it, the oldest is updated as it stands, and its other members later, alone
+# or together; each parameter once.
+torch, auto, sib, params, opt = job(n=10)
+for p in params:
+    p.n = (30 << 20) // 4  # 30 MiB: two to a batch
+said(lambda: backward(sib, params, [1.0] * 10))  # p9 p8 | p7 p6 | ... | p1 p0
+sib.step_post()
+runs = len(opt.steps_run)
+sib.backward_begin()
+for i in (9, 7, 5, 3):  # four incomplete batches: 120 MiB held
+    params[i].accumulate(1.0)
+check("incomplete batches wait within the bytes they may hold", len(opt.steps_run) == runs)
+params[1].accumulate(1.0)  # 150 MiB: the oldest goes
+check("past the bytes incomplete batches may hold, the oldest is updated as it stands",
+      [ptrs for ptrs, _, _ in opt.steps_run[runs:]] == [[params[9].ptr]] and
+      params[9].grad is None and sib.held["cuda:0"] == 120 << 20)
+for i in (8, 6, 4, 2, 0):
+    params[i].accumulate(1.0)
+sib.backward_end()
+check("its other member later, alone; every parameter updated once",
+      [ptrs for ptrs, _, _ in opt.steps_run[runs:]] ==
+      [[params[9].ptr], [params[8].ptr]] + [[params[i].ptr, params[i - 1].ptr] for i in (7, 5, 3, 1)]
+      and [p.value for p in params] == [10.0 * (i + 1) - 1.0 for i in range(10)])
+
+# A batch in parts (its state on the host, more than half the ring) whose
+# second part raises: the first part's gradients are gone, so the job's step
+# does not apply them again; the pass fails and leaves the rest to the job.
+torch, auto, sib, params, opt = job()
+said(lambda: backward(sib, params, [1.0] * 3))
+sib.step_post()
+for i, p in enumerate(params):
+    opt.state[p]["m"] = Tensor(0x9000 + i, 1000 * (3 - i), 10.0, torch.current)
+    auto.rt.host.add(0x9000 + i)
+calls = []
+
+
+def second_part_raises(self):
+    calls.append([p.ptr for p in self.param_groups[0]["params"]])
+    if len(calls) == 2:
+        raise RuntimeError("out of memory")
+    for p in self.param_groups[0]["params"]:
+        p.value -= self.param_groups[0]["lr"] * p.grad.value
+
+
+type(opt).step = second_part_raises
+raised = False
+try:
+    sib.backward_begin()
+    for p in reversed(params):
+        p.accumulate(1.0)
+except RuntimeError:
+    raised = True
+    text = said(lambda: sib.backward_end(failed=True))
+del type(opt).step
+opt.step()
+check("a later part raises: the earlier part keeps its one update, the rest the job's step applies",
+      raised and len(calls) == 2 and len(calls[0]) < 3 and "off: the backward pass raised" in text and
+      [p.value for p in params] == [9.0, 19.0, 29.0])
+
+# A pass that raises with a batch incomplete: it is not updated, its
+# gradients are the job's; and an update that finds the optimizer disarmed
+# by another GPU's thread goes on with the optimizer it began with.
+torch, auto, sib, params, opt = job()
+said(lambda: backward(sib, params, [1.0] * 3))
+sib.step_post()
+sib.backward_begin()
+params[2].accumulate(1.0)
+text = said(lambda: sib.backward_end(failed=True))
+check("a failed pass leaves an incomplete batch's gradients to the job",
+      "off: the backward pass raised" in text and params[2].grad is not None and
+      params[2].value == 29.5)
+torch, auto, sib, params, opt = job()
+said(lambda: backward(sib, params, [1.0] * 3))
+sib.step_post()
+for i, p in enumerate(params):  # a batch in two parts, as above
+    opt.state[p]["m"] = Tensor(0x9000 + i, 1000 * (3 - i), 10.0, torch.current)
+    auto.rt.host.add(0x9000 + i)
+step = type(opt).step
+
+
+def disarmed_meanwhile(self):  # at the first part
+    if sib.state == "armed":
+        said(lambda: sib._disarm("another GPU's thread"))
+    step(self)
+
+
+type(opt).step = disarmed_meanwhile
+sib.backward_begin()
+for p in reversed(params):
+    p.accumulate(1.0)
+sib.backward_end()
+del type(opt).step
+check("disarmed by another thread during a batch's first part: its second completes with "
+      "the optimizer it began with",
+      sib.state == "off" and opt.steps_run[-1][0] != [p.ptr for p in params] and
+      [p.value for p in params] == [9.0, 19.0, 29.0] and all(p.grad is None for p in params))
 
 
 def staged_job():

@@ -2,15 +2,20 @@
 
 An elementwise optimizer (AdamW, Adam, SGD, ...) updates a parameter from its
 own gradient and state alone, and autograd knows when a parameter's gradient
-is complete. From the job's first backward pass on, each parameter is updated
-as soon as autograd has accumulated its gradient, on a side stream of its
-GPU, and its gradient is freed there. The update of the
+is complete. From the job's first backward pass on, the parameters are
+updated as soon as autograd has accumulated their gradients, on a side
+stream of their GPU, and their gradients are freed there. The update of the
 last layers then overlaps the backward pass of the first ones, and the step's
-gradients are never all on the card at once. The parameters whose gradients
-became complete one after another in the last pass (the step repeats) are
-updated together, in one call of the optimizer's step, once the last of them
-is complete: the optimizer's Python then runs once a batch, not once a
-parameter. The job's optimizer.step() finds
+gradients are never all on the card at once. They are updated in batches:
+the parameters of one group on one GPU whose gradients became complete one
+after another in the last pass (the step repeats), up to _BATCH_BYTES, in
+one call of the optimizer's step once the last of them is complete (one
+call for each part that fits half the ring where their state is staged), so
+that the optimizer's Python runs once a batch, not once a parameter; the
+first pass, which makes the state, updates each alone. Incomplete batches
+(a member with no gradient this pass) are updated when the pass returns, or
+earlier, the oldest first, while they hold more than _HELD_BYTES. The job's
+optimizer.step() finds
 no gradients left and does nothing; its learning-rate schedule, state and
 state_dict are the optimizer's own, unchanged. State that lies in host memory
 is staged through device memory around each update (_Lane), so the update's
@@ -35,6 +40,10 @@ import weakref
 # A batch's parameters, at most: the gradients its first members hold until
 # its last is complete.
 _BATCH_BYTES = 64 << 20
+# The gradients incomplete batches may hold on a GPU (members that got no
+# gradient this pass, as a branch not taken): past it, the oldest is updated
+# as it stands, so that the step's gradients are never all on the card.
+_HELD_BYTES = 2 * _BATCH_BYTES
 
 # torch.optim classes whose update of a parameter reads only that parameter's
 # gradient and state (step() not overridden by a subclass).
@@ -54,7 +63,8 @@ def _say(text):
 
 
 class StepInBackward:
-    """Watches the job's steps; once armed, updates each parameter in its backward hook."""
+    """Watches the job's steps; once armed, updates the parameters from their
+    backward hooks, in batches."""
 
     def __init__(self, torch, auto):
         self.torch, self.auto = torch, auto
@@ -73,7 +83,9 @@ class StepInBackward:
         self.order = []           # (id, device, group, bytes) of the parameters updated this pass, in turn
         self.planned = None       # the order the batches were made from
         self.batch_of = {}        # id of a parameter -> its batch (the ids of its members)
-        self.pending = {}         # batch -> its members updated this pass, waiting for the rest
+        self.pending = {}         # batch -> its members complete this pass, waiting for the rest
+        self.ran = {}             # batch -> its members already updated this pass
+        self.held = {}            # device -> the bytes of its pending members' gradients
         self.calls = 0            # calls of the optimizer's step in backward passes
         self.lock = threading.Lock()  # autograd runs a thread per GPU
 
@@ -99,7 +111,9 @@ class StepInBackward:
             self.fired.clear()
             self.hyper = self._hyperparameters()
             self.passes += 1
-            order, self.order, self.pending = self.order, [], {}
+            order, self.order = self.order, []
+            with self.lock:
+                self.pending, self.ran, self.held = {}, {}, {}
             if order != self.planned:
                 self.batch_of, self.planned = _batches(order), order
 
@@ -108,11 +122,14 @@ class StepInBackward:
         batches some of whose members got no gradient this pass are updated,
         and the job's stream waits for them before anything it queues next."""
         try:
+            optimizer = self.optimizer
             if not failed and self.state == "armed":
                 with self.lock:
-                    rest, self.pending = list(self.pending.values()), {}
-                for ps in rest:
-                    self._run(self.group[id(ps[0])], ps)
+                    rest = [self._take(batch) for batch in list(self.pending)]
+                for index, ps in rest:  # after the pass, which the job's stream follows
+                    device = ps[0].device
+                    self._lane(device).update.wait_stream(self.torch.cuda.current_stream(device))
+                    self._run(optimizer, index, ps)
         except BaseException:
             failed = True
             raise
@@ -242,12 +259,14 @@ class StepInBackward:
         for h in self.handles:
             h.remove()
         self.handles, self.group, self.hyper = [], {}, None
-        self.order, self.planned, self.batch_of, self.pending = [], None, {}, {}
+        with self.lock:  # an incomplete batch's gradients are left to the job's step
+            self.order, self.planned, self.batch_of = [], None, {}
+            self.pending, self.ran, self.held = {}, {}, {}
         self.optimizer = None
         self.state = "off"
         _say(f"off: {why}")
 
-    # ---- one parameter's update, from autograd's hook ----
+    # ---- the updates, from autograd's hooks ----
 
     def _lane(self, device):
         with self.lock:
@@ -286,22 +305,47 @@ class StepInBackward:
             self.updated.add(id(p))
             p.grad = None
             return
+        # Its gradient was accumulated on the stream current here: its update,
+        # run from this hook or from another member's, follows it.
+        self._lane(p.device).update.wait_stream(self.torch.cuda.current_stream(p.device))
         batch = self.batch_of.get(id(p))
-        ps = [p]
+        runs = [(index, [p])]
         if batch is not None and len(batch) > 1:
-            with self.lock:  # the last of its members to be complete updates them all
-                ps = self.pending.setdefault(batch, [])
-                ps.append(p)
-                if len(ps) < len(batch):
-                    return
-                del self.pending[batch]
-        self._run(index, ps)
+            with self.lock:
+                runs = self._join(batch, p)
+        for index, ps in runs:
+            self._run(optimizer, index, ps)
 
-    def _run(self, index, ps):
-        """Update PS, parameters of group INDEX on one GPU whose gradients are
-        complete, on its lane: one call of the optimizer's step for each part
-        of them whose state that lies on the host fits half the ring."""
-        torch, optimizer = self.torch, self.optimizer
+    def _join(self, batch, p):
+        """Under the lock: P, complete, joins BATCH. The batches to update now:
+        BATCH once its members of this pass are all complete, and the oldest
+        incomplete ones on P's GPU while they hold more than _HELD_BYTES."""
+        device = p.device
+        self.pending.setdefault(batch, []).append(p)
+        self.held[device] = self.held.get(device, 0) + _nbytes(p)
+        runs = []
+        if len(self.pending[batch]) + self.ran.get(batch, 0) == len(batch):
+            runs.append(self._take(batch))
+        for other in list(self.pending):  # the oldest first
+            if self.held[device] <= _HELD_BYTES:
+                break
+            if self.pending[other][0].device == device:
+                runs.append(self._take(other))
+        return runs
+
+    def _take(self, batch):
+        """Under the lock: BATCH's pending members, to be updated now, and their group."""
+        ps = self.pending.pop(batch)
+        self.ran[batch] = self.ran.get(batch, 0) + len(ps)
+        self.held[ps[0].device] -= sum(_nbytes(q) for q in ps)
+        return self.group[id(ps[0])], ps
+
+    def _run(self, optimizer, index, ps):
+        """Update PS, parameters of OPTIMIZER's group INDEX on one GPU whose
+        gradients are complete, on its lane: one call of the optimizer's step
+        for each part of them whose state on the host fits half the ring (a
+        state larger than that is a part of its own)."""
+        torch = self.torch
         device = ps[0].device
         if self.auto.streaming:  # their pieces the stream brought leave only once copied back
             self.auto.rt.written([p.untyped_storage().data_ptr() for p in ps])
@@ -309,7 +353,6 @@ class StepInBackward:
         with self.lock:  # from here on the job's stream waits for this GPU's lane
             self.queued.add(device)
         job = torch.cuda.current_stream(device)
-        lane.update.wait_stream(job)  # the gradients are complete
         step = _step(optimizer)
         hosts = [self.host_state(optimizer, p) for p in ps]
         for part in lane.parts(self, optimizer, hosts):
@@ -327,9 +370,9 @@ class StepInBackward:
             self.calls += 1
             if staged is not None:
                 lane.stage_out([optimizer.state[p] for p in chunk], views, mine, region)
-        for p in ps:
-            p.grad.record_stream(lane.update)  # freed once the update has read it
-            p.grad = None
+            for p in chunk:  # applied: should a later part raise, the job's step skips them
+                p.grad.record_stream(lane.update)  # freed once the update has read it
+                p.grad = None
 
     def host_state(self, optimizer, p):
         """P's state tensors in OPTIMIZER that lie in host memory the GPU reads
