@@ -211,14 +211,30 @@ static struct thread_proxies *thread_proxies(bool make)
     return t;
 }
 
-/* A stream made on DEVICE, the current one put back after. */
-static bool stream_on(struct mover *m, int device, int current, cudaStream_t *out)
+int mover_device_enter(struct mover *m, int device)
 {
-    if (device != current && m->cuda->set_device(device) != cudaSuccess)
-        return false;
-    bool ok = m->cuda->stream_create_with_flags(out, cudaStreamNonBlocking) == cudaSuccess;
-    if (device != current)
-        m->cuda->set_device(current);
+    int current = -1;
+    if (m->cuda->get_device(&current) != cudaSuccess ||
+        (current != device && m->cuda->set_device(device) != cudaSuccess)) {
+        m->cuda->get_last_error(); /* the runtime's failure, not the job's next check */
+        return -1;
+    }
+    return current;
+}
+
+void mover_device_leave(struct mover *m, int device, int previous)
+{
+    if (previous >= 0 && previous != device && m->cuda->set_device(previous) != cudaSuccess)
+        m->cuda->get_last_error();
+}
+
+/* A stream made on DEVICE, the current one put back after. */
+static bool stream_on(struct mover *m, int device, cudaStream_t *out)
+{
+    int previous = mover_device_enter(m, device);
+    bool ok = previous >= 0 &&
+              m->cuda->stream_create_with_flags(out, cudaStreamNonBlocking) == cudaSuccess;
+    mover_device_leave(m, device, previous);
     if (!ok)
         *out = NULL;
     return ok;
@@ -234,7 +250,7 @@ cudaStream_t mover_free_stream(struct mover *m, int device, cudaStream_t stream)
     struct thread_proxies *t = thread_proxies(true);
     if (!t)
         return stream;
-    if ((t->stream[device] || stream_on(m, device, current, &t->stream[device])) &&
+    if ((t->stream[device] || stream_on(m, device, &t->stream[device])) &&
         (t->event[current] ||
          m->cuda->event_create_with_flags(&t->event[current], cudaEventDisableTiming) ==
              cudaSuccess) &&
@@ -536,14 +552,11 @@ bool mover_movable_usable(struct mover *m, int device)
  * calling thread's current device, which is put back after. */
 static bool wait_device(struct mover *m, int device)
 {
-    int current = -1;
-    if (m->cuda->get_device(&current) != cudaSuccess)
-        return false;
-    if (current != device && m->cuda->set_device(device) != cudaSuccess)
+    int previous = mover_device_enter(m, device);
+    if (previous < 0)
         return false;
     bool ok = m->cuda->device_synchronize() == cudaSuccess;
-    if (current != device)
-        m->cuda->set_device(current);
+    mover_device_leave(m, device, previous);
     return ok;
 }
 

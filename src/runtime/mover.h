@@ -268,6 +268,13 @@ bool mover_follow(struct mover *m, struct device_state *dev, cudaStream_t waiter
  * invalidate the capture, and a block freed there passes, for another
  * thread allocating on cudaStreamPerThread, as freed on its own stream. */
 cudaStream_t mover_free_stream(struct mover *m, int device, cudaStream_t stream);
+
+/* Make GPU DEVICE current for the runtime's own work on it (the events,
+ * streams and copies made for it belong to it): the device to put back with
+ * mover_device_leave, or -1 where DEVICE could not be made current (the
+ * error cleared: it is the runtime's, not the job's). */
+int mover_device_enter(struct mover *m, int device);
+void mover_device_leave(struct mover *m, int device, int previous);
 /* The calling thread's proxy for DEVICE, NULL where it has none. */
 cudaStream_t mover_thread_proxy(int device);
 

@@ -166,26 +166,6 @@ static void marks_record(struct runtime *rt, struct stream_marks *m, cudaStream_
     m->count++;
 }
 
-/* Make GPU DEVICE current (the events and copies made for its pieces
- * belong to it); returns the device to put back, -1: none could be made. */
-static int device_enter(struct runtime *rt, int device)
-{
-    const struct cuda_api *cuda = rt->mover.cuda;
-    int current = -1;
-    if (cuda->get_device(&current) != cudaSuccess ||
-        (current != device && cuda->set_device(device) != cudaSuccess)) {
-        cuda->get_last_error();
-        return -1;
-    }
-    return current;
-}
-
-static void device_leave(struct runtime *rt, int device, int previous)
-{
-    if (previous >= 0 && previous != device && rt->mover.cuda->set_device(previous) != cudaSuccess)
-        rt->mover.cuda->get_last_error();
-}
-
 static struct stream_marks *marks_of(struct runtime *rt, int device)
 {
     struct stream_marks **m = &rt->stream.marks[device];
@@ -537,11 +517,11 @@ static void ahead_here(struct runtime *rt, int c, int device, bool may_drop)
 /* ahead_here with DEVICE current: its copies and events belong to it. */
 static void ahead(struct runtime *rt, int c, int device, bool may_drop)
 {
-    int previous = device_enter(rt, device);
+    int previous = mover_device_enter(&rt->mover, device);
     if (previous < 0)
         return;
     ahead_here(rt, c, device, may_drop);
-    device_leave(rt, device, previous);
+    mover_device_leave(&rt->mover, device, previous);
 }
 
 void stream_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStream_t stream)
@@ -565,11 +545,11 @@ void stream_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStrea
         if (!m)
             continue;
         if (!(marked >> (d & 63) & 1)) {
-            int previous = device_enter(rt, d);
+            int previous = mover_device_enter(&rt->mover, d);
             if (previous < 0)
                 continue; /* no mark: its pieces are not used now, the use is not learned */
             marks_record(rt, m, stream, u);
-            device_leave(rt, d, previous);
+            mover_device_leave(&rt->mover, d, previous);
             marked |= 1ull << (d & 63);
         }
         cs->stream_uses++;
@@ -675,7 +655,7 @@ static void writes_end(struct runtime *rt, int c)
         struct stream_marks *m = pool ? marks_of(rt, d) : NULL;
         if (!m)
             continue;
-        int previous = device_enter(rt, d);
+        int previous = mover_device_enter(&rt->mover, d);
         if (previous < 0) {
             sc->unordered = true;
             continue;
@@ -699,7 +679,7 @@ static void writes_end(struct runtime *rt, int c)
             }
         }
         marks_record(rt, m, job, u + 1);
-        device_leave(rt, d, previous);
+        mover_device_leave(&rt->mover, d, previous);
     }
     rt->stream.uses++;
 }
