@@ -1873,6 +1873,32 @@ static void test_runtime_per_thread_proxy_on_the_blocks_gpu(void **state)
     teardown(f);
 }
 
+/* The runtime's own work on another GPU: that GPU made current and the
+ * job's put back; a GPU that cannot be made current leaves the job's current
+ * one and no error for the job's next cudaGetLastError. */
+static void test_runtime_device_enter_leave(void **state)
+{
+    (void)state;
+    struct fixture *f = setup(basic_policy);
+    cudaSetDevice(2);
+    int previous = mover_device_enter(&f->rt.mover, 1), current = -1;
+    cudaGetDevice(&current);
+    assert_int_equal(previous, 2);
+    assert_int_equal(current, 1);
+    mover_device_leave(&f->rt.mover, 1, previous);
+    cudaGetDevice(&current);
+    assert_int_equal(current, 2);
+    assert_int_equal(mover_device_enter(&f->rt.mover, 7), -1);
+    cudaGetDevice(&current);
+    assert_int_equal(current, 2);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    mover_device_leave(&f->rt.mover, 7, -1); /* nothing to put back */
+    cudaGetDevice(&current);
+    assert_int_equal(current, 2);
+    cudaSetDevice(0);
+    teardown(f);
+}
+
 static void test_runtime_same_stream_reuse(void **state)
 {
     (void)state;
@@ -3218,6 +3244,7 @@ int main(void)
         cmocka_unit_test(test_runtime_free_points_only_where_wanted),
         cmocka_unit_test(test_runtime_per_thread_stream_frees_follow_their_thread),
         cmocka_unit_test(test_runtime_per_thread_proxy_on_the_blocks_gpu),
+        cmocka_unit_test(test_runtime_device_enter_leave),
         cmocka_unit_test(test_runtime_legacy_malloc_avoids_busy_streams),
         cmocka_unit_test(test_runtime_free_blocks_coalesce),
         cmocka_unit_test(test_runtime_large_requests_get_dedicated_slabs),
