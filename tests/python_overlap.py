@@ -688,6 +688,11 @@ torch, auto, sib, params, opt = job()
 params[1].device = "cuda:1"
 said(lambda: backward(sib, params, [1.0] * 3))
 sib.step_post()
+runs = len(opt.steps_run)
 backward(sib, params, [1.0] * 3)
 check("a side stream per GPU", sorted(sib.lanes) == ["cuda:0", "cuda:1"] and
       sorted(torch.main.waited) == ["side1", "side3", "side4", "side6"])
+check("a batch per GPU: the first GPU's two parameters together, though the second's came "
+      "between them", [(ptrs, s) for ptrs, s, _ in opt.steps_run[runs:]] ==
+      [([0x2000], sib.lanes["cuda:1"].update.name),
+       ([0x3000, 0x1000], sib.lanes["cuda:0"].update.name)])
