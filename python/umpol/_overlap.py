@@ -464,7 +464,7 @@ class _Lane:
         self.head = 0        # where the next region starts
         self.busy = []       # (start, end, event of its copy out) of this pass's regions
         self.ordered = 0     # the backward pass COPY_IN was last ordered after the job's stream
-        self.staged = 0      # updates staged so far
+        self.staged = 0      # parameters whose state was staged, so far
         self.wraps = 0       # times a pass's regions went round the ring
 
     def parts(self, sib, optimizer, hosts):
