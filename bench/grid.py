@@ -436,6 +436,9 @@ def train(args):
     ahead = getattr(auto, "ahead", None)
     if ahead is not None:  # UMPOL_WEIGHTS_AHEAD=1
         print(f"weights ahead: {ahead.copied / 2**30 / total:.2f} GiB copied a step", flush=True)
+    offload = getattr(auto, "offload", None)
+    if offload is not None:  # UMPOL_SAVED_TO_HOST=1
+        print(f"saved to host: {offload.summary()} over {total} steps", flush=True)
     overlap = getattr(auto, "overlap", None)
     if getattr(overlap, "calls", None) and overlap.passes:  # UMPOL_STEP_IN_BACKWARD=1
         print(f"step in backward: {overlap.calls} calls of the optimizer's step over "

@@ -17,6 +17,10 @@
 #     as stepping after backward, the gradients gone after backward, off when
 #     the job clips or accumulates; with the state in host memory, staged
 #     through a ring small enough to wrap, the same weights again
+#   - saved activations in host memory until backward (UMPOL_SAVED_TO_HOST=1,
+#     tests/gpu/python_saved_to_host.py): the same weights and losses bit for
+#     bit, with reentrant and non-reentrant checkpointing and with the step in
+#     backward; every tensor that left came back ahead of its read
 # With PYTHON_GPU_OUT set, the reports and figures are kept there.
 . "${top_srcdir:-.}/tests/lib.sh"
 [ -f "$top_builddir/.libs/libumpol.so" ] || { echo "SKIP: libumpol.so not built"; exit 77; }
@@ -141,6 +145,36 @@ for m in ("plain", "sib"):
     assert r[f"{m}-1"]["copied"] == 5 * 3 * 4 * 1024 * 1024, (m, r[f"{m}-1"]["copied"])
     assert r[f"{m}-0"]["copied"] == 0
 print("weights ahead: same weights and losses, 60 MiB copied ahead, storages put back")
+PY
+
+# Saved activations in host memory until backward: the same weights and losses
+# bit for bit as keeping them on the GPU, with reentrant and non-reentrant
+# checkpointing and with the step in backward; every tensor that left came
+# back ahead of its read.
+sth="$top_srcdir/tests/gpu/python_saved_to_host.py"
+for m in plain reentrant sib; do
+    for on in 0 1; do
+        expect_status 0 "saved to host ($m, $on)" env UMPOL_SAVED_TO_HOST=$on \
+            UMPOL_STEP_IN_BACKWARD=$([ $m = sib ] && echo 1 || echo 0) \
+            "$UMPOL_BIN" run -p "$top_srcdir/policies/optimizer-offload.umpol" -- python3 "$sth" $m \
+            "$out/saved-to-host-$m-$on.json"
+        cp "$tmp/out" "$out/saved-to-host-$m-$on.log"
+        cat "$tmp/out"
+    done
+done
+python3 - "$out" <<'PY' && pass || fail "saved to host"
+import json, sys
+r = {f"{m}-{on}": json.load(open(f"{sys.argv[1]}/saved-to-host-{m}-{on}.json"))
+     for m in ("plain", "reentrant", "sib") for on in (0, 1)}
+for m in ("plain", "reentrant", "sib"):
+    on, off = r[f"{m}-1"], r[f"{m}-0"]
+    assert on["digest"] == off["digest"], f"{m}: different weights"
+    assert on["losses"] == off["losses"], f"{m}: different losses"
+    # Six passes; in each, the layers' inputs but the newest two leave (16 MiB each).
+    assert on["sent"] >= 6 * 4 * (16 << 20), (m, on["sent"])
+    assert on["back"] == on["sent"] and on["late"] == 0, (m, on)
+    assert off["sent"] == 0
+print("saved to host: same weights and losses; every tensor sent came back ahead of its read")
 PY
 
 if python3 -c 'import transformers' 2>/dev/null; then

@@ -104,7 +104,8 @@ def enable_auto():
         _auto = _torch.install(torch, _rt, saved=os.environ.get("UMPOL_SAVED", "1") != "0",
                                step_in_backward=os.environ.get("UMPOL_STEP_IN_BACKWARD", "0") == "1",
                                autocast_cache=os.environ.get("UMPOL_AUTOCAST_CACHE", "1") != "0",
-                               weights_ahead=os.environ.get("UMPOL_WEIGHTS_AHEAD", "0") == "1")
+                               weights_ahead=os.environ.get("UMPOL_WEIGHTS_AHEAD", "0") == "1",
+                               saved_to_host=os.environ.get("UMPOL_SAVED_TO_HOST", "0") == "1")
 
     from umpol._importhook import when_imported
     when_imported("torch", installed)

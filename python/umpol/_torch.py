@@ -16,6 +16,8 @@ import sys
 import threading
 import warnings
 
+from umpol._offload import _Saved
+
 MODEL_INIT, FORWARD, BACKWARD, STEP, ZERO_GRAD = (
     "model.init", "forward", "backward", "optimizer.step", "zero_grad")
 FORWARD_EVAL, FORWARD_RECOMPUTE = "forward.eval", "forward.recompute"
@@ -40,6 +42,7 @@ class Auto:
         self.torch, self.rt, self.saved = torch, rt, saved
         self.overlap = None  # the optimizer's step in backward (_overlap), when asked for
         self.ahead = None    # weights ahead of the forward pass's layers (_ahead), when asked for
+        self.offload = None  # saved activations to host memory (_offload), when asked for
         self.t = _Thread()
         self.streaming = getattr(rt, "streaming", False)  # umpol_use wanted (stream written)
         self.backwards = 0  # backward passes running, on any thread
@@ -204,9 +207,13 @@ class Auto:
             if ptr and ptr not in seen:
                 seen.add(ptr)
                 self.rt.note_saved(ptr)
+            if self.offload is not None:
+                return self.offload.pack(tensor)
         return tensor
 
     def _unpack(self, tensor):
+        if isinstance(tensor, _Saved):  # an activation in host memory (_offload)
+            return self.offload.unpack(tensor)
         # A tensor saved for backward (a weight, without autocast's copy) is
         # read by the node about to run: announced, so that streaming leaves it be.
         if self.streaming and tensor.is_cuda and not self.compiling():
@@ -231,8 +238,11 @@ class Auto:
                 outermost = auto.backwards == 0  # not a reentrant checkpoint's inner pass
                 auto.backwards += 1
             overlap = auto.overlap if accumulates and outermost else None
+            offload = auto.offload if outermost else None
             failed = True
             try:
+                if offload is not None:
+                    offload.backward_begin()
                 if overlap is not None:
                     overlap.backward_begin()
                 out = auto.bounded(BACKWARD, fn, *args, **kwargs)
@@ -241,6 +251,8 @@ class Auto:
             finally:
                 with auto.lock:
                     auto.backwards -= 1
+                if offload is not None:
+                    offload.backward_end()
                 if overlap is not None:
                     overlap.backward_end(failed)
         wrapper.__umpol_wrapped__ = True
@@ -387,13 +399,14 @@ def _watch_gradient_readers(torch, overlap):
 
 
 def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True,
-            weights_ahead=False):
+            weights_ahead=False, saved_to_host=False):
     """Install the automatic phases into TORCH (once); returns the Auto or None.
     STEP_IN_BACKWARD: move the optimizer's updates into backward (_overlap).
     AUTOCAST_CACHE False: autocast regions the job opens without saying
     cache_enabled keep no casts of the weights. WEIGHTS_AHEAD: copy the
     forward pass's weights that lie on the host ahead of their layers
-    (_ahead). See umpol-python(7)."""
+    (_ahead). SAVED_TO_HOST: keep the training forward pass's large saved
+    tensors in host memory until backward (_offload). See umpol-python(7)."""
     if getattr(torch, "_umpol_auto", None) is not None:
         return torch._umpol_auto
     if not autocast_cache and hasattr(torch, "set_autocast_cache_enabled"):
@@ -413,6 +426,13 @@ def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True,
         else:
             from umpol._ahead import WeightsAhead
             auto.ahead = WeightsAhead(torch, rt)
+    if saved_to_host:
+        if not saved:
+            sys.stderr.write("umpol: saved to host: off: UMPOL_SAVED=0 turns off the saved-tensor "
+                             "hooks it works through\n")
+        else:
+            from umpol._offload import SavedToHost
+            auto.offload = SavedToHost(torch)
     if step_in_backward:
         from umpol._overlap import StepInBackward
         auto.overlap = StepInBackward(torch, auto)

@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""umpol._offload (saved activations in host memory until backward) over a
+fake torch: no PyTorch, no GPU. Each check names what a job would see go wrong.
+
+Run by tests/python_offload.sh with PYTHONPATH on the package; prints one
+line a check and exits non-zero on the first failure."""
+import gc
+import types
+
+from python_fakes import check, said, stream_api
+
+import umpol._offload as offload_module
+from umpol._offload import SavedToHost, _Saved
+
+MiB = 1 << 20
+LOG = []  # (stream, what) of every copy, wait and record, in order
+
+
+class Stream:
+    def __init__(self, name):
+        self.name = name
+
+    def wait_stream(self, other):
+        LOG.append((self.name, f"wait {other.name}"))
+
+    def wait_event(self, event):
+        LOG.append((self.name, f"wait event of {event.stream}"))
+
+
+class Event:
+    def __init__(self):
+        self.stream = None
+
+    def record(self, stream):
+        self.stream = stream.name
+        LOG.append((stream.name, "record"))
+
+
+class Storage:
+    def __init__(self, ptr, nbytes):
+        self.ptr, self.n = ptr, nbytes
+
+    def data_ptr(self):
+        return self.ptr
+
+    def nbytes(self):
+        return self.n
+
+
+class Tensor:
+    """A CUDA tensor of NBYTES (float32) at PTR, or a pinned host one; VALUE
+    stands for its data. STORAGE_BYTES: of the block it is a view of."""
+    made = 0
+
+    def __init__(self, nbytes, value=0.0, device="cuda:0", storage_bytes=None, ptr=None):
+        Tensor.made += 1
+        self.ptr = ptr if ptr is not None else Tensor.made
+        self.n, self.value, self.device = nbytes // 4, value, device
+        self.shape, self.dtype = (self.n,), "float32"
+        self.storage_bytes = storage_bytes if storage_bytes is not None else nbytes
+        self.is_cuda = device != "cpu"
+        self.is_leaf, self.requires_grad, self.contiguous = False, False, True
+        self.recorded = []
+
+    def numel(self):
+        return self.n
+
+    def element_size(self):
+        return 4
+
+    def is_contiguous(self):
+        return self.contiguous
+
+    def untyped_storage(self):
+        return Storage(self.ptr, self.storage_bytes)
+
+    def record_stream(self, stream):
+        self.recorded.append(stream.name)
+
+    def copy_(self, src, non_blocking=False):
+        self.value = src.value
+        LOG.append((CURRENT["stream"].name, f"copy {src.ptr} -> {self.ptr}"))
+        return self
+
+
+class Parameter(Tensor):
+    pass
+
+
+def make_torch(pinned_fails=False):
+    torch = types.SimpleNamespace()
+    current, stream, new_stream = stream_api(Stream, "job", "copy")
+    CURRENT.update(current=current)
+
+    def empty(shape, dtype, device="cpu", pin_memory=False):
+        if pin_memory and pinned_fails:
+            raise RuntimeError("CUDA error: out of memory (pinned)")
+        t = Tensor(shape[0] * 4, device=device)
+        t.pinned = pin_memory
+        return t
+
+    torch.Tensor, torch.empty = Tensor, empty
+    torch.cuda = types.SimpleNamespace(Stream=new_stream, stream=stream, Event=Event,
+                                       current_stream=lambda device=None: current["stream"])
+    return torch
+
+
+class _Current(dict):
+    def __getitem__(self, key):
+        return dict.__getitem__(self, "current")[key]
+
+
+CURRENT = _Current()
+
+
+def fresh(**kw):
+    LOG.clear()
+    torch = make_torch(**kw)
+    return torch, SavedToHost(torch)
+
+
+offload_module._MIN_BYTES = 16 * MiB
+offload_module._KEEP_BYTES = 256 * MiB
+offload_module._AHEAD_BYTES = 256 * MiB
+
+# ---- what stays as it is ----
+torch, off = fresh()
+small = Tensor(8 * MiB)
+param = Parameter(100 * MiB)
+param.is_leaf, param.requires_grad = True, True
+strided = Tensor(100 * MiB)
+strided.contiguous = False
+view = Tensor(100 * MiB, storage_bytes=300 * MiB)
+check("a small saved tensor stays as it is", off.pack(small) is small)
+check("a parameter stays as it is (it is the model's, not an activation)", off.pack(param) is param)
+check("a non-contiguous one stays as it is", off.pack(strided) is strided)
+check("a view of a larger block stays (moving it would free nothing)", off.pack(view) is view)
+check("nothing was copied for them", not any("copy" in w for _, w in LOG))
+
+# ---- the newest stay on the GPU, older ones go to the host ----
+torch, off = fresh()
+acts = [Tensor(100 * MiB, value=float(i)) for i in range(5)]
+handles = [off.pack(a) for a in acts[:3]]
+check("each large saved tensor gets a handle", all(isinstance(h, _Saved) for h in handles))
+check("the newest ones (300 MiB: the newest and 200 beside it) stay on the GPU",
+      all(h.gpu is a for h, a in zip(handles, acts)) and not any("copy" in w for _, w in LOG))
+handles.append(off.pack(acts[3]))
+check("past 256 MiB beside the newest, the oldest leaves", handles[0].gpu is None
+      and handles[0].host is not None and handles[0].host.pinned and handles[1].gpu is acts[1])
+check("its copy out runs on a copy stream after the job's work so far",
+      LOG[:2] == [("copy1", "wait job"), ("copy1", f"copy {acts[0].ptr} -> {handles[0].host.ptr}")])
+check("its GPU memory is not handed out again before that copy is done",
+      acts[0].recorded == ["copy1"] and handles[0].out.stream == "copy1")
+check("the copy has the tensor's values", handles[0].host.value == 0.0)
+handles.append(off.pack(acts[4]))
+check("a second one leaves as the next arrives", handles[1].gpu is None and handles[2].gpu is acts[2])
+check("a tensor saved twice has one handle, and one copy", off.pack(acts[4]) is handles[4])
+check("the bytes copied out are counted", off.sent_bytes == 200 * MiB)
+
+# ---- backward: the last to leave comes back first, ahead of its read ----
+LOG.clear()
+off.backward_begin()
+check("backward's start copies back the last to leave first, then the one before, up to 256 MiB",
+      handles[1].back is not None and handles[0].back is not None
+      and [w for s, w in LOG if w.startswith("copy")] == [
+          f"copy {handles[1].host.ptr} -> {handles[1].back.ptr}",
+          f"copy {handles[0].host.ptr} -> {handles[0].back.ptr}"])
+check("the copies back run on the second copy stream, each after its copy out",
+      ("copy2", "wait event of copy1") in LOG and
+      all(s == "copy2" for s, w in LOG if w.startswith("copy")))
+check("the newest are read where they are", off.unpack(handles[4]) is acts[4]
+      and off.unpack(handles[2]) is acts[2])
+LOG.clear()
+back = handles[1].back
+got = off.unpack(handles[1])
+check("a tensor read comes back with its values", got is back and got.value == 1.0)
+check("the job's stream waits for its copy back, and the allocator knows the job uses it",
+      LOG[0] == ("job", "wait event of copy2") and got.recorded == ["job"])
+check("the handle keeps no copy once read (backward frees it when done)", handles[1].back is None)
+got0 = off.unpack(handles[0])
+check("the next one was ready too", got0.value == 0.0 and off.late == 0)
+check("nothing was read before its copy back", off.late == 0 and off.ahead == 0)
+off.backward_end()
+
+# ---- many: reads make room for the next copies back ----
+torch, off = fresh()
+acts = [Tensor(100 * MiB, value=float(i)) for i in range(10)]
+hs = [off.pack(a) for a in acts]
+sent = [h for h in hs if h.gpu is None]
+check("all but the newest three left", len(sent) == 7)
+off.backward_begin()
+check("two are copied back ahead (256 MiB)", [h.back is not None for h in sent] == [False] * 5 + [True] * 2)
+off.unpack(sent[6])
+check("reading one copies back the next", sent[4].back is not None and sent[3].back is None)
+LOG.clear()
+got = off.unpack(sent[1])
+check("one read out of order is copied back at once, and counted late",
+      got.value == 1.0 and off.late == 1 and ("job", "wait event of copy2") in LOG)
+check("it is not copied back a second time", sent[1] not in off.coming)
+off.backward_end()
+check("the copies back no read took are let go at the end of the pass",
+      sent[4].back is None and sent[5].back is None and not off.waiting and not off.coming)
+again = off.unpack(sent[6])
+check("a tensor read again (retain_graph) is copied back again", again.value == 6.0 and off.late == 2)
+
+# ---- a graph never run back frees its handles ----
+torch, off = fresh()
+hs = [off.pack(Tensor(100 * MiB)) for _ in range(5)]
+del hs
+gc.collect()
+off.backward_begin()
+check("handles of a graph that was freed are not copied back", not off.coming and not off.waiting)
+
+# ---- no pinned memory ----
+torch, off = fresh(pinned_fails=True)
+acts = [Tensor(100 * MiB) for _ in range(5)]
+text = said(lambda: [off.pack(a) for a in acts])
+hs = [off.pack(a) for a in acts]
+check("without pinned host memory it says so, once, and turns off",
+      text.count("saved to host: off") == 1 and off.off)
+check("the tensors stay on the GPU, readable", acts[0] is not None and
+      all(off.unpack(h) is a if isinstance(h, _Saved) else h is a for h, a in zip(hs, acts)))
+print("python_offload: all checks passed")
