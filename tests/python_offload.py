@@ -28,13 +28,8 @@ class Stream:
 
 
 class Event:
-    done = True  # what query() says: whether the copies queued so far are done
-
     def __init__(self):
         self.stream = None
-
-    def query(self):
-        return Event.done
 
     def record(self, stream):
         self.stream = stream.name
@@ -149,7 +144,6 @@ handles = [off.pack(a) for a in acts[:3]]
 check("each large saved tensor gets a handle", all(isinstance(h, _Saved) for h in handles))
 check("the newest ones (300 MiB: the newest and 200 beside it) stay on the GPU",
       all(h.gpu is a for h, a in zip(handles, acts)) and not any("copy" in w for _, w in LOG))
-Event.done = False
 handles.append(off.pack(acts[3]))
 check("past 256 MiB beside the newest, the oldest is copied to pinned host memory",
       handles[0].host is not None and handles[0].host.pinned and handles[1].gpu is acts[1])
@@ -160,9 +154,11 @@ check("the copy has the tensor's values", handles[0].host.value == 0.0)
 check("its GPU memory is kept while the copy runs, and the job's stream is not made to wait "
       "(no record_stream)", handles[0].gpu is acts[0] and acts[0].recorded == []
       and not any(s == "job" for s, _ in LOG))
-Event.done = True
+LOG.clear()
 handles.append(off.pack(acts[4]))
-check("the next save finds the copy done and lets the GPU memory go", handles[0].gpu is None)
+check("at the next copy out it lets the GPU memory go, the job's stream after its copy",
+      handles[0].gpu is None and LOG[0] == ("job", "wait event of copy1")
+      and LOG.index(("copy1", "wait job")) > 0)
 check("a second one is copied out as the next arrives", handles[1].host is not None
       and handles[2].gpu is acts[2] and handles[2].host is None)
 check("a tensor saved twice has one handle, and one copy", off.pack(acts[4]) is handles[4])
@@ -199,7 +195,7 @@ torch, off = fresh()
 acts = [Tensor(100 * MiB, value=float(i)) for i in range(10)]
 hs = [off.pack(a) for a in acts]
 sent = [h for h in hs if h.gpu is None]
-check("all but the newest three left, the last once its copy is done",
+check("all but the newest three left, the last at the next copy out or backward",
       len(sent) == 6 and hs[6].host is not None)
 off.backward_begin()
 sent = [h for h in hs if h.gpu is None]
@@ -217,18 +213,6 @@ check("the copies back no read took are let go at the end of the pass",
       sent[4].back is None and sent[5].back is None and not off.waiting and not off.coming)
 again = off.unpack(sent[6])
 check("a tensor read again (retain_graph) is copied back again", again.value == 6.0 and off.late == 2)
-
-# ---- a copy still running when backward begins: read where it is ----
-torch, off = fresh()
-Event.done = False
-hs = [off.pack(Tensor(100 * MiB, value=float(i))) for i in range(5)]
-LOG.clear()
-off.backward_begin()
-Event.done = True
-check("a tensor whose copy out has not finished at backward stays on the GPU, its copy let go",
-      hs[0].gpu is not None and hs[0].host is None and not off.coming
-      and not any("copy" in w for _, w in LOG))
-check("it is read where it is", off.unpack(hs[0]) is hs[0].gpu and off.late == 0)
 
 # ---- a graph never run back frees its handles ----
 torch, off = fresh()

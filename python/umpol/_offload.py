@@ -17,8 +17,9 @@ kept on the GPU while it is among the newest saved (the newest one, and
 _KEEP_BYTES beside it: what the loss saves is read first by backward and
 would only cross the link twice); once older, it is copied to pinned host
 memory on a copy stream, after the work the job has queued so far, and its
-GPU memory is let go at the first save (or backward pass) that finds that
-copy done; the job's stream never waits for it. When a backward pass begins,
+GPU memory is let go at the next copy out (or when backward begins), the
+job's stream ordered after the copy, which is done by then. When a backward
+pass begins,
 the last tensors copied out are copied back on a second copy stream, up to
 _AHEAD_BYTES ahead of the one backward reads next; each one read makes room
 for the next. A tensor read before its copy came (backward read in another
@@ -68,7 +69,7 @@ class SavedToHost:
         self.newest = collections.deque()  # saved tensors still on the GPU, newest last
         self.newest_bytes = 0
         self.on_gpu = {}              # storage address -> its _Saved among the newest (saved twice)
-        self.leaving = collections.deque()  # copied out, GPU memory kept until the copy is done
+        self.leaving = collections.deque()  # copied out, GPU memory kept until the next copy out
         self.sent = []                # weak references to those copied out since the last
                                       # backward began (a graph never run back frees its own)
         self.coming = []              # those still to copy back, the next one last
@@ -96,7 +97,6 @@ class SavedToHost:
             return tensor  # small, a parameter or subclass, or part of a block it would not free
         ptr = tensor.untyped_storage().data_ptr()
         with self.lock:
-            self._settle()
             saved = self.on_gpu.get(ptr)
             if saved is not None:  # saved again by another node: one copy for both
                 return saved
@@ -104,6 +104,8 @@ class SavedToHost:
             self.newest.append(saved)
             self.newest_bytes += nbytes
             older = []
+            if self.newest_bytes - self.newest[-1].nbytes > _KEEP_BYTES:
+                self._release()
             while self.newest_bytes - self.newest[-1].nbytes > _KEEP_BYTES:
                 older.append(self.newest.popleft())
                 self.newest_bytes -= older[-1].nbytes
@@ -120,9 +122,8 @@ class SavedToHost:
 
     def _send(self, saved):
         """Copy SAVED to pinned host memory after the job's work so far; its
-        GPU memory is let go once the copy is done (_settle). Not with
-        record_stream: PyTorch's cudaMallocAsync backend frees such a block
-        by making the stream it was made on, the job's, wait for the copy."""
+        GPU memory is let go at the next copy out, or when backward begins
+        (_release)."""
         torch = self.torch
         out, _ = self._streams(saved.device)
         gpu = saved.gpu
@@ -137,16 +138,16 @@ class SavedToHost:
             self.leaving.append(saved)
             self.sent_bytes += saved.nbytes
 
-    def _settle(self):
-        """Under the lock: the saved tensors whose copy out is done let go of
-        their GPU memory (the copies finish in turn, on one stream a GPU)."""
-        waiting = set()
-        for _ in range(len(self.leaving)):
+    def _release(self):
+        """Under the lock: the saved tensors copied out so far let go of their
+        GPU memory, the job's stream ordered after their copies. One copy out
+        later than it could (not through record_stream, whose free under
+        PyTorch's cudaMallocAsync backend makes the job's stream wait at
+        once): by then the GPU has run another layer, and its copy is done; a
+        copy that is done once the job's thread gets there has none to wait for."""
+        while self.leaving:
             s = self.leaving.popleft()
-            if s.device in waiting or not s.out.query():
-                waiting.add(s.device)
-                self.leaving.append(s)
-                continue
+            self.torch.cuda.current_stream(s.device).wait_event(s.out)
             s.gpu = None
             self.sent.append(weakref.ref(s))
 
@@ -177,10 +178,7 @@ class SavedToHost:
         """The outermost backward pass begins: the tensors saved since the last
         one are read from now on, the last copied out first."""
         with self.lock:
-            self._settle()
-            for s in self.leaving:  # still copying: read where it is, its copy let go
-                s.host = None
-            self.leaving.clear()
+            self._release()
             self.coming = [s for s in (r() for r in self.sent) if s is not None]
             self.sent = []
             self.newest.clear()
