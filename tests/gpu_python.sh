@@ -121,17 +121,24 @@ PY
 # of their layers, the same weights and losses bit for bit as reading them
 # where they lie, with the step in backward or without; each weight's own
 # storage back after every pass.
-wa="$top_srcdir/tests/gpu/python_weights_ahead.py"
-for m in plain sib; do
-    for on in 0 1; do
-        expect_status 0 "weights ahead ($m, $on)" env UMPOL_WEIGHTS_AHEAD=$on \
-            UMPOL_STEP_IN_BACKWARD=$([ $m = sib ] && echo 1 || echo 0) \
-            "$UMPOL_BIN" run -p "$top_srcdir/tests/gpu/weights-host.umpol" -- python3 "$wa" $m \
-            "$out/ahead-$m-$on.json"
-        cp "$tmp/out" "$out/ahead-$m-$on.log"
-        cat "$tmp/out"
+# on_and_off NAME VARIABLE POLICY SCRIPT MODE...: SCRIPT MODE OUT.json under
+# POLICY with VARIABLE=0 and =1, for each MODE (sib: with the step in backward
+# too); its output in $out/NAME-MODE-ON.json and .log.
+on_and_off() {
+    oo_name=$1 oo_variable=$2 oo_policy=$3 oo_script=$4
+    shift 4
+    for m in "$@"; do
+        for on in 0 1; do
+            expect_status 0 "$oo_name ($m, $on)" env "$oo_variable=$on" \
+                UMPOL_STEP_IN_BACKWARD=$([ "$m" = sib ] && echo 1 || echo 0) \
+                "$UMPOL_BIN" run -p "$oo_policy" -- python3 "$oo_script" "$m" "$out/$oo_name-$m-$on.json"
+            cp "$tmp/out" "$out/$oo_name-$m-$on.log"
+            cat "$tmp/out"
+        done
     done
-done
+}
+on_and_off ahead UMPOL_WEIGHTS_AHEAD "$top_srcdir/tests/gpu/weights-host.umpol" \
+    "$top_srcdir/tests/gpu/python_weights_ahead.py" plain sib
 python3 - "$out" <<'PY' && pass || fail "weights ahead"
 import json, sys
 r = {f"{m}-{on}": json.load(open(f"{sys.argv[1]}/ahead-{m}-{on}.json"))
@@ -151,17 +158,8 @@ PY
 # bit for bit as keeping them on the GPU, with reentrant and non-reentrant
 # checkpointing and with the step in backward; every tensor that left came
 # back ahead of its read.
-sth="$top_srcdir/tests/gpu/python_saved_to_host.py"
-for m in plain reentrant sib; do
-    for on in 0 1; do
-        expect_status 0 "saved to host ($m, $on)" env UMPOL_SAVED_TO_HOST=$on \
-            UMPOL_STEP_IN_BACKWARD=$([ $m = sib ] && echo 1 || echo 0) \
-            "$UMPOL_BIN" run -p "$top_srcdir/policies/optimizer-offload.umpol" -- python3 "$sth" $m \
-            "$out/saved-to-host-$m-$on.json"
-        cp "$tmp/out" "$out/saved-to-host-$m-$on.log"
-        cat "$tmp/out"
-    done
-done
+on_and_off saved-to-host UMPOL_SAVED_TO_HOST "$top_srcdir/policies/optimizer-offload.umpol" \
+    "$top_srcdir/tests/gpu/python_saved_to_host.py" plain reentrant sib
 python3 - "$out" <<'PY' && pass || fail "saved to host"
 import json, sys
 r = {f"{m}-{on}": json.load(open(f"{sys.argv[1]}/saved-to-host-{m}-{on}.json"))

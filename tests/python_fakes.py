@@ -1,6 +1,7 @@
-"""What tests/python_overlap.py and tests/python_ahead.py share: the CUDA
-streams of their fake torches (the current stream, torch.cuda.stream(s) over
-it, torch.cuda.Stream made in turn), and their checks."""
+"""What tests/python_overlap.py, tests/python_ahead.py and
+tests/python_offload.py share: the CUDA streams of their fake torches (the
+current stream, torch.cuda.stream(s) over it, torch.cuda.Stream made in
+turn), streams and events that log what is queued on them, and their checks."""
 import contextlib
 import io
 import sys
@@ -42,3 +43,26 @@ def check(what, cond):
     print(("ok   " if cond else "FAIL ") + what)
     if not cond:
         sys.exit(1)
+
+
+LOG = []  # (stream, what) of every copy, wait and record on the streams below, in order
+
+
+class Stream:
+    def __init__(self, name):
+        self.name = name
+
+    def wait_stream(self, other):
+        LOG.append((self.name, f"wait {other.name}"))
+
+    def wait_event(self, event):
+        LOG.append((self.name, f"wait event of {event.stream}"))
+
+
+class Event:
+    def __init__(self):
+        self.stream = None
+
+    def record(self, stream):
+        self.stream = stream.name
+        LOG.append((stream.name, "record"))

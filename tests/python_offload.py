@@ -7,33 +7,12 @@ line a check and exits non-zero on the first failure."""
 import gc
 import types
 
-from python_fakes import check, said, stream_api
+from python_fakes import LOG, Event, Stream, check, said, stream_api
 
 import umpol._offload as offload_module
 from umpol._offload import SavedToHost, _Saved
 
 MiB = 1 << 20
-LOG = []  # (stream, what) of every copy, wait and record, in order
-
-
-class Stream:
-    def __init__(self, name):
-        self.name = name
-
-    def wait_stream(self, other):
-        LOG.append((self.name, f"wait {other.name}"))
-
-    def wait_event(self, event):
-        LOG.append((self.name, f"wait event of {event.stream}"))
-
-
-class Event:
-    def __init__(self):
-        self.stream = None
-
-    def record(self, stream):
-        self.stream = stream.name
-        LOG.append((stream.name, "record"))
 
 
 class Storage:
