@@ -6,6 +6,7 @@ Run by tests/python_offload.sh with PYTHONPATH on the package; prints one
 line a check and exits non-zero on the first failure."""
 import gc
 import types
+import weakref
 
 from python_fakes import LOG, Event, Stream, check, said, stream_api
 
@@ -39,6 +40,7 @@ class Tensor:
         self.storage_bytes = storage_bytes if storage_bytes is not None else nbytes
         self.is_cuda = device != "cpu"
         self.is_leaf, self.requires_grad, self.contiguous = False, False, True
+        self.layout = "strided"
         self.recorded = []
 
     def numel(self):
@@ -78,9 +80,10 @@ def make_torch(pinned_fails=False):
         t.pinned = pin_memory
         return t
 
-    torch.Tensor, torch.empty = Tensor, empty
+    torch.Tensor, torch.empty, torch.strided = Tensor, empty, "strided"
     torch.cuda = types.SimpleNamespace(Stream=new_stream, stream=stream, Event=Event,
-                                       current_stream=lambda device=None: current["stream"])
+                                       current_stream=lambda device=None: current["stream"],
+                                       is_current_stream_capturing=lambda: CAPTURING[0])
     return torch
 
 
@@ -90,6 +93,7 @@ class _Current(dict):
 
 
 CURRENT = _Current()
+CAPTURING = [False]
 
 
 def fresh(**kw):
@@ -114,6 +118,13 @@ check("a small saved tensor stays as it is", off.pack(small) is small)
 check("a parameter stays as it is (it is the model's, not an activation)", off.pack(param) is param)
 check("a non-contiguous one stays as it is", off.pack(strided) is strided)
 check("a view of a larger block stays (moving it would free nothing)", off.pack(view) is view)
+sparse = Tensor(100 * MiB)
+sparse.layout = "sparse_coo"
+check("a tensor that is not plain strided memory stays as it is", off.pack(sparse) is sparse)
+CAPTURING[0] = True
+big = Tensor(100 * MiB)
+check("a tensor saved while a CUDA graph is captured stays as it is", off.pack(big) is big)
+CAPTURING[0] = False
 check("nothing was copied for them", not any("copy" in w for _, w in LOG))
 
 # ---- the newest stay on the GPU, older ones go to the host ----
@@ -140,7 +151,9 @@ check("at the next copy out it lets the GPU memory go, the job's stream after it
       and LOG.index(("copy1", "wait job")) > 0)
 check("a second one is copied out as the next arrives", handles[1].host is not None
       and handles[2].gpu is acts[2] and handles[2].host is None)
-check("a tensor saved twice has one handle, and one copy", off.pack(acts[4]) is handles[4])
+check("a tensor saved twice has one handle, and one copy", off.pack(acts[4]) is handles[4]
+      and handles[4].packs == 2)
+
 check("the bytes copied out are counted", off.sent_bytes == 200 * MiB)
 
 # ---- backward: the last to leave comes back first, ahead of its read ----
@@ -193,11 +206,41 @@ check("the copies back no read took are let go at the end of the pass",
 again = off.unpack(sent[6])
 check("a tensor read again (retain_graph) is copied back again", again.value == 6.0 and off.late == 2)
 
-# ---- a graph never run back frees its handles ----
+# ---- the same block in another shape ----
 torch, off = fresh()
-hs = [off.pack(Tensor(100 * MiB)) for _ in range(5)]
-del hs
+whole = Tensor(100 * MiB)
+flat = Tensor(100 * MiB, ptr=whole.ptr)
+flat.shape = (2, flat.n // 2)
+h = off.pack(whole)
+check("a view of the same block in another shape has a handle of its own, read as itself",
+      off.pack(flat) is not h and off.unpack(off.pack(flat)) is flat)
+
+# ---- saved twice, read twice: copied back once ----
+torch, off = fresh()
+acts = [Tensor(100 * MiB, value=float(i)) for i in range(5)]
+hs = []
+for a in acts:
+    hs.append(off.pack(a))
+    off.pack(a)  # a second node saves it too
+off.backward_begin()
+first, second = off.unpack(hs[1]), off.unpack(hs[1])
+check("a tensor saved twice is copied back once for both reads", first is second
+      and off.late == 0 and hs[1].back is None and hs[1] not in off.waiting)
+off.backward_end()
+
+# ---- a graph never run back frees its handles, and their GPU memory ----
+torch, off = fresh()
+acts = [Tensor(100 * MiB) for _ in range(5)]
+alive = [weakref.ref(a) for a in acts]
+hs = [off.pack(a) for a in acts]
+del hs, acts, a
 gc.collect()
+check("the newest tensors' GPU memory goes with the graph, the one being copied out stays",
+      [r() is None for r in alive] == [True, False, True, True, True])
+off.pack(Tensor(100 * MiB))
+off.pack(Tensor(100 * MiB))
+gc.collect()
+check("the one being copied out goes at the next copy out", alive[1]() is None)
 off.backward_begin()
 check("handles of a graph that was freed are not copied back", not off.coming and not off.waiting)
 

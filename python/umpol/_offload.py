@@ -25,11 +25,15 @@ _AHEAD_BYTES ahead of the one backward reads next; each one read makes room
 for the next. A tensor read before its copy came (backward read in another
 order) is copied back then, and the job's stream waits for it. The values
 are the job's own; the losses are the job's. The copies back are tensors of
-the backward pass (the policy's class of its allocations places them).
+the backward pass, whose phase is open when they are made (the policy's
+class of its allocations places them).
 
-The copy out is made when a tensor leaves the newest ones, not when it is
-saved: a job that changes a saved tensor in place before then (which
-autograd forbids) would save the changed values. See umpol-python(7)."""
+A tensor saved by two nodes (the same block, shape and type) has one copy,
+read by both. The copy out is made when a tensor leaves the newest ones, not
+when it is saved: a job that changes a saved tensor in place before then
+(which autograd forbids, but does not check under saved-tensor hooks) would
+save the changed values. A backward pass reads the tensors of whatever
+graphs were saved since the last one. See umpol-python(7)."""
 import collections
 import sys
 import threading
@@ -51,27 +55,33 @@ def _nbytes(t):
 class _Saved:
     """A saved tensor: on the GPU (GPU), or in host memory (HOST, copied out
     once OUT, an event, is done), and maybe back on the GPU (BACK, ready once
-    READY, an event, is done)."""
-    __slots__ = ("gpu", "host", "out", "back", "ready", "device", "nbytes", "__weakref__")
+    READY, an event, is done, for UNREAD more reads). STREAM: the stream that
+    was current when it was saved; PACKS: the times it was saved."""
+    __slots__ = ("gpu", "host", "out", "back", "ready", "device", "nbytes", "stream", "packs",
+                 "unread", "__weakref__")
 
-    def __init__(self, tensor, nbytes):
+    def __init__(self, tensor, nbytes, stream):
         self.gpu, self.host, self.out, self.back, self.ready = tensor, None, None, None, None
-        self.device, self.nbytes = tensor.device, nbytes
+        self.device, self.nbytes, self.stream, self.packs, self.unread = \
+            tensor.device, nbytes, stream, 1, 0
 
 
 class SavedToHost:
-    """The process's saved tensors in host memory, and their copies back."""
+    """The process's saved tensors in host memory, and their copies back.
+    Handles are held weakly but by autograd: a graph the job drops frees
+    them, and with them their memory on the GPU and the host."""
 
     def __init__(self, torch):
         self.torch = torch
         self.lock = threading.RLock()  # packs on the job's thread, unpacks on autograd's
         self.streams = {}             # device -> (copy out, copy in)
-        self.newest = collections.deque()  # saved tensors still on the GPU, newest last
+        self.newest = collections.deque()  # (weak _Saved, bytes, key) still on the GPU, newest last
         self.newest_bytes = 0
-        self.on_gpu = {}              # storage address -> its _Saved among the newest (saved twice)
-        self.leaving = collections.deque()  # copied out, GPU memory kept until the next copy out
+        self.on_gpu = {}              # (address, shape, dtype) -> weak _Saved among the newest
+        self.leaving = collections.deque()  # (weak _Saved, its GPU tensor, copy out's event,
+                                            # its stream): kept until the next copy out
         self.sent = []                # weak references to those copied out since the last
-                                      # backward began (a graph never run back frees its own)
+                                      # backward began
         self.coming = []              # those still to copy back, the next one last
         self.waiting = set()          # those copied back and not read yet,
         self.ahead = 0                # and their bytes
@@ -88,28 +98,43 @@ class SavedToHost:
                                                self.torch.cuda.Stream(device))
             return pair
 
+    def _kept(self, tensor, nbytes):
+        """Whether TENSOR stays as it is: small, a parameter, a subclass, not
+        plain strided memory, part of a block it would not free, or saved
+        inside a CUDA graph's capture (a copy stream would fork it)."""
+        torch = self.torch
+        return self.off or nbytes < _MIN_BYTES or type(tensor) is not torch.Tensor or \
+            tensor.requires_grad and tensor.is_leaf or tensor.layout is not torch.strided or \
+            getattr(tensor, "is_nested", False) or not tensor.is_contiguous() or \
+            tensor.untyped_storage().nbytes() != nbytes or torch.cuda.is_current_stream_capturing()
+
     def pack(self, tensor):
         """From the forward pass's pack hook: TENSOR itself, or its _Saved."""
         nbytes = _nbytes(tensor)
-        if self.off or nbytes < _MIN_BYTES or type(tensor) is not self.torch.Tensor or \
-                tensor.requires_grad and tensor.is_leaf or not tensor.is_contiguous() or \
-                tensor.untyped_storage().nbytes() != nbytes:
-            return tensor  # small, a parameter or subclass, or part of a block it would not free
-        ptr = tensor.untyped_storage().data_ptr()
+        if self._kept(tensor, nbytes):
+            return tensor
+        key = (tensor.untyped_storage().data_ptr(), tuple(tensor.shape), tensor.dtype)
         with self.lock:
-            saved = self.on_gpu.get(ptr)
-            if saved is not None:  # saved again by another node: one copy for both
+            ref = self.on_gpu.get(key)
+            saved = ref() if ref is not None else None
+            if saved is not None and saved.gpu is not None:  # saved again: one copy for both
+                saved.packs += 1
                 return saved
-            saved = self.on_gpu[ptr] = _Saved(tensor, nbytes)
-            self.newest.append(saved)
+            saved = _Saved(tensor, nbytes, self.torch.cuda.current_stream(tensor.device))
+            ref = self.on_gpu[key] = weakref.ref(saved)
+            self.newest.append((ref, nbytes, key))
             self.newest_bytes += nbytes
             older = []
-            if self.newest_bytes - self.newest[-1].nbytes > _KEEP_BYTES:
+            if self.newest_bytes - nbytes > _KEEP_BYTES:
                 self._release()
-            while self.newest_bytes - self.newest[-1].nbytes > _KEEP_BYTES:
-                older.append(self.newest.popleft())
-                self.newest_bytes -= older[-1].nbytes
-                del self.on_gpu[older[-1].gpu.untyped_storage().data_ptr()]
+            while self.newest_bytes - nbytes > _KEEP_BYTES:
+                ref, n, k = self.newest.popleft()
+                self.newest_bytes -= n
+                if self.on_gpu.get(k) is ref:
+                    del self.on_gpu[k]
+                s = ref()
+                if s is not None and s.gpu is not None:
+                    older.append(s)
         for s in older:
             try:
                 self._send(s)
@@ -121,13 +146,13 @@ class SavedToHost:
         return saved
 
     def _send(self, saved):
-        """Copy SAVED to pinned host memory after the job's work so far; its
-        GPU memory is let go at the next copy out, or when backward begins
-        (_release)."""
+        """Copy SAVED to pinned host memory after the work queued on its
+        stream; its GPU memory is let go at the next copy out, or when
+        backward begins (_release)."""
         torch = self.torch
         out, _ = self._streams(saved.device)
         gpu = saved.gpu
-        out.wait_stream(torch.cuda.current_stream(saved.device))
+        out.wait_stream(saved.stream)
         host = torch.empty(gpu.shape, dtype=gpu.dtype, pin_memory=True)
         with torch.cuda.stream(out):
             host.copy_(gpu, non_blocking=True)
@@ -135,24 +160,28 @@ class SavedToHost:
             saved.out.record(out)
         saved.host = host
         with self.lock:
-            self.leaving.append(saved)
+            self.leaving.append((weakref.ref(saved), gpu, saved.out, saved.stream))
             self.sent_bytes += saved.nbytes
 
     def _release(self):
         """Under the lock: the saved tensors copied out so far let go of their
-        GPU memory, the job's stream ordered after their copies. One copy out
-        later than it could (not through record_stream, whose free under
-        PyTorch's cudaMallocAsync backend makes the job's stream wait at
-        once): by then the GPU has run another layer, and its copy is done; a
-        copy that is done once the job's thread gets there has none to wait for."""
+        GPU memory, the stream they were saved on ordered after their copies.
+        One copy out later than it could (not through record_stream, which
+        under PyTorch's cudaMallocAsync backend made the job's stream wait
+        for each copy as it was queued): by then the GPU has run another
+        layer and the copy is done. A tensor made on one stream and saved
+        while another is current is not followed there."""
         while self.leaving:
-            s = self.leaving.popleft()
-            self.torch.cuda.current_stream(s.device).wait_event(s.out)
-            s.gpu = None
-            self.sent.append(weakref.ref(s))
+            ref, gpu, out, stream = self.leaving.popleft()
+            stream.wait_event(out)
+            s = ref()
+            if s is not None:
+                s.gpu = None
+                self.sent.append(ref)
 
     def _fetch(self, saved):
-        """Copy SAVED back to the GPU on the copy-in stream, after its copy out."""
+        """Copy SAVED back to the GPU on the copy-in stream, after its copy
+        out, for as many reads as it was saved."""
         torch = self.torch
         _, back = self._streams(saved.device)
         back.wait_event(saved.out)
@@ -161,7 +190,7 @@ class SavedToHost:
             gpu.copy_(saved.host, non_blocking=True)
             saved.ready = torch.cuda.Event()
             saved.ready.record(back)
-        saved.back = gpu
+        saved.back, saved.unread = gpu, saved.packs
 
     def _top_up(self):
         """Under the lock: copy back the next saved tensors, up to _AHEAD_BYTES
@@ -175,8 +204,9 @@ class SavedToHost:
             self.back_bytes += s.nbytes
 
     def backward_begin(self):
-        """The outermost backward pass begins: the tensors saved since the last
-        one are read from now on, the last copied out first."""
+        """The outermost backward pass begins (its phase open): the tensors
+        saved since the last one are read from now on, the last copied out
+        first."""
         with self.lock:
             self._release()
             self.coming = [s for s in (r() for r in self.sent) if s is not None]
@@ -199,17 +229,20 @@ class SavedToHost:
             return saved.gpu
         job = self.torch.cuda.current_stream(saved.device)
         with self.lock:
-            if saved in self.waiting:
-                self.waiting.discard(saved)
-                self.ahead -= saved.nbytes
-            else:  # read out of order, or again: copied back now, the rest as they were
+            if saved.back is None:  # read out of order, or again: copied back now
                 self.late += 1
                 if saved in self.coming:
                     self.coming.remove(saved)
                 self._fetch(saved)
-            back, saved.back = saved.back, None  # the job's now: its handle keeps no copy
+            back, ready = saved.back, saved.ready
+            saved.unread -= 1
+            if saved.unread <= 0:  # the job's now: its handle keeps no copy
+                saved.back = None
+                if saved in self.waiting:
+                    self.waiting.discard(saved)
+                    self.ahead -= saved.nbytes
             self._top_up()
-        job.wait_event(saved.ready)
+        job.wait_event(ready)
         back.record_stream(job)
         return back
 

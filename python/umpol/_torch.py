@@ -240,12 +240,14 @@ class Auto:
             overlap = auto.overlap if accumulates and outermost else None
             offload = auto.offload if outermost else None
             failed = True
-            try:
-                if offload is not None:
+            def run(*a, **kw):
+                if offload is not None:  # its copies back are the backward phase's
                     offload.backward_begin()
+                return fn(*a, **kw)
+            try:
                 if overlap is not None:
                     overlap.backward_begin()
-                out = auto.bounded(BACKWARD, fn, *args, **kwargs)
+                out = auto.bounded(BACKWARD, run, *args, **kwargs)
                 failed = False
                 return out
             finally:
