@@ -16,13 +16,12 @@ or more that owns its whole storage, is contiguous and is no parameter is
 kept on the GPU while it is among the newest saved (the newest one, and
 _KEEP_BYTES beside it: what the loss saves is read first by backward and
 would only cross the link twice); once older, it is copied to pinned host
-memory on a copy stream, after the work the job has queued so far, and its
-GPU memory is let go at the next copy out (or when backward begins), the
-job's stream ordered after the copy, which is done by then. When a backward
-pass begins,
-the last tensors copied out are copied back on a second copy stream, up to
-_AHEAD_BYTES ahead of the one backward reads next; each one read makes room
-for the next. A tensor read before its copy came (backward read in another
+memory on a copy stream, after the work queued on the stream current when
+it was saved, and its GPU memory is let go at the next copy out (or when
+backward begins), that stream ordered after the copy, which is done by then.
+When a backward pass begins, the last tensors copied out are copied back on
+a second copy stream, up to _AHEAD_BYTES ahead of the one backward reads
+next; each one read makes room for the next. A tensor read before its copy came (backward read in another
 order) is copied back then, and the job's stream waits for it. The values
 are the job's own; the losses are the job's. The copies back are tensors of
 the backward pass, whose phase is open when they are made (the policy's
@@ -46,10 +45,6 @@ _AHEAD_BYTES = 256 << 20  # copied back ahead of the tensor backward reads next,
 
 def _say(text):
     print(f"umpol: saved to host: {text}", file=sys.stderr, flush=True)
-
-
-def _nbytes(t):
-    return t.numel() * t.element_size()
 
 
 class _Saved:
@@ -110,7 +105,7 @@ class SavedToHost:
 
     def pack(self, tensor):
         """From the forward pass's pack hook: TENSOR itself, or its _Saved."""
-        nbytes = _nbytes(tensor)
+        nbytes = tensor.numel() * tensor.element_size()
         if self._kept(tensor, nbytes):
             return tensor
         key = (tensor.untyped_storage().data_ptr(), tuple(tensor.shape), tensor.dtype)

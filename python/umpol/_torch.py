@@ -16,7 +16,7 @@ import sys
 import threading
 import warnings
 
-from umpol._offload import _Saved
+from umpol._offload import SavedToHost, _Saved
 
 MODEL_INIT, FORWARD, BACKWARD, STEP, ZERO_GRAD = (
     "model.init", "forward", "backward", "optimizer.step", "zero_grad")
@@ -240,6 +240,7 @@ class Auto:
             overlap = auto.overlap if accumulates and outermost else None
             offload = auto.offload if outermost else None
             failed = True
+
             def run(*a, **kw):
                 if offload is not None:  # its copies back are the backward phase's
                     offload.backward_begin()
@@ -433,7 +434,6 @@ def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True,
             sys.stderr.write("umpol: saved to host: off: UMPOL_SAVED=0 turns off the saved-tensor "
                              "hooks it works through\n")
         else:
-            from umpol._offload import SavedToHost
             auto.offload = SavedToHost(torch)
     if step_in_backward:
         from umpol._overlap import StepInBackward
