@@ -28,6 +28,14 @@ assert sys.modules["sitecustomize"].__file__.endswith("other/sitecustomize.py")
 assert list(umpol.memory_stats()) == ["kv", "rest"], umpol.memory_stats()
 assert set(umpol.memory_stats()["kv"]) >= {"live_bytes", "peak_bytes", "resident_bytes",
                                           "evict_bytes", "prefetch_bytes", "saved_bytes"}
+assert umpol._rt.evictions() == 0, umpol._rt.evictions()  # nothing evicted under this policy
+# The UMPOL_* switches: 0, 1, or auto (unset too); anything else is auto, said on stderr.
+for value, want in (("0", False), ("1", True), ("auto", "auto"), (None, "auto"), ("yes", "auto")):
+    if value is None:
+        os.environ.pop("UMPOL_TEST_SWITCH", None)
+    else:
+        os.environ["UMPOL_TEST_SWITCH"] = value
+    assert umpol._switch("UMPOL_TEST_SWITCH") == want, (value, umpol._switch("UMPOL_TEST_SWITCH"))
 
 @umpol.phase("outer")
 def f():
@@ -60,6 +68,8 @@ echo 'ran = True' >"$tmp/fake/json_fake_for_umpol.py"
 expect_status 0 "API through umpol run" env PYTHONPATH="$tmp/other" FAKE_DIR="$tmp/fake" \
     "$UMPOL_BIN" run -p "$policy" -r "$tmp/report.json" -- python3 "$tmp/api.py"
 grep -q "api ok" "$tmp/out" || { fail "API checks"; cat "$tmp/out"; }
+grep -q "UMPOL_TEST_SWITCH='yes': expected 0, 1 or auto; taken as auto" "$tmp/out" ||
+    fail "a bad switch value is not said"
 python3 - "$tmp/report.json" <<'PY' || fail "phases in the report"
 import json, sys
 phases = {p["name"]: p["entries"] for p in json.load(open(sys.argv[1]))["phases"]}

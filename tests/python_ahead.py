@@ -192,3 +192,17 @@ host.add(0x8000)
 ahead = WeightsAhead(torch, rt)
 run(ahead, Model(torch, [emb]))
 check("an Embedding is not a layer copied ahead", id(model) not in ahead.orders and not ahead.orders)
+
+# Left at auto: nothing until the runtime has evicted for the budget, then the usual passes.
+evicted = [False]
+ahead = WeightsAhead(torch, rt, when=lambda: evicted[0])
+LOG.clear()
+check("at auto, before any eviction, a pass is not followed (nothing recorded, nothing copied)",
+      ahead.begin(model) is None and not ahead.orders and LOG == [])
+evicted[0] = True
+text = said(lambda: run(ahead, model))
+check("at the first pass after one it says it is on, once, and records the order",
+      text.count("weights ahead: on") == 1 and ahead.orders and LOG == [])
+text = said(lambda: run(ahead, model))
+check("and the pass after copies ahead, saying nothing more", text == "" and ahead.copied > 0)
+

@@ -253,4 +253,29 @@ check("without pinned host memory it says so, once, and turns off",
       text.count("saved to host: off") == 1 and off.off)
 check("the tensors stay on the GPU, readable", acts[0] is not None and
       all(off.unpack(h) is a if isinstance(h, _Saved) else h is a for h, a in zip(hs, acts)))
+# ---- left at auto: nothing leaves until the runtime has evicted for the budget ----
+evicted = [False]
+LOG.clear()
+torch = make_torch()
+off = SavedToHost(torch, when=lambda: evicted[0])
+acts = [Tensor(100 * MiB) for _ in range(6)]
+hs = [off.pack(a) for a in acts[:3]]
+check("at auto, before any eviction, saved tensors stay as they are and nothing is copied",
+      all(h is a for h, a in zip(hs, acts)) and LOG == [] and not off.newest)
+evicted[0] = True
+text = said(lambda: hs.extend(off.pack(a) for a in acts[3:]))
+check("after one it says it is on, once, and what is saved from then on is handled",
+      text.count("saved to host: on") == 1 and all(isinstance(h, _Saved) for h in hs[3:]))
+check("the tensors saved before stay the job's own", all(h is a for h, a in zip(hs[:3], acts)))
+
+# The switch itself: the runtime's evictions, read until the first is seen.
+from umpol._torch import _Evicted  # noqa: E402
+reads = []
+rt = types.SimpleNamespace(evictions=lambda: reads.append(1) or len(reads) - 2)
+seen = _Evicted(rt)
+check("no eviction yet, no switch", not seen() and not seen())
+check("the first eviction turns it on for good, and the runtime is no longer asked",
+      seen() and seen() and len(reads) == 3)
+check("an inactive runtime (-1) never turns it on",
+      not _Evicted(types.SimpleNamespace(evictions=lambda: -1))())
 print("python_offload: all checks passed")

@@ -17,6 +17,7 @@ Without the runtime (plain `python`), all of it does nothing and
 memory_stats() returns {}. See umpol-python(7)."""
 import contextlib
 import os
+import sys
 
 from umpol._runtime import Runtime
 
@@ -90,6 +91,16 @@ def steps():
     return _auto.steps if _auto is not None else 0
 
 
+def _switch(name):
+    """An UMPOL_* switch: True for 1, False for 0, "auto" when unset or auto
+    (on once the runtime has evicted a block for the budget)."""
+    value = os.environ.get(name, "auto")
+    if value not in ("0", "1", "auto"):
+        sys.stderr.write(f"umpol: {name}={value!r}: expected 0, 1 or auto; taken as auto\n")
+        value = "auto"
+    return {"0": False, "1": True}.get(value, "auto")
+
+
 def enable_auto():
     """Install the automatic PyTorch phases now, or once torch is imported.
 
@@ -104,8 +115,8 @@ def enable_auto():
         _auto = _torch.install(torch, _rt, saved=os.environ.get("UMPOL_SAVED", "1") != "0",
                                step_in_backward=os.environ.get("UMPOL_STEP_IN_BACKWARD", "0") == "1",
                                autocast_cache=os.environ.get("UMPOL_AUTOCAST_CACHE", "1") != "0",
-                               weights_ahead=os.environ.get("UMPOL_WEIGHTS_AHEAD", "0") == "1",
-                               saved_to_host=os.environ.get("UMPOL_SAVED_TO_HOST", "0") == "1")
+                               weights_ahead=_switch("UMPOL_WEIGHTS_AHEAD"),
+                               saved_to_host=_switch("UMPOL_SAVED_TO_HOST"))
 
     from umpol._importhook import when_imported
     when_imported("torch", installed)

@@ -38,8 +38,9 @@ def _say(text):
 class WeightsAhead:
     """The process's weights ahead: the orders of its models' layers, learned."""
 
-    def __init__(self, torch, rt):
+    def __init__(self, torch, rt, when=None):
         self.torch, self.rt = torch, rt
+        self.when = when    # what says when to begin (None: at once)
         self.orders = {}    # id(model) -> (weak reference to it, [weak reference to a layer])
         self.streams = {}   # device -> the copy stream
         self.copied = 0     # bytes copied ahead so far
@@ -47,7 +48,13 @@ class WeightsAhead:
 
     def begin(self, model):
         """A training forward pass of MODEL (the outermost module called)
-        begins: the _Pass that follows its layers."""
+        begins: the _Pass that follows its layers, or None while WHEN says no."""
+        if self.when is not None:
+            if not self.when():
+                return None
+            self.when = None
+            _say("on: the runtime has evicted weights or state to the host for the budget; "
+                 "the next passes copy the weights that lie there ahead of their layers")
         known = self.orders.get(id(model))
         order = known[1] if known is not None and known[0]() is model else None
         return _Pass(self, model, order)

@@ -66,8 +66,9 @@ class SavedToHost:
     Handles are held weakly but by autograd: a graph the job drops frees
     them, and with them their memory on the GPU and the host."""
 
-    def __init__(self, torch):
+    def __init__(self, torch, when=None):
         self.torch = torch
+        self.when = when              # what says when to begin (None: at once)
         self.lock = threading.RLock()  # packs on the job's thread, unpacks on autograd's
         self.streams = {}             # device -> (copy out, copy in)
         self.newest = collections.deque()  # (weak _Saved, bytes, key) still on the GPU, newest last
@@ -106,7 +107,7 @@ class SavedToHost:
     def pack(self, tensor):
         """From the forward pass's pack hook: TENSOR itself, or its _Saved."""
         nbytes = tensor.numel() * tensor.element_size()
-        if self._kept(tensor, nbytes):
+        if self._kept(tensor, nbytes) or self.when is not None and not self._begun():
             return tensor
         key = (tensor.untyped_storage().data_ptr(), tuple(tensor.shape), tensor.dtype)
         with self.lock:
@@ -139,6 +140,15 @@ class SavedToHost:
                      "saved tensors stay on the GPU from now on")
                 break
         return saved
+
+    def _begun(self):
+        """Does WHEN say begin? Said once, when it does."""
+        if not self.when():
+            return False
+        self.when = None
+        _say("on: the runtime has evicted to the host for the budget; from now on the forward "
+             "passes' large saved tensors wait for backward in host memory")
+        return True
 
     def _send(self, saved):
         """Copy SAVED to pinned host memory after the work queued on its

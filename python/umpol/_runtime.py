@@ -9,6 +9,13 @@ _STAT_FIELDS = ("allocations", "frees", "live_bytes", "peak_bytes", "resident_by
                 "saved_bytes")
 
 
+class Stats(ctypes.Structure):
+    """struct umpol_stats of umpol.h."""
+    _fields_ = [(name, ctypes.c_ulonglong) for name in
+                ("allocations", "passthrough", "live_bytes", "managed_bytes", "prefetches",
+                 "evictions", "cap_refusals")]
+
+
 class ClassStats(ctypes.Structure):
     """struct umpol_class_stats of umpol.h."""
     _fields_ = [(name, ctypes.c_ulonglong) for name in _STAT_FIELDS]
@@ -50,6 +57,9 @@ class Runtime:
         self._on_host = getattr(lib, "umpol_on_host", None)
         if self._on_host is not None:
             self._on_host.argtypes, self._on_host.restype = [ctypes.c_void_p], ctypes.c_int
+        self._stats = getattr(lib, "umpol_stats", None)
+        if self._stats is not None:
+            self._stats.argtypes, self._stats.restype = [ctypes.POINTER(Stats)], ctypes.c_int
         self._host_bytes = getattr(lib, "umpol_host_bytes", None)
         if self._host_bytes is not None:
             self._host_bytes.argtypes, self._host_bytes.restype = [ctypes.c_void_p], ctypes.c_longlong
@@ -118,6 +128,14 @@ class Runtime:
         if not self.active or self._host_bytes is None:
             return -1
         return self._host_bytes(ptr)
+
+    def evictions(self):
+        """Blocks (and movable pieces) the runtime has sent to the host for the
+        budget so far, all classes together; -1 when it is not active."""
+        s = Stats()
+        if not self.active or self._stats is None or self._stats(ctypes.byref(s)) != 0:
+            return -1
+        return s.evictions
 
     def note_saved(self, ptr):
         return self._note_saved(ptr) if self.active else -1

@@ -146,7 +146,8 @@ class Auto:
             if t.ahead is not None:  # a pass whose end no hook saw (it raised, old PyTorch)
                 t.ahead.end()
             t.ahead = self.ahead.begin(module)
-            t.ahead.pre(module)
+            if t.ahead is not None:
+                t.ahead.pre(module)
         return None
 
     def forward_post(self, module, args, output):
@@ -401,6 +402,21 @@ def _watch_gradient_readers(torch, overlap):
         wrap(owner, "zero_grad", lambda *a: overlap.gradients_cleared())
 
 
+class _Evicted:
+    """Has the runtime sent a block to the host for the budget yet? What turns
+    on the weights ahead and the saved tensors in host memory when they are
+    left at "auto": until then the budget holds the step, and they would
+    only add copies. Once true, true for good."""
+
+    def __init__(self, rt):
+        self.rt, self.seen = rt, False
+
+    def __call__(self):
+        if not self.seen:
+            self.seen = self.rt.evictions() > 0
+        return self.seen
+
+
 def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True,
             weights_ahead=False, saved_to_host=False):
     """Install the automatic phases into TORCH (once); returns the Auto or None.
@@ -409,7 +425,9 @@ def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True,
     cache_enabled keep no casts of the weights. WEIGHTS_AHEAD: copy the
     forward pass's weights that lie on the host ahead of their layers
     (_ahead). SAVED_TO_HOST: keep the training forward pass's large saved
-    tensors in host memory until backward (_offload). See umpol-python(7)."""
+    tensors in host memory until backward (_offload). Those two are True,
+    False or "auto": on once the runtime has evicted a block for the budget
+    (_Evicted). See umpol-python(7)."""
     if getattr(torch, "_umpol_auto", None) is not None:
         return torch._umpol_auto
     if not autocast_cache and hasattr(torch, "set_autocast_cache_enabled"):
@@ -420,21 +438,22 @@ def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True,
     Module = torch.nn.Module
     Optimizer = torch.optim.Optimizer
     auto = Auto(torch, rt, saved)
+    evicted = _Evicted(rt)
     if weights_ahead:
-        if auto.streaming:
-            sys.stderr.write("umpol: weights ahead: off: the policy streams its weights itself "
-                             "(stream written)\n")
-        elif getattr(rt, "_host_bytes", None) is None:
-            sys.stderr.write("umpol: weights ahead: off: the runtime has no umpol_host_bytes\n")
-        else:
+        why = "the policy streams its weights itself (stream written)" if auto.streaming else \
+            "the runtime has no umpol_host_bytes" if getattr(rt, "_host_bytes", None) is None \
+            else None
+        if why is None:
             from umpol._ahead import WeightsAhead
-            auto.ahead = WeightsAhead(torch, rt)
+            auto.ahead = WeightsAhead(torch, rt, when=evicted if weights_ahead == "auto" else None)
+        elif weights_ahead is True:  # asked for: say why not (left at auto: nothing to say)
+            sys.stderr.write(f"umpol: weights ahead: off: {why}\n")
     if saved_to_host:
-        if not saved:
+        if saved:
+            auto.offload = SavedToHost(torch, when=evicted if saved_to_host == "auto" else None)
+        elif saved_to_host is True:
             sys.stderr.write("umpol: saved to host: off: UMPOL_SAVED=0 turns off the saved-tensor "
                              "hooks it works through\n")
-        else:
-            auto.offload = SavedToHost(torch)
     if step_in_backward:
         from umpol._overlap import StepInBackward
         auto.overlap = StepInBackward(torch, auto)
