@@ -434,10 +434,10 @@ def train(args):
           + ", ".join(f"{k} {v:.1f} ms" for k, v in cpu.items()), flush=True)
     auto = getattr(sys.modules.get("umpol"), "_auto", None)
     ahead = getattr(auto, "ahead", None)
-    if ahead is not None:  # UMPOL_WEIGHTS_AHEAD=1
+    if ahead is not None:  # UMPOL_WEIGHTS_AHEAD (1 or auto)
         print(f"weights ahead: {ahead.copied / 2**30 / total:.2f} GiB copied a step", flush=True)
     offload = getattr(auto, "offload", None)
-    if offload is not None:  # UMPOL_SAVED_TO_HOST=1
+    if offload is not None:  # UMPOL_SAVED_TO_HOST (1 or auto)
         print(f"saved to host: {offload.summary()} over {total} steps", flush=True)
     overlap = getattr(auto, "overlap", None)
     if getattr(overlap, "calls", None) and overlap.passes:  # UMPOL_STEP_IN_BACKWARD=1

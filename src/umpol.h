@@ -77,7 +77,7 @@ int umpol_on_host(const void *ptr);
  * of a `memory host` block, the pieces of a `memory movable` block that are
  * off the GPU, 0 for the runtime's other blocks; -1 when PTR is no block of
  * the runtime's or no policy is loaded. The Python package's weights ahead
- * (UMPOL_WEIGHTS_AHEAD=1) asks it of each layer's weights, to copy those that
+ * (UMPOL_WEIGHTS_AHEAD) asks it of each layer's weights, to copy those that
  * lie on the host to the GPU ahead of the layer. */
 long long umpol_host_bytes(const void *ptr);
 

@@ -1,5 +1,6 @@
-"""Weights ahead (UMPOL_WEIGHTS_AHEAD=1): the forward pass's weights that lie
-in host memory, copied to the GPU ahead of the layers that read them.
+"""Weights ahead (UMPOL_WEIGHTS_AHEAD: 1, or auto once the runtime has evicted
+for the budget; _torch._Evicted): the forward pass's weights that lie in host
+memory, copied to the GPU ahead of the layers that read them.
 
 Where the policy leaves weights in host memory (pieces of a `memory movable`
 class sent off the card, a `memory host` class), the forward pass reads them

@@ -1,4 +1,5 @@
-"""Saved activations to host memory (UMPOL_SAVED_TO_HOST=1).
+"""Saved activations to host memory (UMPOL_SAVED_TO_HOST: 1, or auto once the
+runtime has evicted for the budget; _torch._Evicted).
 
 Under gradient checkpointing the tensors a training forward pass saves for
 backward are mostly each checkpointed segment's inputs (a layer's hidden
