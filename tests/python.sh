@@ -70,6 +70,19 @@ expect_status 0 "API through umpol run" env PYTHONPATH="$tmp/other" FAKE_DIR="$t
 grep -q "api ok" "$tmp/out" || { fail "API checks"; cat "$tmp/out"; }
 grep -q "UMPOL_TEST_SWITCH='yes': expected 0, 1 or auto; taken as auto" "$tmp/out" ||
     fail "a bad switch value is not said"
+# The ctypes mirrors of umpol.h's structs: the same fields in the same order.
+PYTHONPATH="$top_srcdir/python" python3 - "$top_srcdir/src/umpol.h" <<'PY' || fail "ctypes structs differ from umpol.h"
+import re, sys
+from umpol._runtime import ClassStats, Stats
+header = open(sys.argv[1]).read()
+for name, mirror in (("umpol_stats", Stats), ("umpol_class_stats", ClassStats)):
+    body = re.search(r"struct %s \{(.*?)\};" % name, header, re.S).group(1)
+    body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+    fields = [f.strip() for decl in body.split(";") if decl.strip()
+              for f in decl.replace("unsigned long long", "").split(",")]
+    got = [f for f, _ in mirror._fields_]
+    assert fields == got, (name, fields, got)
+PY
 python3 - "$tmp/report.json" <<'PY' || fail "phases in the report"
 import json, sys
 phases = {p["name"]: p["entries"] for p in json.load(open(sys.argv[1]))["phases"]}

@@ -278,4 +278,7 @@ check("the first eviction turns it on for good, and the runtime is no longer ask
       seen() and seen() and len(reads) == 3)
 check("an inactive runtime (-1) never turns it on",
       not _Evicted(types.SimpleNamespace(evictions=lambda: -1))())
+from umpol._torch import _when  # noqa: E402
+check("install hands auto the switch, and 1 nothing (on at once)",
+      _when("auto", seen) is seen and _when(True, seen) is None)
 print("python_offload: all checks passed")

@@ -50,12 +50,14 @@ class WeightsAhead:
     def begin(self, model):
         """A training forward pass of MODEL (the outermost module called)
         begins: the _Pass that follows its layers, or None while WHEN says no."""
-        if self.when is not None:
-            if not self.when():
+        when = self.when  # read once: another thread's pass may clear it
+        if when is not None:
+            if not when():
                 return None
             self.when = None
-            _say("on: the runtime has evicted weights or state to the host for the budget; "
-                 "the next passes copy the weights that lie there ahead of their layers")
+            _say("on (UMPOL_WEIGHTS_AHEAD=auto; 0 keeps it off): the runtime has evicted to the "
+                 "host for the budget; the next passes copy the weights that lie there ahead of "
+                 "their layers")
         known = self.orders.get(id(model))
         order = known[1] if known is not None and known[0]() is model else None
         return _Pass(self, model, order)

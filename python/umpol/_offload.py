@@ -108,7 +108,7 @@ class SavedToHost:
     def pack(self, tensor):
         """From the forward pass's pack hook: TENSOR itself, or its _Saved."""
         nbytes = tensor.numel() * tensor.element_size()
-        if self._kept(tensor, nbytes) or self.when is not None and not self._begun():
+        if self._kept(tensor, nbytes) or not self._begun():
             return tensor
         key = (tensor.untyped_storage().data_ptr(), tuple(tensor.shape), tensor.dtype)
         with self.lock:
@@ -143,12 +143,17 @@ class SavedToHost:
         return saved
 
     def _begun(self):
-        """Does WHEN say begin? Said once, when it does."""
-        if not self.when():
+        """Has it begun, or does WHEN say begin now? Said once, when it does.
+        WHEN read once into a local: another thread's pack may clear it."""
+        when = self.when
+        if when is None:
+            return True
+        if not when():
             return False
         self.when = None
-        _say("on: the runtime has evicted to the host for the budget; from now on the forward "
-             "passes' large saved tensors wait for backward in host memory")
+        _say("on (UMPOL_SAVED_TO_HOST=auto; 0 keeps it off): the runtime has evicted to the host "
+             "for the budget; from now on the forward passes' large saved tensors wait for "
+             "backward in host memory")
         return True
 
     def _send(self, saved):

@@ -417,6 +417,12 @@ class _Evicted:
         return self.seen
 
 
+def _when(switch, evicted):
+    """What starts a mechanism whose switch is SWITCH (True, or "auto"):
+    EVICTED (an _Evicted) at auto, nothing (None: at once) when on."""
+    return evicted if switch == "auto" else None
+
+
 def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True,
             weights_ahead=False, saved_to_host=False):
     """Install the automatic phases into TORCH (once); returns the Auto or None.
@@ -445,12 +451,12 @@ def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True,
             else None
         if why is None:
             from umpol._ahead import WeightsAhead
-            auto.ahead = WeightsAhead(torch, rt, when=evicted if weights_ahead == "auto" else None)
+            auto.ahead = WeightsAhead(torch, rt, when=_when(weights_ahead, evicted))
         elif weights_ahead is True:  # asked for: say why not (left at auto: nothing to say)
             sys.stderr.write(f"umpol: weights ahead: off: {why}\n")
     if saved_to_host:
         if saved:
-            auto.offload = SavedToHost(torch, when=evicted if saved_to_host == "auto" else None)
+            auto.offload = SavedToHost(torch, when=_when(saved_to_host, evicted))
         elif saved_to_host is True:
             sys.stderr.write("umpol: saved to host: off: UMPOL_SAVED=0 turns off the saved-tensor "
                              "hooks it works through\n")
