@@ -233,6 +233,11 @@ want = {"model.init": 2, "forward": 10, "backward": 8, "optimizer.step": 5, "zer
         "forward.eval": 1, "forward.recompute": 1, "job.range": 1}
 assert phases == want, phases
 PY
+    ! grep -q "UMPOL_SAVED_TO_HOST=auto\|UMPOL_WEIGHTS_AHEAD=auto" "$tmp/out" ||
+        fail "a switch at auto turned on with nothing evicted"
+    expect_status 0 "the switches set to 1 and 0" env UMPOL_SAVED_TO_HOST=1 UMPOL_WEIGHTS_AHEAD=0 \
+        "$UMPOL_BIN" run -p "$policy" -- "$torch_python" "$top_srcdir/tests/python_torch.py"
+    grep -q "torch phases ok" "$tmp/out" || { fail "the switches set to 1 and 0"; cat "$tmp/out"; }
     # Asked for the step in backward, a job on the CPU is told why it stays off,
     # and runs with the same phases.
     expect_status 0 "step in backward asked for on the CPU" env UMPOL_STEP_IN_BACKWARD=1 \

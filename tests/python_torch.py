@@ -3,6 +3,7 @@
 phases reach the runtime, which records them; nothing is allocated through
 CUDA). The job below is unmodified PyTorch; the checks read the runtime's
 report afterwards (see tests/python.sh) and, here, the package's own state."""
+import os
 import sys
 
 import umpol
@@ -15,6 +16,14 @@ import torch.utils.checkpoint as ckpt  # noqa: E402
 assert getattr(torch, "_umpol_auto", None) is not None, "automatic phases not installed"
 auto = torch._umpol_auto
 rt = umpol._rt
+
+# UMPOL_SAVED_TO_HOST and UMPOL_WEIGHTS_AHEAD as the environment sets them:
+# at auto (unset) each waits for the runtime's first eviction, at 1 for
+# nothing, at 0 it is not there.
+for name, mechanism in (("UMPOL_SAVED_TO_HOST", auto.offload), ("UMPOL_WEIGHTS_AHEAD", auto.ahead)):
+    value = os.environ.get(name, "auto")
+    assert (mechanism is None) == (value == "0"), (name, value, mechanism)
+    assert mechanism is None or (mechanism.when is not None) == (value == "auto"), (name, value)
 
 
 class Net(nn.Module):
