@@ -487,6 +487,14 @@ static const char movable_device_policy[] =
     "class weights { match size >= 100MiB; memory movable; priority 20; }\n"
     "class acts { match any; memory device; priority 50; }\n";
 
+/* Weights that only the budget sends out, brought back at each forward
+ * pass's start; activations in slabs of their own. */
+static const char movable_return_policy[] =
+    "umpol 1;\nbudget gpu 200MiB;\nslab 16MiB;\n"
+    "class weights { match size >= 100MiB; memory movable; priority 20;\n"
+    "  prefetch gpu on enter \"forward*\"; }\n"
+    "class acts { match any; memory device; priority 50; }\n";
+
 /* `stream written` under a budget of BUDGET: weights made in "init", all on
  * the host, and the optimizer ("opt") the only phase that writes. */
 #define STREAM_POLICY(budget)                                                                 \
@@ -1376,6 +1384,87 @@ static void test_runtime_stream_off_after_driver_capture(void **state)
         assert_int_equal(((const struct movable *)s->backing)->incoming_bytes, 0);
     assert_int_equal(f->rt.devices[0].resident_bytes, mapped);
     stream_done(f, w);
+}
+
+/* One forward pass that takes N activations of 16 MiB (each a slab of its
+ * own) and frees them. */
+static void forward_pass(struct fixture *f, int n)
+{
+    void *a[8];
+    phase_enter(&f->rt, "forward");
+    for (int i = 0; i < n; i++)
+        a[i] = alloc(f, 16u << 20, API_CUDA_MALLOC, S1);
+    for (int i = 0; i < n; i++)
+        release(f, a[i], S1, MODE_ANY);
+    phase_exit(&f->rt);
+}
+
+/* A movable class that only the budget sends out comes back only into room
+ * that stayed free through a whole pass: while the activations' peak has
+ * none, its rule moves nothing and does not wait for the GPU; once a pass
+ * left slabs unused, they are given back and a piece returns, and the next
+ * pass's peak does not send it out again. */
+static void test_runtime_movable_returns_into_steady_room(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20;
+    uint64_t vmm_before = fake_vmm_gpu_bytes();
+    struct fixture *f = setup(movable_return_policy);
+    const struct class_stats *st = f->rt.class_stats;
+    const struct device_state *dev = &f->rt.devices[0];
+    void *w = alloc(f, 100 * MiB, API_CUDA_MALLOC, S1); /* pieces of 64 and 36 MiB */
+    fill(w, 100 * MiB, 3);
+    forward_pass(f, 0);
+    forward_pass(f, 8); /* 228 MiB at the peak: the 64 MiB piece leaves */
+    assert_int_equal(st[0].evict_bytes, 64 * MiB);
+    assert_int_equal(dev->resident_bytes, 36 * MiB + 128 * MiB);
+
+    /* The last pass's peak left 36 MiB: the piece stays out, with no wait. */
+    uint64_t syncs = fake_counters()->device_sync;
+    forward_pass(f, 4); /* four of the eight slabs unused */
+    assert_int_equal(st[0].movable_to_gpu_bytes, 0);
+    assert_int_equal(fake_counters()->device_sync, syncs);
+    assert_int_equal(st[1].slab_releases, 0);
+
+    /* Those four go, and the piece comes back into their room. */
+    forward_pass(f, 4);
+    assert_int_equal(st[1].slab_releases, 4);
+    assert_int_equal(st[0].movable_to_gpu_bytes, 64 * MiB);
+    assert_int_equal(st[0].evict_bytes, 64 * MiB); /* the pass's peak fit beside it */
+    assert_int_equal(dev->resident_bytes, 100 * MiB + 64 * MiB);
+    assert_int_equal(card_holds(f, vmm_before), dev->resident_bytes);
+    assert_true(filled(w, 100 * MiB, 3));
+
+    forward_pass(f, 4); /* steady: nothing given back, nothing moved */
+    assert_int_equal(st[1].slab_releases, 4);
+    assert_int_equal(st[0].movable_to_gpu_bytes, 64 * MiB);
+    assert_int_equal(st[0].evict_bytes, 64 * MiB);
+    release(f, w, S1, MODE_ANY);
+    place_trim(&f->rt, -1, -1);
+    assert_int_equal(fake_vmm_gpu_bytes(), vmm_before);
+    assert_int_equal(dev->resident_bytes, 0);
+    teardown(f);
+
+    /* Managed activations free their GPU space at once: the room now is
+     * ample, but the last pass's peak had none, and the piece that would
+     * come back would only be sent out again. */
+    f = setup(movable_pressure_policy);
+    st = f->rt.class_stats;
+    dev = &f->rt.devices[0];
+    w = alloc(f, 100 * MiB, API_CUDA_MALLOC, S1);
+    fill(w, 100 * MiB, 4);
+    forward_pass(f, 8); /* 228 MiB at the peak: the 64 MiB piece leaves */
+    assert_int_equal(st[0].evict_bytes, 64 * MiB);
+    syncs = fake_counters()->device_sync;
+    forward_pass(f, 8);
+    assert_int_equal(st[0].movable_to_gpu_bytes, 0);
+    assert_int_equal(st[0].evict_bytes, 64 * MiB);
+    assert_int_equal(fake_counters()->device_sync, syncs);
+    assert_true(filled(w, 100 * MiB, 4));
+    release(f, w, S1, MODE_ANY);
+    place_trim(&f->rt, -1, -1);
+    assert_int_equal(fake_vmm_gpu_bytes(), vmm_before);
+    teardown(f);
 }
 
 static void test_runtime_movable_pressure(void **state)
@@ -3215,6 +3304,7 @@ int main(void)
         cmocka_unit_test(test_runtime_room_counts_lost_slabs),
         cmocka_unit_test(test_runtime_movable),
         cmocka_unit_test(test_runtime_movable_pressure),
+        cmocka_unit_test(test_runtime_movable_returns_into_steady_room),
         cmocka_unit_test(test_runtime_stream_ahead),
         cmocka_unit_test(test_runtime_stream_remap_on_thread),
         cmocka_unit_test(test_runtime_stream_room_from_empty_slab),

@@ -192,6 +192,12 @@ void program_explain(FILE *out, const struct program *p)
                          "prefetch fires,\n               and leave the GPU under budget "
                          "pressure by priority; the card gets\n               the memory back; "
                          "the job's thread waits for the GPU\n");
+        if (c->memory == MEMORY_MOVABLE && c->prefetch_count &&
+            !program_class_leaves_by_rule(p, i))
+            fprintf(out, "     returns:  only the budget sends it out, so a prefetch to the GPU "
+                         "brings back\n               what fits beside the most the GPU held "
+                         "since the last one\n               (device slabs unused since then "
+                         "are given back first)\n");
         if (c->stream_written >= 0)
             fprintf(out, "     stream:   written only in phases \"%s\"; outside them, its pieces "
                          "on the host\n               are copied to the GPU ahead of the uses "

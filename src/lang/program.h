@@ -154,6 +154,17 @@ static inline uint64_t program_spare_reserve(const struct program *p, uint64_t l
     return r > 2 * p->slab_bytes ? r : 2 * p->slab_bytes;
 }
 
+/* Has class I a prefetch rule that sends it anywhere but the GPU? Else
+ * only the budget sends it off the GPU. */
+static inline bool program_class_leaves_by_rule(const struct program *p, size_t i)
+{
+    const struct program_class *c = &p->classes[i];
+    for (uint32_t k = 0; k < c->prefetch_count; k++)
+        if (p->prefetches[c->prefetch_first + k].dest.kind != LOC_GPU)
+            return true;
+    return false;
+}
+
 /* Index of the first class matching CTX, or -1 when none does. */
 int program_classify(const struct program *p, const struct alloc_ctx *ctx);
 

@@ -45,6 +45,11 @@ struct device_state {
      * GPU, live or free, and its device-memory slabs. The budget bounds it. */
     uint64_t resident_bytes;
     uint64_t resident_peak; /* the most resident_bytes has been */
+    /* Of resident_bytes, what movable classes hold; and the most the rest
+     * has been since a movable class last came back for good (steady_room
+     * in placement.c; returns_seen: it has been asked before). */
+    uint64_t movable_resident, fixed_peak;
+    bool returns_seen;
     /* `spare`: what the classes that read it hold of resident_bytes, and the
      * most the rest of it has ever been (the job's peak without them). */
     uint64_t spare_held, others_peak;

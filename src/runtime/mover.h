@@ -144,6 +144,17 @@ static inline size_t mover_movable_held(const struct movable *mv)
     return mv->gpu_bytes + mv->incoming_bytes;
 }
 
+/* Is one of MV's pieces on the other side of the link than TO_GPU says
+ * of LIMIT bytes or fewer? (mover_movable_move waits for the GPU first,
+ * whether or not one is.) */
+static inline bool mover_movable_would_move(const struct movable *mv, bool to_gpu, size_t limit)
+{
+    for (size_t i = 0; i < mv->pieces; i++)
+        if ((mv->gpu[i] != 0) != to_gpu && mover_piece_size(mv, i) <= limit)
+            return true;
+    return false;
+}
+
 /* Can this process make movable slabs on DEVICE (the driver's calls, the
  * GPU's support for GPU and host memory at reserved ranges, granules that
  * divide MOVABLE_GRANULE)? Asked once per GPU; false says why in the log. */

@@ -415,13 +415,15 @@ static size_t trim(struct runtime *rt, int device, int class_idx, uint64_t room)
                           ((class_idx == TRIM_CARD || class_idx == TRIM_FOR_STREAM) &&
                            cls->memory != MEMORY_HOST) ||
                           (class_idx == TRIM_MANAGED && cls->memory == MEMORY_MANAGED) ||
+                          (class_idx == TRIM_UNUSED && cls->memory == MEMORY_DEVICE) ||
                           (class_idx >= 0 && (size_t)class_idx == c);
             struct pool *p = chosen ? dev->pools[c] : NULL;
             for (struct slab *s = p ? pool_detach_empty_slabs(p) : NULL, *next; s; s = next) {
                 next = s->next;
                 if ((room != UINT64_MAX && dev->budget_bytes != UINT64_MAX &&
                      dev->resident_bytes + room <= dev->budget_bytes) ||
-                    (class_idx == TRIM_FOR_STREAM && s->size < STREAM_ROOM_SLAB)) {
+                    (class_idx == TRIM_FOR_STREAM && s->size < STREAM_ROOM_SLAB) ||
+                    (class_idx == TRIM_UNUSED && s->used)) {
                     pool_reattach_slab(p, s); /* room enough, or not one it was asked for: it stays */
                     continue;
                 }
@@ -463,6 +465,8 @@ static size_t trim(struct runtime *rt, int device, int class_idx, uint64_t room)
                 rt->class_stats[c].slab_releases++;
                 released += size;
             }
+            if (p && class_idx == TRIM_UNUSED)
+                pool_unmark_used(p);
         }
     }
     return released;
@@ -1133,6 +1137,33 @@ static void move_class(struct runtime *rt, size_t c, int device, struct program_
         mover_follow(&rt->mover, dev, cudaStreamLegacy, dev->stream);
 }
 
+/* The room on DEVICE that stayed free since this was last asked: what a
+ * movable class that leaves only for the budget may bring back without being
+ * sent out again by the next peak. Device slabs no block was taken from since
+ * then are given back first (the peak fit in the rest); the room is the
+ * budget less the most the other memory held since then and what movable
+ * classes hold now. The first time, no period is known: the room now. */
+static uint64_t steady_room(struct runtime *rt, int device)
+{
+    struct device_state *dev = &rt->devices[device];
+    bool first = !dev->returns_seen;
+    uint64_t released = 0;
+    if (first) /* the period starts: every slab unused so far */
+        for (size_t c = 0; c < rt->program->class_count; c++) {
+            if (dev->pools[c] && rt->program->classes[c].memory == MEMORY_DEVICE)
+                pool_unmark_used(dev->pools[c]);
+        }
+    else
+        released = trim(rt, device, TRIM_UNUSED, UINT64_MAX);
+    uint64_t peak = dev->fixed_peak > released ? dev->fixed_peak - released : 0;
+    dev->fixed_peak = dev->resident_bytes - dev->movable_resident;
+    dev->returns_seen = true;
+    if (first || dev->budget_bytes == UINT64_MAX)
+        return UINT64_MAX;
+    uint64_t held = peak + dev->movable_resident;
+    return dev->budget_bytes > held ? dev->budget_bytes - held : 0;
+}
+
 /* Movable class C's slabs on DEVICE move whole to DEST, the GPU within its
  * budget (what does not fit stays on the host, where the GPU reads it over
  * the link). The mover waits for the GPU's work first: the job's thread
@@ -1155,6 +1186,10 @@ static void move_movable(struct runtime *rt, size_t c, int device, struct progra
     }
     uint64_t t0 = now_ns();
     stream_settle(rt); /* no remap of their pieces is being made */
+    /* A class the budget alone sends out comes back only into room that
+     * stays free through the step: else its next peak sends it out again. */
+    uint64_t steady = to_gpu && !program_class_leaves_by_rule(rt->program, c) ? steady_room(rt, device)
+                                                                : UINT64_MAX;
     for (struct slab *s = p->slabs; s; s = s->next) {
         struct movable *mv = s->backing;
         if (!mv) /* plain device memory: movable memory was not to be had */
@@ -1162,6 +1197,10 @@ static void move_movable(struct runtime *rt, size_t c, int device, struct progra
         size_t before = mover_movable_held(mv);
         size_t limit = to_gpu ? mv->size - mv->gpu_bytes : mv->gpu_bytes;
         bool short_of_room = false;
+        if (to_gpu && limit > steady) {
+            short_of_room = true;
+            limit = (size_t)steady;
+        }
         if (to_gpu && limit && dev->budget_bytes != UINT64_MAX) {
             /* Freed space still on the GPU makes room first: its data is dead. */
             while (dev->resident_bytes + limit > dev->budget_bytes && reclaim_idle(rt, device))
@@ -1169,9 +1208,13 @@ static void move_movable(struct runtime *rt, size_t c, int device, struct progra
             uint64_t room = dev->budget_bytes > dev->resident_bytes
                                 ? dev->budget_bytes - dev->resident_bytes
                                 : 0;
-            short_of_room = room < limit;
-            limit = short_of_room ? (size_t)room : limit;
+            if (room < limit) {
+                short_of_room = true;
+                limit = (size_t)room;
+            }
         }
+        if (to_gpu && limit && !mover_movable_would_move(mv, true, limit))
+            limit = 0; /* no piece fits: no wait for the GPU */
         size_t moved = limit ? mover_movable_move(&rt->mover, dev, mv, to_gpu, limit,
                                                   stream_unwritten(rt, (int)c))
                              : 0;
@@ -1180,6 +1223,8 @@ static void move_movable(struct runtime *rt, size_t c, int device, struct progra
             st->movable_budget_left += mv->size - mv->gpu_bytes;
         /* Pieces on their way in (streaming ahead) were given up first. */
         size_t after = mover_movable_held(mv);
+        if (after > before && steady != UINT64_MAX)
+            steady = after - before < steady ? steady - (after - before) : 0;
         if (after > before)
             resident_add(rt, dev, (int)c, after - before);
         else

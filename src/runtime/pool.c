@@ -96,7 +96,7 @@ struct slab *pool_add_slab(struct pool *p, uintptr_t base, size_t size, bool ded
         return NULL;
     }
     *s = (struct slab){.base = base, .size = size, .pool = p, .first = b, .next = p->slabs,
-                       .dedicated = dedicated};
+                       .dedicated = dedicated, .used = true};
     p->slabs = s;
     *b = (struct block){.addr = base, .size = size, .slab = s, .free = true,
                         .class_idx = p->class_idx};
@@ -285,6 +285,13 @@ void pool_take(struct pool *p, struct block *b, size_t size)
 {
     bin_remove(p, b);
     split(p, b, size);
+    b->slab->used = true;
+}
+
+void pool_unmark_used(struct pool *p)
+{
+    for (struct slab *s = p->slabs; s; s = s->next)
+        s->used = false;
 }
 
 void pool_untake(struct pool *p, struct block *b)

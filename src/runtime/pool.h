@@ -29,6 +29,7 @@ struct slab {
     void *backing;  /* `memory movable`: the mover's record of its memory */
     uint64_t tick;  /* movable: when its pieces last came to the GPU (the LRU's tick) */
     bool quarantined; /* part of its range is not mapped: its free space is not handed out */
+    bool used;        /* made, or a block taken from it, since pool_unmark_used */
     /* The arena of a step's plan (plan.h): not among its pool's slabs; its
      * blocks are carved where the plan says and never enter the bins. */
     bool planned;
@@ -161,6 +162,8 @@ struct block *pool_find_free(const struct pool *p, size_t size, size_t max, cuda
                              bool *wait);
 /* Free block B leaves the bins, split to SIZE bytes (the rest stays free). */
 void pool_take(struct pool *p, struct block *b, size_t size);
+/* Every slab of P counts as unused until a block is taken from it. */
+void pool_unmark_used(struct pool *p);
 /* Undo pool_take's removal: B, still free, back in its bin. */
 void pool_untake(struct pool *p, struct block *b);
 /* Live block B is free again, used last by STREAM up to POINT (MODE_ANY: by

@@ -8,6 +8,10 @@ void resident_add(struct runtime *rt, struct device_state *dev, int cls, uint64_
     dev->resident_bytes += bytes;
     if (dev->resident_bytes > dev->resident_peak)
         dev->resident_peak = dev->resident_bytes;
+    if (rt->program->classes[cls].memory == MEMORY_MOVABLE)
+        dev->movable_resident += bytes;
+    else if (dev->resident_bytes - dev->movable_resident > dev->fixed_peak)
+        dev->fixed_peak = dev->resident_bytes - dev->movable_resident;
     if (rt->program->classes[cls].uses_spare) {
         dev->spare_held += bytes;
         dev->spare_judged_by = dev->others_peak;
@@ -18,6 +22,8 @@ void resident_add(struct runtime *rt, struct device_state *dev, int cls, uint64_
 void resident_sub(struct runtime *rt, struct device_state *dev, int cls, uint64_t bytes)
 {
     dev->resident_bytes -= bytes;
+    if (rt->program->classes[cls].memory == MEMORY_MOVABLE)
+        dev->movable_resident -= bytes;
     if (rt->program->classes[cls].uses_spare)
         dev->spare_held -= bytes;
 }
