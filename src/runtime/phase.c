@@ -132,15 +132,19 @@ static void track_thread(struct runtime *rt)
     pthread_setspecific(thread_key, rt);
 }
 
-/* Add (delta = +1) or remove (-1) one opening of the globs in BITS. */
-static void count_globs(struct runtime *rt, const uint64_t *bits, int delta)
+/* Add (delta = +1) or remove (-1) one opening of the globs in BITS; OUTER,
+ * where given, gets those an added opening is the first of. */
+static void count_globs(struct runtime *rt, const uint64_t *bits, int delta, uint64_t *outer)
 {
     for (size_t w = 0; w < rt->phase_words; w++) {
         for (uint64_t word = bits[w]; word; word &= word - 1) {
             size_t g = w * 64 + (size_t)__builtin_ctzll(word);
             uint64_t mask = 1ull << (g & 63);
-            if (delta > 0 && rt->phase_open_count[g]++ == 0)
+            if (delta > 0 && rt->phase_open_count[g]++ == 0) {
                 atomic_fetch_or(&rt->phase_bits[w], mask);
+                if (outer)
+                    outer[w] |= mask;
+            }
             else if (delta < 0 && rt->phase_open_count[g] > 0 && --rt->phase_open_count[g] == 0)
                 atomic_fetch_and(&rt->phase_bits[w], ~mask);
         }
@@ -187,7 +191,7 @@ static void opening_remove(struct runtime *rt, uint64_t seq)
     phase_current_update(rt);
 }
 
-const uint64_t *phases_push(struct runtime *rt, const char *name, uint64_t ts)
+const uint64_t *phases_push(struct runtime *rt, const char *name, uint64_t ts, uint64_t *outer)
 {
     if (phase_depth == phase_cap) {
         track_thread(rt);
@@ -208,7 +212,7 @@ const uint64_t *phases_push(struct runtime *rt, const char *name, uint64_t ts)
     else
         memcpy(bits, name_bits[i], rt->phase_words * sizeof *bits);
     rt->phase_stats[i].entries++;
-    count_globs(rt, bits, +1);
+    count_globs(rt, bits, +1, outer);
     uint64_t start = now_ns();
     size_t span = SIZE_MAX;
     if (rt->span_count == rt->span_cap && rt->span_cap < RT_SPANS_MAX) {
@@ -244,7 +248,7 @@ static uint64_t *phase_close(struct runtime *rt, size_t at, uint64_t ts)
     struct open_phase op = phase_stack[at];
     memmove(&phase_stack[at], &phase_stack[at + 1], (--phase_depth - at) * sizeof *phase_stack);
     pthread_mutex_lock(&rt->phase_lock);
-    count_globs(rt, op.bits, -1);
+    count_globs(rt, op.bits, -1, NULL);
     uint64_t end = now_ns();
     rt->phase_stats[op.index].total_ns += end - op.start_ns;
     if (op.span != SIZE_MAX) {
@@ -363,7 +367,7 @@ void phases_after_fork_child(struct runtime *rt, uint64_t ts)
     uint64_t now = now_ns();
     for (size_t d = 0; d < phase_depth; d++) {
         struct open_phase *op = &phase_stack[d];
-        count_globs(rt, op->bits, +1);
+        count_globs(rt, op->bits, +1, NULL);
         op->seq = opening_add(rt, op->index);
         op->start_ns = now;
         op->span = rt->span_count < rt->span_cap ? rt->span_count++ : SIZE_MAX;

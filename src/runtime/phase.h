@@ -14,8 +14,10 @@ int phases_init(struct runtime *rt);
 void phases_free(struct runtime *rt);
 /* Open phase NAME on this thread (TS: the profile's clock, 0 when off).
  * Returns the glob bits it set, valid until the matching phases_pop; NULL
- * when out of memory (the phase is then not counted). */
-const uint64_t *phases_push(struct runtime *rt, const char *name, uint64_t ts);
+ * when out of memory (the phase is then not counted). OUTER (phase_words
+ * words, or NULL): set to those of its globs that no other open phase
+ * matched (this opening is their outermost). */
+const uint64_t *phases_push(struct runtime *rt, const char *name, uint64_t ts, uint64_t *outer);
 /* Close this thread's innermost phase. Returns its glob bits, which the
  * caller frees; NULL when none is open. */
 uint64_t *phases_pop(struct runtime *rt, uint64_t ts);

@@ -1168,7 +1168,8 @@ static uint64_t steady_room(struct runtime *rt, int device)
  * budget (what does not fit stays on the host, where the GPU reads it over
  * the link). The mover waits for the GPU's work first: the job's thread
  * waits for the moves. */
-static void move_movable(struct runtime *rt, size_t c, int device, struct program_place dest)
+static void move_movable(struct runtime *rt, size_t c, int device, struct program_place dest,
+                         bool outermost)
 {
     struct device_state *dev = &rt->devices[device];
     struct pool *p = dev->pools[c];
@@ -1184,12 +1185,17 @@ static void move_movable(struct runtime *rt, size_t c, int device, struct progra
                 rt->program->classes[c].name);
         return;
     }
+    /* A class the budget alone sends out comes back only into room that
+     * stays free through the step: else its next peak sends it out again.
+     * The step is measured from one outermost opening of the rule's phase to
+     * the next (a nested opening, such as a framework's own "forward" inside
+     * the job's, would cut it short). */
+    bool returns = to_gpu && !program_class_leaves_by_rule(rt->program, c);
+    if (returns && !outermost)
+        return;
     uint64_t t0 = now_ns();
     stream_settle(rt); /* no remap of their pieces is being made */
-    /* A class the budget alone sends out comes back only into room that
-     * stays free through the step: else its next peak sends it out again. */
-    uint64_t steady = to_gpu && !program_class_leaves_by_rule(rt->program, c) ? steady_room(rt, device)
-                                                                : UINT64_MAX;
+    uint64_t steady = returns ? steady_room(rt, device) : UINT64_MAX;
     for (struct slab *s = p->slabs; s; s = s->next) {
         struct movable *mv = s->backing;
         if (!mv) /* plain device memory: movable memory was not to be had */
@@ -1305,7 +1311,7 @@ void place_ahead(struct runtime *rt)
 }
 
 void place_trigger(struct runtime *rt, enum trigger_kind trigger, const uint64_t *glob_bits,
-                   int mark)
+                   const uint64_t *outer, int mark)
 {
     const struct program *p = rt->program;
     uint64_t t0 = now_ns();
@@ -1324,7 +1330,8 @@ void place_trigger(struct runtime *rt, enum trigger_kind trigger, const uint64_t
                 if (!rt->devices[d].known)
                     continue;
                 if (cls->memory == MEMORY_MOVABLE)
-                    move_movable(rt, c, d, pf->dest);
+                    move_movable(rt, c, d, pf->dest,
+                                 !outer || trigger_fires(pf, trigger, outer, mark));
                 else
                     move_class(rt, c, d, pf->dest);
             }

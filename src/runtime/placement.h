@@ -100,9 +100,11 @@ bool place_reclassify(struct runtime *rt, struct block *b, int to);
  * Ordered on STREAM after its use; returns the stream its next user must follow. */
 cudaStream_t place_discard_freed(struct runtime *rt, struct block *b, cudaStream_t stream);
 /* A phase opened or closed, or a mark: every rule it fires moves its class
- * (and, under `learn step`, counts as a use of the class in the step). */
+ * (and, under `learn step`, counts as a use of the class in the step).
+ * OUTER: of GLOB_BITS, the globs this opening is the outermost of (NULL:
+ * all); a class that only the budget sends out returns only on those. */
 void place_trigger(struct runtime *rt, enum trigger_kind trigger, const uint64_t *glob_bits,
-                   int mark);
+                   const uint64_t *outer, int mark);
 /* `learn step`, the step on track: move to the GPU now what the reference
  * step uses within its next two phase openings, within the budget (evicting
  * only blocks needed later). */

@@ -971,9 +971,12 @@ void phase_enter(struct runtime *rt, const char *name)
 {
     if (!name)
         name = "";
-    const uint64_t *bits = phases_push(rt, name, profile_timestamp(rt));
-    if (!bits)
+    uint64_t *outer = calloc(rt->phase_words, sizeof *outer);
+    const uint64_t *bits = outer ? phases_push(rt, name, profile_timestamp(rt), outer) : NULL;
+    if (!bits) {
+        free(outer);
         return;
+    }
     profile_phase_entered(rt, name);
     pthread_mutex_lock(&rt->lock);
     if (rt->learn)
@@ -981,9 +984,10 @@ void phase_enter(struct runtime *rt, const char *name)
     rt->phase_tick = rt->tick;
     sample_card(rt); /* before the phase's moves: what the last phase left on the card */
     stream_phases(rt);
-    place_trigger(rt, TRIGGER_ENTER, bits, -1);
+    place_trigger(rt, TRIGGER_ENTER, bits, outer, -1);
     place_ahead(rt);
     pthread_mutex_unlock(&rt->lock);
+    free(outer);
 }
 
 /* A phase closed, with BITS the globs it matched (NULL: none was open). */
@@ -996,7 +1000,7 @@ static void phase_closed(struct runtime *rt, uint64_t *bits)
         learn_phase(rt, STEP_EXIT, bits, 0, 0);
     if (stream_phases(rt)) /* the next pass streams: room for it from empty slabs */
         place_room_for_stream(rt, -1, STREAM_AHEAD_BYTES);
-    place_trigger(rt, TRIGGER_EXIT, bits, -1);
+    place_trigger(rt, TRIGGER_EXIT, bits, NULL, -1);
     rt->phase_tick = rt->tick;
     place_ahead(rt);
     pthread_mutex_unlock(&rt->lock);
@@ -1024,7 +1028,7 @@ void phase_mark(struct runtime *rt, const char *name)
         learn_event(rt, key);
         step_record(&rt->step, key);
     }
-    place_trigger(rt, TRIGGER_MARK, NULL, mark);
+    place_trigger(rt, TRIGGER_MARK, NULL, NULL, mark);
     place_ahead(rt);
     pthread_mutex_unlock(&rt->lock);
 }
