@@ -1418,7 +1418,11 @@ static void test_runtime_movable_returns_into_steady_room(void **state)
     const struct device_state *dev = &f->rt.devices[0];
     void *w = alloc(f, 100 * MiB, API_CUDA_MALLOC, S1); /* pieces of 64 and 36 MiB */
     fill(w, 100 * MiB, 3);
+    forward_pass(f, 2);
     forward_pass(f, 0);
+    forward_pass(f, 0); /* two slabs unused a whole step, but nothing to bring back: kept */
+    assert_int_equal(st[1].slab_releases, 0);
+    assert_int_equal(st[1].slabs, 2);
     forward_pass(f, 8); /* 228 MiB at the peak: the 64 MiB piece leaves */
     assert_int_equal(st[0].evict_bytes, 64 * MiB);
     assert_int_equal(dev->resident_bytes, 36 * MiB + 128 * MiB);

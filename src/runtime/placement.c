@@ -1140,15 +1140,16 @@ static void move_class(struct runtime *rt, size_t c, int device, struct program_
 /* The room on DEVICE that stayed free since this was last asked: what a
  * movable class that leaves only for the budget may bring back without being
  * sent out again by the next peak. Device slabs no block was taken from since
- * then are given back first (the peak fit in the rest); the room is the
- * budget less the most the other memory held since then and what movable
- * classes hold now. The first time, no period is known: the room now. */
-static uint64_t steady_room(struct runtime *rt, int device)
+ * then are given back first (the peak fit in the rest), where WANTED (the
+ * class has pieces on the host: else none is, and the slabs stay); the room
+ * is the budget less the most the other memory held since then and what
+ * movable classes hold now. The first time, no period is known: the room now. */
+static uint64_t steady_room(struct runtime *rt, int device, bool wanted)
 {
     struct device_state *dev = &rt->devices[device];
     bool first = !dev->returns_seen;
     uint64_t released = 0;
-    if (first) /* the period starts: every slab unused so far */
+    if (first || !wanted) /* a new period: every slab unused so far */
         for (size_t c = 0; c < rt->program->class_count; c++) {
             if (dev->pools[c] && rt->program->classes[c].memory == MEMORY_DEVICE)
                 pool_unmark_used(dev->pools[c]);
@@ -1195,7 +1196,12 @@ static void move_movable(struct runtime *rt, size_t c, int device, struct progra
         return;
     uint64_t t0 = now_ns();
     stream_settle(rt); /* no remap of their pieces is being made */
-    uint64_t steady = returns ? steady_room(rt, device) : UINT64_MAX;
+    bool on_host = false; /* a piece of the class is there to bring back */
+    for (const struct slab *s = p->slabs; s && !on_host; s = s->next) {
+        const struct movable *mv = s->backing;
+        on_host = mv && mv->gpu_bytes < mv->size;
+    }
+    uint64_t steady = returns ? steady_room(rt, device, on_host) : UINT64_MAX;
     for (struct slab *s = p->slabs; s; s = s->next) {
         struct movable *mv = s->backing;
         if (!mv) /* plain device memory: movable memory was not to be had */
