@@ -205,4 +205,3 @@ check("at the first pass after one it says it is on, once, and records the order
       text.count("weights ahead: on") == 1 and ahead.orders and LOG == [])
 text = said(lambda: run(ahead, model))
 check("and the pass after copies ahead, saying nothing more", text == "" and ahead.copied > 0)
-

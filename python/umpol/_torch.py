@@ -446,9 +446,11 @@ def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True,
     auto = Auto(torch, rt, saved)
     evicted = _Evicted(rt)
     if weights_ahead:
-        why = "the policy streams its weights itself (stream written)" if auto.streaming else \
-            "the runtime has no umpol_host_bytes" if getattr(rt, "_host_bytes", None) is None \
-            else None
+        why = None
+        if auto.streaming:
+            why = "the policy streams its weights itself (stream written)"
+        elif getattr(rt, "_host_bytes", None) is None:
+            why = "the runtime has no umpol_host_bytes"
         if why is None:
             from umpol._ahead import WeightsAhead
             auto.ahead = WeightsAhead(torch, rt, when=_when(weights_ahead, evicted))
