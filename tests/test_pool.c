@@ -266,26 +266,27 @@ static void test_pool_detaches_only_empty_slabs(void **state)
     pool_destroy(p);
 }
 
-/* A slab counts as used when made and when a block is taken from it, until
- * pool_unmark_used; giving the block back does not unmark it. */
-static void test_pool_marks_slabs_used(void **state)
+/* A slab is stamped by its pool's clock when made and when a block is taken
+ * from it; giving the block back leaves the stamp. */
+static void test_pool_stamps_slabs_taken(void **state)
 {
     (void)state;
     struct pool *p = new_pool();
+    uint64_t clock = 0;
+    p->clock = &clock;
     struct slab *a = pool_add_slab(p, 0x100000, 2 * MiB, false);
     struct slab *b = pool_add_slab(p, 0x400000, 2 * MiB, false);
-    assert_true(a->used && b->used);
-    pool_unmark_used(p);
-    assert_false(a->used || b->used);
+    assert_int_equal(a->taken, 1);
+    assert_int_equal(b->taken, 2);
+    uint64_t mark = ++clock;
     struct block *live = b->first;
     pool_take(p, live, 4096);
     live->free = false;
-    assert_false(a->used);
-    assert_true(b->used);
+    assert_true(a->taken < mark);
+    assert_true(b->taken > mark);
+    uint64_t stamp = b->taken;
     pool_put(p, live, NULL, 0, MODE_ANY);
-    assert_true(b->used);
-    pool_unmark_used(p);
-    assert_false(b->used);
+    assert_int_equal(b->taken, stamp);
     assert_pool_consistent(p);
     pool_destroy(p);
 }
@@ -351,7 +352,7 @@ int main(void)
         cmocka_unit_test(test_pool_in_place_serves_large_requests_from_any_block),
         cmocka_unit_test(test_pool_merge_keeps_sides_and_streams_apart),
         cmocka_unit_test(test_pool_detaches_only_empty_slabs),
-        cmocka_unit_test(test_pool_marks_slabs_used),
+        cmocka_unit_test(test_pool_stamps_slabs_taken),
         cmocka_unit_test(test_pool_random_mix),
     };
     return cmocka_run_group_tests_name("pool", tests, NULL, NULL);

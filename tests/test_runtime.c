@@ -1475,6 +1475,57 @@ static void test_runtime_movable_returns_into_steady_room(void **state)
     teardown(f);
 }
 
+/* Two classes that come back at one opening, and a class that comes back
+ * when the pass closes (its nested "forward" closing first): each measures
+ * its own whole step, so none gives back the activations' slabs or brings a
+ * piece in only for the next pass to send it out. */
+static const char movable_two_return_policy[] =
+    "umpol 1;\nbudget gpu 160MiB;\nslab 16MiB;\n"
+    "class w1 { match size >= 100MiB; memory movable; priority 20;\n"
+    "  prefetch gpu on enter \"forward*\"; }\n"
+    "class w2 { match size >= 64MiB; memory movable; priority 20;\n"
+    "  prefetch gpu on enter \"forward*\"; }\n"
+    "class acts { match any; memory device; priority 50; }\n";
+static const char movable_exit_return_policy[] =
+    "umpol 1;\nbudget gpu 200MiB;\nslab 16MiB;\n"
+    "class w1 { match size >= 100MiB; memory movable; priority 20;\n"
+    "  prefetch gpu on exit \"forward*\"; }\n"
+    "class acts { match any; memory device; priority 50; }\n";
+
+static void test_runtime_movable_returns_keep_their_own_step(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20;
+    const char *policies[] = {movable_two_return_policy, movable_exit_return_policy};
+    for (int k = 0; k < 2; k++) {
+        uint64_t vmm_before = fake_vmm_gpu_bytes();
+        struct fixture *f = setup(policies[k]);
+        const struct class_stats *st = f->rt.class_stats;
+        size_t acts = k == 0 ? 2 : 1;
+        void *w1 = alloc(f, 100 * MiB, API_CUDA_MALLOC, S1);
+        void *w2 = k == 0 ? alloc(f, 64 * MiB, API_CUDA_MALLOC, S1) : NULL;
+        /* Two classes: w2 starts on the host (no room), w1 leaves whole; one
+         * class: one 64 MiB piece of w1 leaves. */
+        forward_pass(f, 8);
+        forward_pass(f, 8);
+        uint64_t out = st[0].evict_bytes + (k == 0 ? st[1].evict_bytes : 0);
+        assert_int_equal(out, k == 0 ? 100 * MiB : 64 * MiB);
+        uint64_t syncs = fake_counters()->device_sync;
+        for (int pass = 0; pass < 4; pass++)
+            forward_pass(f, 8);
+        assert_int_equal(st[acts].slab_releases, 0);
+        assert_int_equal(st[0].movable_to_gpu_bytes + (k == 0 ? st[1].movable_to_gpu_bytes : 0), 0);
+        assert_int_equal(st[0].evict_bytes + (k == 0 ? st[1].evict_bytes : 0), out);
+        assert_int_equal(fake_counters()->device_sync, syncs);
+        release(f, w1, S1, MODE_ANY);
+        if (w2)
+            release(f, w2, S1, MODE_ANY);
+        place_trim(&f->rt, -1, -1);
+        assert_int_equal(fake_vmm_gpu_bytes(), vmm_before);
+        teardown(f);
+    }
+}
+
 static void test_runtime_movable_pressure(void **state)
 {
     (void)state;
@@ -3313,6 +3364,7 @@ int main(void)
         cmocka_unit_test(test_runtime_movable),
         cmocka_unit_test(test_runtime_movable_pressure),
         cmocka_unit_test(test_runtime_movable_returns_into_steady_room),
+        cmocka_unit_test(test_runtime_movable_returns_keep_their_own_step),
         cmocka_unit_test(test_runtime_stream_ahead),
         cmocka_unit_test(test_runtime_stream_remap_on_thread),
         cmocka_unit_test(test_runtime_stream_room_from_empty_slab),

@@ -194,10 +194,11 @@ void program_explain(FILE *out, const struct program *p)
                          "the job's thread waits for the GPU\n");
         if (c->memory == MEMORY_MOVABLE && c->prefetch_count &&
             !program_class_leaves_by_rule(p, i))
-            fprintf(out, "     returns:  only the budget sends it out, so a prefetch to the GPU "
-                         "brings back\n               what fits beside the most the GPU held "
-                         "since the last one\n               (device slabs unused since then "
-                         "are given back first)\n");
+            fprintf(out, "     returns:  only the budget sends it out, so a prefetch to the GPU, "
+                         "at an outermost\n               opening or closing of its phase, brings "
+                         "back what fits beside the\n               most the GPU held since the "
+                         "class last came back (device slabs\n               unused since then "
+                         "are given back first, where it has pieces out)\n");
         if (c->stream_written >= 0)
             fprintf(out, "     stream:   written only in phases \"%s\"; outside them, its pieces "
                          "on the host\n               are copied to the GPU ahead of the uses "

@@ -7,8 +7,16 @@ bool device_open(struct device_state *dev, const struct cuda_api *cuda, int devi
                  size_t class_count)
 {
     dev->pools = calloc(class_count, sizeof *dev->pools);
-    if (!dev->pools)
+    dev->return_mark = calloc(class_count, sizeof *dev->return_mark);
+    dev->return_peak = calloc(class_count, sizeof *dev->return_peak);
+    if (!dev->pools || !dev->return_mark || !dev->return_peak) {
+        free(dev->pools);
+        free(dev->return_mark);
+        free(dev->return_peak);
+        dev->pools = NULL;
+        dev->return_mark = dev->return_peak = NULL;
         return false;
+    }
     /* Learned while DEVICE is current: allocations arrive on their own device. */
     size_t free_b = 0, total_b = 0;
     if (cuda->mem_get_info(&free_b, &total_b) != cudaSuccess || total_b == 0) {
@@ -49,6 +57,7 @@ struct pool *device_pool(struct device_state *dev, int device, int class_idx,
         p->class_idx = class_idx;
         p->device = device;
         p->in_place = memory == MEMORY_DEVICE || memory == MEMORY_HOST;
+        p->clock = &dev->take_clock;
         dev->pools[class_idx] = p;
     }
     return dev->pools[class_idx];
@@ -62,5 +71,8 @@ void device_close(struct device_state *dev, size_t class_count)
         if (dev->pools[c])
             pool_destroy(dev->pools[c]);
     free(dev->pools);
+    free(dev->return_mark);
+    free(dev->return_peak);
     dev->pools = NULL;
+    dev->return_mark = dev->return_peak = NULL;
 }

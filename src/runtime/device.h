@@ -45,11 +45,13 @@ struct device_state {
      * GPU, live or free, and its device-memory slabs. The budget bounds it. */
     uint64_t resident_bytes;
     uint64_t resident_peak; /* the most resident_bytes has been */
-    /* Of resident_bytes, what movable classes hold; and the most the rest
-     * has been since a movable class last came back for good (steady_room
-     * in placement.c; returns_seen: it has been asked before). */
-    uint64_t movable_resident, fixed_peak;
-    bool returns_seen;
+    uint64_t movable_resident; /* of resident_bytes, what movable classes hold */
+    /* Per class that only the budget sends off the GPU and a rule brings
+     * back (steady_room in placement.c): take_clock at its last return (0:
+     * none yet), and the most resident_bytes less movable_resident has been
+     * since. take_clock stamps the slabs of the GPU's pools (slab.taken). */
+    uint64_t *return_mark, *return_peak;
+    uint64_t take_clock;
     /* `spare`: what the classes that read it hold of resident_bytes, and the
      * most the rest of it has ever been (the job's peak without them). */
     uint64_t spare_held, others_peak;

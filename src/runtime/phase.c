@@ -99,7 +99,7 @@ static _Thread_local bool tag_any;
 static pthread_key_t thread_key;
 static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
 
-static uint64_t *phase_close(struct runtime *rt, size_t at, uint64_t ts);
+static uint64_t *phase_close(struct runtime *rt, size_t at, uint64_t ts, uint64_t *outer);
 
 /* RT: the runtime the thread's phases were opened in. Phases a thread leaves
  * open when it exits are closed: they hold for no one any more (no trigger
@@ -107,7 +107,7 @@ static uint64_t *phase_close(struct runtime *rt, size_t at, uint64_t ts);
 static void thread_state_free(void *rt) /* never NULL: a key's destructor runs for a value only */
 {
     while (phase_depth)
-        free(phase_close(rt, phase_depth - 1, 0));
+        free(phase_close(rt, phase_depth - 1, 0, NULL));
     free(phase_stack);
     free(tag_stack);
     free(tag_counts);
@@ -133,7 +133,8 @@ static void track_thread(struct runtime *rt)
 }
 
 /* Add (delta = +1) or remove (-1) one opening of the globs in BITS; OUTER,
- * where given, gets those an added opening is the first of. */
+ * where given, gets those an added opening is the first of, or a removed
+ * one the last of. */
 static void count_globs(struct runtime *rt, const uint64_t *bits, int delta, uint64_t *outer)
 {
     for (size_t w = 0; w < rt->phase_words; w++) {
@@ -145,8 +146,12 @@ static void count_globs(struct runtime *rt, const uint64_t *bits, int delta, uin
                 if (outer)
                     outer[w] |= mask;
             }
-            else if (delta < 0 && rt->phase_open_count[g] > 0 && --rt->phase_open_count[g] == 0)
+            else if (delta < 0 && rt->phase_open_count[g] > 0 &&
+                     --rt->phase_open_count[g] == 0) {
                 atomic_fetch_and(&rt->phase_bits[w], ~mask);
+                if (outer)
+                    outer[w] |= mask;
+            }
         }
     }
 }
@@ -243,12 +248,12 @@ size_t phases_depth(void)
 }
 
 /* Close the opening at position AT of this thread's stack; returns its bits. */
-static uint64_t *phase_close(struct runtime *rt, size_t at, uint64_t ts)
+static uint64_t *phase_close(struct runtime *rt, size_t at, uint64_t ts, uint64_t *outer)
 {
     struct open_phase op = phase_stack[at];
     memmove(&phase_stack[at], &phase_stack[at + 1], (--phase_depth - at) * sizeof *phase_stack);
     pthread_mutex_lock(&rt->phase_lock);
-    count_globs(rt, op.bits, -1, NULL);
+    count_globs(rt, op.bits, -1, outer);
     uint64_t end = now_ns();
     rt->phase_stats[op.index].total_ns += end - op.start_ns;
     if (op.span != SIZE_MAX) {
@@ -260,25 +265,25 @@ static uint64_t *phase_close(struct runtime *rt, size_t at, uint64_t ts)
     return op.bits;
 }
 
-uint64_t *phases_pop(struct runtime *rt, uint64_t ts)
+uint64_t *phases_pop(struct runtime *rt, uint64_t ts, uint64_t *outer)
 {
     if (phase_depth == 0) {
         LOG(LOG_DEBUG, "phase exit without an open phase on this thread; ignored");
         return NULL;
     }
-    return phase_close(rt, phase_depth - 1, ts);
+    return phase_close(rt, phase_depth - 1, ts, outer);
 }
 
 /* Automatic phases (the Python package's) close by name, so that the job's own
  * ranges opened inside them and still open are left alone. */
-uint64_t *phases_pop_named(struct runtime *rt, const char *name, uint64_t ts)
+uint64_t *phases_pop_named(struct runtime *rt, const char *name, uint64_t ts, uint64_t *outer)
 {
     for (size_t k = phase_depth; k-- > 0;) {
         pthread_mutex_lock(&rt->phase_lock);
         bool match = strcmp(rt->phase_stats[phase_stack[k].index].name, name) == 0;
         pthread_mutex_unlock(&rt->phase_lock);
         if (match)
-            return phase_close(rt, k, ts);
+            return phase_close(rt, k, ts, outer);
     }
     LOG(LOG_DEBUG, "no open phase named %s on this thread; ignored", name);
     return NULL;

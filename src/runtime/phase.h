@@ -19,11 +19,12 @@ void phases_free(struct runtime *rt);
  * matched (this opening is their outermost). */
 const uint64_t *phases_push(struct runtime *rt, const char *name, uint64_t ts, uint64_t *outer);
 /* Close this thread's innermost phase. Returns its glob bits, which the
- * caller frees; NULL when none is open. */
-uint64_t *phases_pop(struct runtime *rt, uint64_t ts);
+ * caller frees; NULL when none is open. OUTER (or NULL): set to those of its
+ * globs that no phase still open matches (this closing is their outermost). */
+uint64_t *phases_pop(struct runtime *rt, uint64_t ts, uint64_t *outer);
 /* Close this thread's innermost phase named NAME, with the phases opened
- * inside it left open; NULL when none is open. */
-uint64_t *phases_pop_named(struct runtime *rt, const char *name, uint64_t ts);
+ * inside it left open; NULL when none is open. OUTER: as phases_pop's. */
+uint64_t *phases_pop_named(struct runtime *rt, const char *name, uint64_t ts, uint64_t *outer);
 /* How many phases are open on this thread. */
 size_t phases_depth(void);
 /* In the child of a fork: the forking thread's phases stay open (new spans

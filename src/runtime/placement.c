@@ -397,10 +397,12 @@ void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s)
 }
 
 /* Give back slabs with no live block, of DEVICE (all when < 0) and of the
- * classes CLASS_IDX names (place_trim), until a device's budget has ROOM
- * bytes free (UINT64_MAX: all of them). Safe: cudaFree waits for the work
- * that may still use it. */
-static size_t trim(struct runtime *rt, int device, int class_idx, uint64_t room)
+ * classes CLASS_IDX names (place_trim; TRIM_UNUSED: those no block was taken
+ * from since the take clock read UNUSED_SINCE), until a device's budget has
+ * ROOM bytes free (UINT64_MAX: all of them). Safe: cudaFree waits for the
+ * work that may still use it. */
+static size_t trim(struct runtime *rt, int device, int class_idx, uint64_t room,
+                   uint64_t unused_since)
 {
     size_t released = 0;
     if (atomic_load(&rt->captures) > 0)
@@ -423,7 +425,7 @@ static size_t trim(struct runtime *rt, int device, int class_idx, uint64_t room)
                 if ((room != UINT64_MAX && dev->budget_bytes != UINT64_MAX &&
                      dev->resident_bytes + room <= dev->budget_bytes) ||
                     (class_idx == TRIM_FOR_STREAM && s->size < STREAM_ROOM_SLAB) ||
-                    (class_idx == TRIM_UNUSED && s->used)) {
+                    (class_idx == TRIM_UNUSED && s->taken > unused_since)) {
                     pool_reattach_slab(p, s); /* room enough, or not one it was asked for: it stays */
                     continue;
                 }
@@ -465,8 +467,6 @@ static size_t trim(struct runtime *rt, int device, int class_idx, uint64_t room)
                 rt->class_stats[c].slab_releases++;
                 released += size;
             }
-            if (p && class_idx == TRIM_UNUSED)
-                pool_unmark_used(p);
         }
     }
     return released;
@@ -474,7 +474,7 @@ static size_t trim(struct runtime *rt, int device, int class_idx, uint64_t room)
 
 size_t place_trim(struct runtime *rt, int device, int class_idx)
 {
-    return trim(rt, device, class_idx, UINT64_MAX);
+    return trim(rt, device, class_idx, UINT64_MAX, 0);
 }
 
 /* Has DEVICE an empty slab on the card that TRIM_FOR_STREAM would give back?
@@ -496,7 +496,7 @@ size_t place_room_for_stream(struct runtime *rt, int device, uint64_t bytes)
         const struct device_state *dev = &rt->devices[d];
         if ((device < 0 || d == device) && dev->known && dev->budget_bytes != UINT64_MAX &&
             dev->resident_bytes + bytes > dev->budget_bytes && stream_room_in_slabs(rt, d))
-            released += trim(rt, d, TRIM_FOR_STREAM, bytes);
+            released += trim(rt, d, TRIM_FOR_STREAM, bytes, 0);
     }
     return released;
 }
@@ -1137,29 +1137,22 @@ static void move_class(struct runtime *rt, size_t c, int device, struct program_
         mover_follow(&rt->mover, dev, cudaStreamLegacy, dev->stream);
 }
 
-/* The room on DEVICE that stayed free since this was last asked: what a
- * movable class that leaves only for the budget may bring back without being
- * sent out again by the next peak. Device slabs no block was taken from since
- * then are given back first (the peak fit in the rest), where WANTED (the
- * class has pieces on the host: else none is, and the slabs stay); the room
- * is the budget less the most the other memory held since then and what
- * movable classes hold now. The first time, no period is known: the room now. */
-static uint64_t steady_room(struct runtime *rt, int device, bool wanted)
+/* The room on DEVICE that stayed free since class C last came back: what C,
+ * which only the budget sends off the GPU, may bring back without the next
+ * peak sending it out again. Where WANTED (C has pieces on the host), device
+ * slabs that no block was taken from since then are given back first (the
+ * peak fit in the rest); the room is the budget less the most the other
+ * memory held since then and what movable classes hold now. A new period
+ * starts either way. The first time, no period is known: the room now. */
+static uint64_t steady_room(struct runtime *rt, size_t c, int device, bool wanted)
 {
     struct device_state *dev = &rt->devices[device];
-    bool first = !dev->returns_seen;
-    uint64_t released = 0;
-    if (first || !wanted) /* a new period: every slab unused so far */
-        for (size_t c = 0; c < rt->program->class_count; c++) {
-            if (dev->pools[c] && rt->program->classes[c].memory == MEMORY_DEVICE)
-                pool_unmark_used(dev->pools[c]);
-        }
-    else
-        released = trim(rt, device, TRIM_UNUSED, UINT64_MAX);
-    uint64_t peak = dev->fixed_peak > released ? dev->fixed_peak - released : 0;
-    dev->fixed_peak = dev->resident_bytes - dev->movable_resident;
-    dev->returns_seen = true;
-    if (first || dev->budget_bytes == UINT64_MAX)
+    uint64_t mark = dev->return_mark[c];
+    uint64_t released = mark && wanted ? trim(rt, device, TRIM_UNUSED, UINT64_MAX, mark) : 0;
+    uint64_t peak = dev->return_peak[c] > released ? dev->return_peak[c] - released : 0;
+    dev->return_mark[c] = ++dev->take_clock;
+    dev->return_peak[c] = dev->resident_bytes - dev->movable_resident;
+    if (!mark || dev->budget_bytes == UINT64_MAX)
         return UINT64_MAX;
     uint64_t held = peak + dev->movable_resident;
     return dev->budget_bytes > held ? dev->budget_bytes - held : 0;
@@ -1201,7 +1194,7 @@ static void move_movable(struct runtime *rt, size_t c, int device, struct progra
         const struct movable *mv = s->backing;
         on_host = mv && mv->gpu_bytes < mv->size;
     }
-    uint64_t steady = returns ? steady_room(rt, device, on_host) : UINT64_MAX;
+    uint64_t steady = returns ? steady_room(rt, c, device, on_host) : UINT64_MAX;
     for (struct slab *s = p->slabs; s; s = s->next) {
         struct movable *mv = s->backing;
         if (!mv) /* plain device memory: movable memory was not to be had */

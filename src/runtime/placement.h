@@ -40,9 +40,8 @@ bool cap_admits(struct runtime *rt, int class_idx, int device, size_t size);
  * card or managed (TRIM_CARD: pinned host pools keep theirs, whose release
  * frees no GPU memory and waits for the GPU), of managed classes alone
  * (TRIM_MANAGED, for the cap), those of STREAM_ROOM_SLAB or more on the card
- * (TRIM_FOR_STREAM), of device-memory classes that no block was taken
- * from since the last such trim (TRIM_UNUSED, steady_room in placement.c),
- * or only CLASS_IDX's when >= 0. */
+ * (TRIM_FOR_STREAM), or only CLASS_IDX's when >= 0. (TRIM_UNUSED: device
+ * memory no block was taken from for a while, steady_room's, in placement.c.) */
 enum { TRIM_ALL = -1, TRIM_CARD = -2, TRIM_MANAGED = -3, TRIM_FOR_STREAM = -4, TRIM_UNUSED = -5 };
 size_t place_trim(struct runtime *rt, int device, int class_idx);
 /* Room for the stream: empty slabs of STREAM_ROOM_SLAB or more on the card

@@ -96,7 +96,7 @@ struct slab *pool_add_slab(struct pool *p, uintptr_t base, size_t size, bool ded
         return NULL;
     }
     *s = (struct slab){.base = base, .size = size, .pool = p, .first = b, .next = p->slabs,
-                       .dedicated = dedicated, .used = true};
+                       .dedicated = dedicated, .taken = p->clock ? ++*p->clock : 0};
     p->slabs = s;
     *b = (struct block){.addr = base, .size = size, .slab = s, .free = true,
                         .class_idx = p->class_idx};
@@ -285,13 +285,8 @@ void pool_take(struct pool *p, struct block *b, size_t size)
 {
     bin_remove(p, b);
     split(p, b, size);
-    b->slab->used = true;
-}
-
-void pool_unmark_used(struct pool *p)
-{
-    for (struct slab *s = p->slabs; s; s = s->next)
-        s->used = false;
+    if (p->clock)
+        b->slab->taken = ++*p->clock;
 }
 
 void pool_untake(struct pool *p, struct block *b)

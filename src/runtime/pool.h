@@ -29,7 +29,7 @@ struct slab {
     void *backing;  /* `memory movable`: the mover's record of its memory */
     uint64_t tick;  /* movable: when its pieces last came to the GPU (the LRU's tick) */
     bool quarantined; /* part of its range is not mapped: its free space is not handed out */
-    bool used;        /* made, or a block taken from it, since pool_unmark_used */
+    uint64_t taken;   /* its pool's clock when it was made or a block last taken from it */
     /* The arena of a step's plan (plan.h): not among its pool's slabs; its
      * blocks are carved where the plan says and never enter the bins. */
     bool planned;
@@ -92,6 +92,9 @@ struct pool {
      * space on the GPU does, before the pool grows by a slab of its own. */
     bool in_place;
     bool advice_warned;
+    /* The clock its slabs are stamped by (slab.taken), shared by the pools
+     * of one GPU; NULL: they are not. */
+    uint64_t *clock;
 };
 
 enum alloc_mode {
@@ -162,8 +165,6 @@ struct block *pool_find_free(const struct pool *p, size_t size, size_t max, cuda
                              bool *wait);
 /* Free block B leaves the bins, split to SIZE bytes (the rest stays free). */
 void pool_take(struct pool *p, struct block *b, size_t size);
-/* Every slab of P counts as unused until a block is taken from it. */
-void pool_unmark_used(struct pool *p);
 /* Undo pool_take's removal: B, still free, back in its bin. */
 void pool_untake(struct pool *p, struct block *b);
 /* Live block B is free again, used last by STREAM up to POINT (MODE_ANY: by

@@ -8,10 +8,14 @@ void resident_add(struct runtime *rt, struct device_state *dev, int cls, uint64_
     dev->resident_bytes += bytes;
     if (dev->resident_bytes > dev->resident_peak)
         dev->resident_peak = dev->resident_bytes;
-    if (rt->program->classes[cls].memory == MEMORY_MOVABLE)
+    if (rt->program->classes[cls].memory == MEMORY_MOVABLE) {
         dev->movable_resident += bytes;
-    else if (dev->resident_bytes - dev->movable_resident > dev->fixed_peak)
-        dev->fixed_peak = dev->resident_bytes - dev->movable_resident;
+    } else {
+        uint64_t fixed = dev->resident_bytes - dev->movable_resident;
+        for (size_t c = 0; c < rt->program->class_count; c++) /* classes that come back */
+            if (dev->return_mark[c] && fixed > dev->return_peak[c])
+                dev->return_peak[c] = fixed;
+    }
     if (rt->program->classes[cls].uses_spare) {
         dev->spare_held += bytes;
         dev->spare_judged_by = dev->others_peak;

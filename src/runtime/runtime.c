@@ -108,8 +108,12 @@ void runtime_after_fork_child(struct runtime *rt)
                                                   .slab_peak_bytes = s->slab_bytes,
                                                   .plan_bytes = s->plan_bytes};
     }
-    for (int d = 0; d < RT_MAX_DEVICES; d++) /* the child's peak on each card, from the fork on */
-        rt->devices[d].resident_peak = rt->devices[d].resident_bytes;
+    for (int d = 0; d < RT_MAX_DEVICES; d++) { /* the child's peak on each card, from the fork on */
+        struct device_state *dev = &rt->devices[d];
+        dev->resident_peak = dev->resident_bytes;
+        for (size_t c = 0; dev->known && c < rt->program->class_count; c++)
+            dev->return_mark[c] = 0; /* the child's steps are its own */
+    }
     rt->timeline_count = rt->timeline_dropped = 0;
     for (size_t c = 0; c < rt->program->class_count; c++) /* MADV_DONTFORK: not mapped here */
         if (rt->program->classes[c].memory == MEMORY_HOST)
@@ -967,31 +971,45 @@ static void sample_card(struct runtime *rt)
     place_card_sampled(rt, device, total_b - free_b);
 }
 
+/* The globs a phase opening or closing is the outermost of (phases_push,
+ * phases_pop): on the stack for policies of up to 256 phase globs (NULL,
+ * out of memory: every rule fires as if outermost). */
+#define OUTER_WORDS 4
+static uint64_t *outer_bits(const struct runtime *rt, uint64_t *small)
+{
+    if (rt->phase_words <= OUTER_WORDS) {
+        memset(small, 0, OUTER_WORDS * sizeof *small);
+        return small;
+    }
+    return calloc(rt->phase_words, sizeof *small);
+}
+
 void phase_enter(struct runtime *rt, const char *name)
 {
     if (!name)
         name = "";
-    uint64_t *outer = calloc(rt->phase_words, sizeof *outer);
-    const uint64_t *bits = outer ? phases_push(rt, name, profile_timestamp(rt), outer) : NULL;
-    if (!bits) {
-        free(outer);
-        return;
+    uint64_t small[OUTER_WORDS];
+    uint64_t *outer = outer_bits(rt, small);
+    const uint64_t *bits = phases_push(rt, name, profile_timestamp(rt), outer);
+    if (bits) {
+        profile_phase_entered(rt, name);
+        pthread_mutex_lock(&rt->lock);
+        if (rt->learn)
+            learn_phase(rt, STEP_ENTER, bits, name_hash(name), phases_depth());
+        rt->phase_tick = rt->tick;
+        sample_card(rt); /* before the phase's moves: what the last phase left on the card */
+        stream_phases(rt);
+        place_trigger(rt, TRIGGER_ENTER, bits, outer, -1);
+        place_ahead(rt);
+        pthread_mutex_unlock(&rt->lock);
     }
-    profile_phase_entered(rt, name);
-    pthread_mutex_lock(&rt->lock);
-    if (rt->learn)
-        learn_phase(rt, STEP_ENTER, bits, name_hash(name), phases_depth());
-    rt->phase_tick = rt->tick;
-    sample_card(rt); /* before the phase's moves: what the last phase left on the card */
-    stream_phases(rt);
-    place_trigger(rt, TRIGGER_ENTER, bits, outer, -1);
-    place_ahead(rt);
-    pthread_mutex_unlock(&rt->lock);
-    free(outer);
+    if (outer != small)
+        free(outer);
 }
 
-/* A phase closed, with BITS the globs it matched (NULL: none was open). */
-static void phase_closed(struct runtime *rt, uint64_t *bits)
+/* A phase closed, with BITS the globs it matched (NULL: none was open) and
+ * OUTER those no open phase matches any more. */
+static void phase_closed(struct runtime *rt, uint64_t *bits, const uint64_t *outer)
 {
     if (!bits)
         return;
@@ -1000,7 +1018,7 @@ static void phase_closed(struct runtime *rt, uint64_t *bits)
         learn_phase(rt, STEP_EXIT, bits, 0, 0);
     if (stream_phases(rt)) /* the next pass streams: room for it from empty slabs */
         place_room_for_stream(rt, -1, STREAM_AHEAD_BYTES);
-    place_trigger(rt, TRIGGER_EXIT, bits, NULL, -1);
+    place_trigger(rt, TRIGGER_EXIT, bits, outer, -1);
     rt->phase_tick = rt->tick;
     place_ahead(rt);
     pthread_mutex_unlock(&rt->lock);
@@ -1009,12 +1027,20 @@ static void phase_closed(struct runtime *rt, uint64_t *bits)
 
 void phase_exit(struct runtime *rt)
 {
-    phase_closed(rt, phases_pop(rt, profile_timestamp(rt)));
+    uint64_t small[OUTER_WORDS];
+    uint64_t *outer = outer_bits(rt, small);
+    phase_closed(rt, phases_pop(rt, profile_timestamp(rt), outer), outer);
+    if (outer != small)
+        free(outer);
 }
 
 void phase_exit_named(struct runtime *rt, const char *name)
 {
-    phase_closed(rt, phases_pop_named(rt, name, profile_timestamp(rt)));
+    uint64_t small[OUTER_WORDS];
+    uint64_t *outer = outer_bits(rt, small);
+    phase_closed(rt, phases_pop_named(rt, name, profile_timestamp(rt), outer), outer);
+    if (outer != small)
+        free(outer);
 }
 
 void phase_mark(struct runtime *rt, const char *name)
