@@ -1475,8 +1475,9 @@ static void test_runtime_movable_returns_into_steady_room(void **state)
     teardown(f);
 }
 
-/* Two classes that come back at one opening, and a class that comes back
- * when the pass closes (its nested "forward" closing first): each measures
+/* Two classes that come back at one opening, a class that comes back when
+ * the pass closes (its nested "forward" closing first), and a class with two
+ * rules that fire at one opening: each measures
  * its own whole step, so none gives back the activations' slabs or brings a
  * piece in only for the next pass to send it out. */
 static const char movable_two_return_policy[] =
@@ -1492,12 +1493,20 @@ static const char movable_exit_return_policy[] =
     "  prefetch gpu on exit \"forward*\"; }\n"
     "class acts { match any; memory device; priority 50; }\n";
 
+/* One class, two rules that fire at one opening. */
+static const char movable_two_rule_policy[] =
+    "umpol 1;\nbudget gpu 200MiB;\nslab 16MiB;\n"
+    "class w1 { match size >= 100MiB; memory movable; priority 20;\n"
+    "  prefetch gpu on enter \"forward\"; prefetch gpu on enter \"forw*\"; }\n"
+    "class acts { match any; memory device; priority 50; }\n";
+
 static void test_runtime_movable_returns_keep_their_own_step(void **state)
 {
     (void)state;
     const uint64_t MiB = 1u << 20;
-    const char *policies[] = {movable_two_return_policy, movable_exit_return_policy};
-    for (int k = 0; k < 2; k++) {
+    const char *policies[] = {movable_two_return_policy, movable_exit_return_policy,
+                              movable_two_rule_policy};
+    for (int k = 0; k < 3; k++) {
         uint64_t vmm_before = fake_vmm_gpu_bytes();
         struct fixture *f = setup(policies[k]);
         const struct class_stats *st = f->rt.class_stats;
@@ -1505,7 +1514,7 @@ static void test_runtime_movable_returns_keep_their_own_step(void **state)
         void *w1 = alloc(f, 100 * MiB, API_CUDA_MALLOC, S1);
         void *w2 = k == 0 ? alloc(f, 64 * MiB, API_CUDA_MALLOC, S1) : NULL;
         /* Two classes: w2 starts on the host (no room), w1 leaves whole; one
-         * class: one 64 MiB piece of w1 leaves. */
+         * class (one rule or two): one 64 MiB piece of w1 leaves. */
         forward_pass(f, 8);
         forward_pass(f, 8);
         uint64_t out = st[0].evict_bytes + (k == 0 ? st[1].evict_bytes : 0);

@@ -1148,6 +1148,12 @@ static uint64_t steady_room(struct runtime *rt, size_t c, int device, bool wante
 {
     struct device_state *dev = &rt->devices[device];
     uint64_t mark = dev->return_mark[c];
+    if (mark && mark == dev->take_clock) { /* another of its rules at this opening: the same step */
+        uint64_t held = dev->return_peak[c] + dev->movable_resident;
+        return dev->budget_bytes == UINT64_MAX ? UINT64_MAX
+               : dev->budget_bytes > held      ? dev->budget_bytes - held
+                                               : 0;
+    }
     uint64_t released = mark && wanted ? trim(rt, device, TRIM_UNUSED, UINT64_MAX, mark) : 0;
     uint64_t peak = dev->return_peak[c] > released ? dev->return_peak[c] - released : 0;
     dev->return_mark[c] = ++dev->take_clock;
