@@ -1143,22 +1143,24 @@ static void move_class(struct runtime *rt, size_t c, int device, struct program_
  * slabs that no block was taken from since then are given back first (the
  * peak fit in the rest); the room is the budget less the most the other
  * memory held since then and what movable classes hold now. A new period
- * starts either way. The first time, no period is known: the room now. */
+ * starts either way, unless another of C's rules fired at this opening (the
+ * same step). The first time, no period is known: the room now. */
 static uint64_t steady_room(struct runtime *rt, size_t c, int device, bool wanted)
 {
     struct device_state *dev = &rt->devices[device];
     uint64_t mark = dev->return_mark[c];
-    if (mark && mark == dev->take_clock) { /* another of its rules at this opening: the same step */
-        uint64_t held = dev->return_peak[c] + dev->movable_resident;
-        return dev->budget_bytes == UINT64_MAX ? UINT64_MAX
-               : dev->budget_bytes > held      ? dev->budget_bytes - held
-                                               : 0;
+    uint64_t peak = dev->return_peak[c];
+    if (!mark || mark != dev->take_clock) { /* else another of its rules at this opening: the same step */
+        uint64_t released = mark && wanted ? trim(rt, device, TRIM_UNUSED, UINT64_MAX, mark) : 0;
+        peak = peak > released ? peak - released : 0;
+        if (!mark)
+            dev->returning++;
+        dev->return_mark[c] = ++dev->take_clock;
+        dev->return_peak[c] = dev->resident_bytes - dev->movable_resident;
+        if (!mark)
+            return UINT64_MAX;
     }
-    uint64_t released = mark && wanted ? trim(rt, device, TRIM_UNUSED, UINT64_MAX, mark) : 0;
-    uint64_t peak = dev->return_peak[c] > released ? dev->return_peak[c] - released : 0;
-    dev->return_mark[c] = ++dev->take_clock;
-    dev->return_peak[c] = dev->resident_bytes - dev->movable_resident;
-    if (!mark || dev->budget_bytes == UINT64_MAX)
+    if (dev->budget_bytes == UINT64_MAX)
         return UINT64_MAX;
     uint64_t held = peak + dev->movable_resident;
     return dev->budget_bytes > held ? dev->budget_bytes - held : 0;

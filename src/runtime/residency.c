@@ -10,7 +10,7 @@ void resident_add(struct runtime *rt, struct device_state *dev, int cls, uint64_
         dev->resident_peak = dev->resident_bytes;
     if (rt->program->classes[cls].memory == MEMORY_MOVABLE) {
         dev->movable_resident += bytes;
-    } else {
+    } else if (dev->returning) {
         uint64_t fixed = dev->resident_bytes - dev->movable_resident;
         for (size_t c = 0; c < rt->program->class_count; c++) /* classes that come back */
             if (dev->return_mark[c] && fixed > dev->return_peak[c])

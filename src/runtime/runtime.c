@@ -111,6 +111,7 @@ void runtime_after_fork_child(struct runtime *rt)
     for (int d = 0; d < RT_MAX_DEVICES; d++) { /* the child's peak on each card, from the fork on */
         struct device_state *dev = &rt->devices[d];
         dev->resident_peak = dev->resident_bytes;
+        dev->returning = 0;
         for (size_t c = 0; dev->known && c < rt->program->class_count; c++)
             dev->return_mark[c] = 0; /* the child's steps are its own */
     }
