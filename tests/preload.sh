@@ -345,4 +345,17 @@ expect_status 0 "umpol_host_bytes, movable moved to the host" run UMPOL_POLICY="
     UMPOL_REPORT="$tmp/movable.json" "$phases" '>away' '?host'
 grep -q "host bytes: the allocation 4096, another address -1" "$tmp/out" ||
     fail "umpol_host_bytes, movable moved to the host: $(cat "$tmp/out")"
+# umpol_step_changed: accepted under a policy, and the phases after it run as
+# before (the live allocation's slab stays; tests/test_runtime.c checks what
+# it gives back and what comes back after it).
+expect_status 0 "umpol_step_changed" run UMPOL_POLICY="$tmp/device.umpol" \
+    UMPOL_REPORT="$tmp/changed.json" "$phases" forward '!changed' forward
+grep -q "step changed: 0" "$tmp/out" || fail "umpol_step_changed: $(cat "$tmp/out")"
+python3 - "$tmp/changed.json" <<'PY' || fail "umpol_step_changed: the report"
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = r["classes"][0]
+assert c["slabs"] == 1 and c["slab_releases"] == 0, c  # the live allocation's slab stays
+assert next(p for p in r["phases"] if p["name"] == "forward")["entries"] == 2, r["phases"]
+PY
 finish

@@ -270,14 +270,16 @@ check("the tensors saved before stay the job's own", all(h is a for h, a in zip(
 
 # The switch itself: the runtime's evictions, read until the first is seen.
 from umpol._torch import _Evicted  # noqa: E402
-reads = []
-rt = types.SimpleNamespace(evictions=lambda: reads.append(1) or len(reads) - 2)
+reads, changes = [], []
+rt = types.SimpleNamespace(evictions=lambda: reads.append(1) or len(reads) - 2,
+                           step_changed=lambda: changes.append(len(reads)))
 seen = _Evicted(rt)
-check("no eviction yet, no switch", not seen() and not seen())
+check("no eviction yet, no switch", not seen() and not seen() and not changes)
 check("the first eviction turns it on for good, and the runtime is no longer asked",
       seen() and seen() and len(reads) == 3)
+check("when it turns on, the runtime is told the step changes, once", changes == [3])
 check("an inactive runtime (-1) never turns it on",
-      not _Evicted(types.SimpleNamespace(evictions=lambda: -1))())
+      not _Evicted(types.SimpleNamespace(evictions=lambda: -1, step_changed=None))())
 from umpol._torch import _when  # noqa: E402
 check("install hands auto the switch, and 1 nothing (on at once)",
       _when("auto", seen) is seen and _when(True, seen) is None)

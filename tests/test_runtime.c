@@ -1475,6 +1475,48 @@ static void test_runtime_movable_returns_into_steady_room(void **state)
     teardown(f);
 }
 
+/* The job's step changed (umpol_step_changed: a mechanism that holds less
+ * turned on): the empty activation slabs the old step's peak made go at
+ * once, and the class that comes back takes the room there is at its next
+ * return, where the old step's peak would have left it none. */
+static void test_runtime_movable_returns_after_step_changed(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20;
+    uint64_t vmm_before = fake_vmm_gpu_bytes();
+    struct fixture *f = setup(movable_return_policy);
+    const struct class_stats *st = f->rt.class_stats;
+    const struct device_state *dev = &f->rt.devices[0];
+    void *w = alloc(f, 100 * MiB, API_CUDA_MALLOC, S1); /* pieces of 64 and 36 MiB */
+    fill(w, 100 * MiB, 5);
+    forward_pass(f, 8); /* the old step: 228 MiB at the peak, the 64 MiB piece leaves */
+    forward_pass(f, 8);
+    assert_int_equal(st[0].evict_bytes, 64 * MiB);
+    assert_int_equal(st[0].movable_to_gpu_bytes, 0);
+    assert_int_equal(st[1].slabs, 8);
+
+    rt_step_changed(&f->rt);
+    assert_int_equal(st[1].slab_releases, 8);
+    assert_int_equal(st[1].slabs, 0);
+    assert_int_equal(dev->returning, 0);
+    assert_int_equal(dev->resident_bytes, 36 * MiB);
+
+    forward_pass(f, 2); /* the new step: the piece comes back at its opening, and stays */
+    assert_int_equal(st[0].movable_to_gpu_bytes, 64 * MiB);
+    assert_int_equal(st[0].evict_bytes, 64 * MiB);
+    assert_int_equal(dev->resident_bytes, 100 * MiB + 32 * MiB);
+    forward_pass(f, 2);
+    assert_int_equal(st[0].movable_to_gpu_bytes, 64 * MiB);
+    assert_int_equal(st[0].evict_bytes, 64 * MiB);
+    assert_int_equal(st[1].slab_releases, 8);
+    assert_int_equal(card_holds(f, vmm_before), dev->resident_bytes);
+    assert_true(filled(w, 100 * MiB, 5));
+    release(f, w, S1, MODE_ANY);
+    place_trim(&f->rt, -1, -1);
+    assert_int_equal(fake_vmm_gpu_bytes(), vmm_before);
+    teardown(f);
+}
+
 /* Two classes that come back at one opening, a class that comes back when
  * the pass closes (its nested "forward" closing first), and a class with two
  * rules that fire at one opening: each measures
@@ -3374,6 +3416,7 @@ int main(void)
         cmocka_unit_test(test_runtime_movable_pressure),
         cmocka_unit_test(test_runtime_movable_returns_into_steady_room),
         cmocka_unit_test(test_runtime_movable_returns_keep_their_own_step),
+        cmocka_unit_test(test_runtime_movable_returns_after_step_changed),
         cmocka_unit_test(test_runtime_stream_ahead),
         cmocka_unit_test(test_runtime_stream_remap_on_thread),
         cmocka_unit_test(test_runtime_stream_room_from_empty_slab),

@@ -60,6 +60,9 @@ class Runtime:
         self._stats = getattr(lib, "umpol_stats", None)
         if self._stats is not None:
             self._stats.argtypes, self._stats.restype = [ctypes.POINTER(Stats)], ctypes.c_int
+        self._step_changed = getattr(lib, "umpol_step_changed", None)
+        if self._step_changed is not None:
+            self._step_changed.argtypes, self._step_changed.restype = [], ctypes.c_int
         self._host_bytes = getattr(lib, "umpol_host_bytes", None)
         if self._host_bytes is not None:
             self._host_bytes.argtypes, self._host_bytes.restype = [ctypes.c_void_p], ctypes.c_longlong
@@ -136,6 +139,14 @@ class Runtime:
         if not self.active or self._stats is None or self._stats(ctypes.byref(s)) != 0:
             return -1
         return s.evictions
+
+    def step_changed(self):
+        """The job's step changes from here on (umpol_step_changed): the runtime
+        gives back its empty device slabs and measures the step afresh; -1
+        when it is not active."""
+        if not self.active or self._step_changed is None:
+            return -1
+        return self._step_changed()
 
     def note_saved(self, ptr):
         return self._note_saved(ptr) if self.active else -1

@@ -406,7 +406,10 @@ class _Evicted:
     """Has the runtime sent a block to the host for the budget yet? What turns
     on the weights ahead and the saved tensors in host memory when they are
     left at "auto": until then the budget holds the step, and they would
-    only add copies. Once true, true for good."""
+    only add copies. Once true, true for good. When it turns true, the
+    runtime is told the step changes: the steps before held their saved
+    tensors on the GPU, and the slabs their peak made, and the weights that
+    peak sent out, would otherwise stay so (umpol_step_changed)."""
 
     def __init__(self, rt):
         self.rt, self.seen = rt, False
@@ -414,6 +417,8 @@ class _Evicted:
     def __call__(self):
         if not self.seen:
             self.seen = self.rt.evictions() > 0
+            if self.seen:
+                self.rt.step_changed()
         return self.seen
 
 

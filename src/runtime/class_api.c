@@ -139,6 +139,17 @@ EXPORT int umpol_written(const void *const *ptrs, size_t count)
     return 0;
 }
 
+EXPORT int umpol_step_changed(void)
+{
+    struct runtime *rt = runtime_loaded();
+    if (!rt)
+        return -1;
+    uint64_t t0 = now_ns();
+    rt_step_changed(rt);
+    rt_held(rt, t0);
+    return 0;
+}
+
 EXPORT int umpol_on_host(const void *ptr)
 {
     struct runtime *rt = runtime_loaded();

@@ -76,3 +76,10 @@ void device_close(struct device_state *dev, size_t class_count)
     dev->pools = NULL;
     dev->return_mark = dev->return_peak = NULL;
 }
+
+void device_forget_returns(struct device_state *dev, size_t class_count)
+{
+    for (size_t c = 0; dev->return_mark && c < class_count; c++)
+        dev->return_mark[c] = 0;
+    dev->returning = 0;
+}

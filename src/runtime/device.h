@@ -98,5 +98,8 @@ struct pool *device_pool(struct device_state *dev, int device, int class_idx,
                          enum memory_kind memory);
 /* Host bookkeeping of every pool (no CUDA call: the context may be gone). */
 void device_close(struct device_state *dev, size_t class_count);
+/* The classes that come back (return_mark) measure their step afresh: the
+ * next return of each takes the room there is then. */
+void device_forget_returns(struct device_state *dev, size_t class_count);
 
 #endif

@@ -477,6 +477,16 @@ size_t place_trim(struct runtime *rt, int device, int class_idx)
     return trim(rt, device, class_idx, UINT64_MAX, 0);
 }
 
+void place_step_changed(struct runtime *rt)
+{
+    size_t released = trim(rt, -1, TRIM_UNUSED, UINT64_MAX, UINT64_MAX);
+    for (int d = 0; d < RT_MAX_DEVICES; d++)
+        if (rt->devices[d].known)
+            device_forget_returns(&rt->devices[d], rt->program->class_count);
+    LOG(LOG_INFO, "the job's step changed: %zu bytes of empty device slabs given back; classes "
+        "that come back measure their step afresh", released);
+}
+
 /* Has DEVICE an empty slab on the card that TRIM_FOR_STREAM would give back?
  * (Looked for first: the stream asks at every use that finds no room.) */
 static bool stream_room_in_slabs(const struct runtime *rt, int device)

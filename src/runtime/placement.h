@@ -44,6 +44,13 @@ bool cap_admits(struct runtime *rt, int class_idx, int device, size_t size);
  * memory no block was taken from for a while, steady_room's, in placement.c.) */
 enum { TRIM_ALL = -1, TRIM_CARD = -2, TRIM_MANAGED = -3, TRIM_FOR_STREAM = -4, TRIM_UNUSED = -5 };
 size_t place_trim(struct runtime *rt, int device, int class_idx);
+/* The job's step changes from here on (a mechanism that changes what it
+ * holds, as the Python package's saved tensors in host memory, turned on):
+ * what was measured of the step is stale. The empty slabs of device-memory
+ * classes are given back (the new step makes what it needs), and the classes
+ * that come back measure their step afresh: the next return of each takes
+ * the room there is then (steady_room). */
+void place_step_changed(struct runtime *rt);
 /* Room for the stream: empty slabs of STREAM_ROOM_SLAB or more on the card
  * are given back until DEVICE's budget (every GPU's when < 0) has BYTES free
  * (the pools that held them grow again when they need to). Such slabs hold

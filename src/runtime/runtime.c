@@ -111,9 +111,7 @@ void runtime_after_fork_child(struct runtime *rt)
     for (int d = 0; d < RT_MAX_DEVICES; d++) { /* the child's peak on each card, from the fork on */
         struct device_state *dev = &rt->devices[d];
         dev->resident_peak = dev->resident_bytes;
-        dev->returning = 0;
-        for (size_t c = 0; dev->known && c < rt->program->class_count; c++)
-            dev->return_mark[c] = 0; /* the child's steps are its own */
+        device_forget_returns(dev, rt->program->class_count); /* the child's steps are its own */
     }
     rt->timeline_count = rt->timeline_dropped = 0;
     for (size_t c = 0; c < rt->program->class_count; c++) /* MADV_DONTFORK: not mapped here */
@@ -1082,6 +1080,13 @@ void rt_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStream_t 
         place_room_for_stream(rt, device, short_by);
         stream_retry(rt);
     }
+    pthread_mutex_unlock(&rt->lock);
+}
+
+void rt_step_changed(struct runtime *rt)
+{
+    pthread_mutex_lock(&rt->lock);
+    place_step_changed(rt);
     pthread_mutex_unlock(&rt->lock);
 }
 

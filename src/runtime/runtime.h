@@ -58,6 +58,8 @@ void rt_use(struct runtime *rt, const void *const *ptrs, size_t n, cudaStream_t 
 /* The job is about to queue work that writes the blocks at PTRS[0..N)
  * outside their classes' write phases (stream_written). */
 void rt_written(struct runtime *rt, const void *const *ptrs, size_t n);
+/* The job's step changes from here on (umpol_step_changed): place_step_changed. */
+void rt_step_changed(struct runtime *rt);
 /* A stream capture is about to begin (the hooks call it before CUDA's
  * cudaStreamBeginCapture): streaming stops for good (a graph's replays read
  * unannounced), and the remaps handed to the mover's thread are made first,

@@ -2,7 +2,8 @@
  * phase, so that a test can feed the runtime's report any phase name (">name"
  * opens it and leaves it open); "+capture" and "-capture" begin and end a
  * stream capture instead, and "?host" prints what umpol_on_host and
- * umpol_host_bytes say of the allocation and of an address not the runtime's. */
+ * umpol_host_bytes say of the allocation and of an address not the runtime's,
+ * "!changed" what umpol_step_changed returns. */
 #include <stdio.h>
 #include <string.h>
 
@@ -14,6 +15,7 @@
 #pragma weak umpol_phase_exit
 #pragma weak umpol_on_host
 #pragma weak umpol_host_bytes
+#pragma weak umpol_step_changed
 
 int main(int argc, char **argv)
 {
@@ -35,6 +37,8 @@ int main(int argc, char **argv)
             if (umpol_host_bytes)
                 printf("host bytes: the allocation %lld, another address %lld\n",
                        umpol_host_bytes(p), umpol_host_bytes(&graph));
+        } else if (strcmp(argv[i], "!changed") == 0 && umpol_step_changed) {
+            printf("step changed: %d\n", umpol_step_changed());
         } else if (argv[i][0] == '>') {
             umpol_phase_enter(argv[i] + 1);
         } else {
