@@ -84,13 +84,13 @@ long long umpol_host_bytes(const void *ptr);
 /* The job's step changes from here on: a mechanism that changes what the
  * step holds on the GPU has turned on (the Python package calls it when
  * UMPOL_SAVED_TO_HOST or UMPOL_WEIGHTS_AHEAD, left at auto, turns on at the
- * first eviction). What the runtime measured of the step is stale: the empty
- * slabs of `memory device` classes are given back, so that the new step makes
- * only what it needs, and a `memory movable` class that comes back at its
- * `prefetch gpu` rule takes, at its next return, the room there is then
- * (umpol(5), `memory movable`). Best called where little is live (a forward
- * pass's start): a slab with a live block stays. Returns 0, or -1 when no
- * policy is loaded. */
+ * first eviction, maybe mid-step). What the runtime measured of the step is
+ * stale: at the next return of a `memory movable` class that comes back at
+ * its `prefetch gpu` rule (umpol(5), `memory movable`), at a step's start,
+ * the empty slabs of `memory device` classes are given back, so that the new
+ * step makes only what it needs, and the class measures a step of the new
+ * kind before it comes back into the room that step left. Returns 0, or -1
+ * when no policy is loaded. */
 int umpol_step_changed(void);
 
 /* Does a class of the policy stream ahead of use (`stream written`)? 1 or 0. */

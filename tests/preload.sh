@@ -346,8 +346,8 @@ expect_status 0 "umpol_host_bytes, movable moved to the host" run UMPOL_POLICY="
 grep -q "host bytes: the allocation 4096, another address -1" "$tmp/out" ||
     fail "umpol_host_bytes, movable moved to the host: $(cat "$tmp/out")"
 # umpol_step_changed: accepted under a policy, and the phases after it run as
-# before (the live allocation's slab stays; tests/test_runtime.c checks what
-# it gives back and what comes back after it).
+# before (nothing is given back at the call; tests/test_runtime.c checks what
+# the next return gives back and what comes back after it).
 expect_status 0 "umpol_step_changed" run UMPOL_POLICY="$tmp/device.umpol" \
     UMPOL_REPORT="$tmp/changed.json" "$phases" forward '!changed' forward
 grep -q "step changed: 0" "$tmp/out" || fail "umpol_step_changed: $(cat "$tmp/out")"

@@ -1476,9 +1476,10 @@ static void test_runtime_movable_returns_into_steady_room(void **state)
 }
 
 /* The job's step changed (umpol_step_changed: a mechanism that holds less
- * turned on): the empty activation slabs the old step's peak made go at
- * once, and the class that comes back takes the room there is at its next
- * return, where the old step's peak would have left it none. */
+ * turned on, maybe mid-step): at the next return the empty activation slabs
+ * the old step's peak made go, a step of the new kind is measured, and the
+ * class comes back into the room it left, where the old step's peak would
+ * have left it none. */
 static void test_runtime_movable_returns_after_step_changed(void **state)
 {
     (void)state;
@@ -1495,13 +1496,19 @@ static void test_runtime_movable_returns_after_step_changed(void **state)
     assert_int_equal(st[0].movable_to_gpu_bytes, 0);
     assert_int_equal(st[1].slabs, 8);
 
-    rt_step_changed(&f->rt);
-    assert_int_equal(st[1].slab_releases, 8);
-    assert_int_equal(st[1].slabs, 0);
-    assert_int_equal(dev->returning, 0);
-    assert_int_equal(dev->resident_bytes, 36 * MiB);
+    rt_step_changed(&f->rt); /* nothing given back yet: at the next return */
+    assert_int_equal(st[1].slab_releases, 0);
+    assert_int_equal(st[1].slabs, 8);
 
-    forward_pass(f, 2); /* the new step: the piece comes back at its opening, and stays */
+    uint64_t syncs = fake_counters()->device_sync;
+    forward_pass(f, 2); /* the first step of the new kind: measured, nothing comes back */
+    assert_int_equal(st[1].slab_releases, 8);
+    assert_int_equal(st[1].slabs, 2);
+    assert_int_equal(st[0].movable_to_gpu_bytes, 0);
+    assert_int_equal(dev->resident_bytes, 36 * MiB + 32 * MiB);
+    assert_int_equal(fake_counters()->device_sync, syncs); /* no move, no wait for it */
+
+    forward_pass(f, 2); /* the piece comes back into the room that step left, and stays */
     assert_int_equal(st[0].movable_to_gpu_bytes, 64 * MiB);
     assert_int_equal(st[0].evict_bytes, 64 * MiB);
     assert_int_equal(dev->resident_bytes, 100 * MiB + 32 * MiB);

@@ -51,7 +51,9 @@ struct device_state {
      * none yet), and the most resident_bytes less movable_resident has been
      * since. take_clock stamps the slabs of the GPU's pools (slab.taken). */
     uint64_t *return_mark, *return_peak;
+#define RETURN_REMEASURE UINT64_MAX /* a return_mark: the step changed since, measure again */
     size_t returning; /* classes with a return mark: none, and resident_add skips them */
+    bool step_changed; /* umpol_step_changed: the next return makes the marks RETURN_REMEASURE */
     uint64_t take_clock;
     /* `spare`: what the classes that read it hold of resident_bytes, and the
      * most the rest of it has ever been (the job's peak without them). */

@@ -479,12 +479,8 @@ size_t place_trim(struct runtime *rt, int device, int class_idx)
 
 void place_step_changed(struct runtime *rt)
 {
-    size_t released = trim(rt, -1, TRIM_UNUSED, UINT64_MAX, UINT64_MAX);
     for (int d = 0; d < RT_MAX_DEVICES; d++)
-        if (rt->devices[d].known)
-            device_forget_returns(&rt->devices[d], rt->program->class_count);
-    LOG(LOG_INFO, "the job's step changed: %zu bytes of empty device slabs given back; classes "
-        "that come back measure their step afresh", released);
+        rt->devices[d].step_changed = rt->devices[d].known;
 }
 
 /* Has DEVICE an empty slab on the card that TRIM_FOR_STREAM would give back?
@@ -1154,12 +1150,29 @@ static void move_class(struct runtime *rt, size_t c, int device, struct program_
  * peak fit in the rest); the room is the budget less the most the other
  * memory held since then and what movable classes hold now. A new period
  * starts either way, unless another of C's rules fired at this opening (the
- * same step). The first time, no period is known: the room now. */
+ * same step). The first time, no period is known: the room now. The first
+ * time after the job's step changed (when every empty device slab goes, made
+ * for a step that is no more), nothing comes back: a step of the new kind is
+ * measured first. */
 static uint64_t steady_room(struct runtime *rt, size_t c, int device, bool wanted)
 {
     struct device_state *dev = &rt->devices[device];
+    if (dev->step_changed) { /* what was measured is stale */
+        dev->step_changed = false;
+        size_t released = wanted ? trim(rt, device, TRIM_UNUSED, UINT64_MAX, UINT64_MAX) : 0;
+        for (size_t k = 0; k < rt->program->class_count; k++)
+            if (dev->return_mark[k])
+                dev->return_mark[k] = RETURN_REMEASURE;
+        LOG(LOG_INFO, "GPU %d: the job's step changed: %zu bytes of empty device slabs given "
+            "back; the classes that come back measure a step first", device, released);
+    }
     uint64_t mark = dev->return_mark[c];
     uint64_t peak = dev->return_peak[c];
+    if (mark == RETURN_REMEASURE) { /* nothing comes back before a step of the new kind is measured */
+        dev->return_mark[c] = ++dev->take_clock;
+        dev->return_peak[c] = dev->resident_bytes - dev->movable_resident;
+        return 0;
+    }
     if (!mark || mark != dev->take_clock) { /* else another of its rules at this opening: the same step */
         uint64_t released = mark && wanted ? trim(rt, device, TRIM_UNUSED, UINT64_MAX, mark) : 0;
         peak = peak > released ? peak - released : 0;
