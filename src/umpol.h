@@ -85,12 +85,13 @@ long long umpol_host_bytes(const void *ptr);
  * step holds on the GPU has turned on (the Python package calls it when
  * UMPOL_SAVED_TO_HOST or UMPOL_WEIGHTS_AHEAD, left at auto, turns on at the
  * first eviction, maybe mid-step). What the runtime measured of the step is
- * stale: at the next return of a `memory movable` class that comes back at
- * its `prefetch gpu` rule (umpol(5), `memory movable`), at a step's start,
- * the empty slabs of `memory device` classes are given back, so that the new
- * step makes only what it needs, and the class measures a step of the new
- * kind before it comes back into the room that step left. Returns 0, or -1
- * when no policy is loaded. */
+ * stale: from the next return of a `memory movable` class that comes back at
+ * its `prefetch gpu` rule (umpol(5), `memory movable`), each such class
+ * measures a step of the new kind before it comes back into the room that
+ * step left, and at the first return of one with pieces on the host the empty
+ * slabs of `memory device` classes are given back, so that the new step makes
+ * only what it needs (best where little is live: rules on a pass's opening).
+ * Returns 0, or -1 when no policy is loaded. */
 int umpol_step_changed(void);
 
 /* Does a class of the policy stream ahead of use (`stream written`)? 1 or 0. */

@@ -1584,6 +1584,57 @@ static void test_runtime_movable_returns_keep_their_own_step(void **state)
     }
 }
 
+/* After a step change, a class with two rules at one opening brings nothing
+ * back in the step it measures (its second rule is the same step); and the
+ * empty slabs go at the first class that has pieces to bring back, whichever
+ * class fires first. */
+static const char step_changed_two_classes_policy[] =
+    "umpol 1;\nbudget gpu 200MiB;\nslab 16MiB;\n"
+    "class w1 { match size >= 100MiB; memory movable; priority 40;\n"
+    "  prefetch gpu on enter \"forward*\"; }\n"
+    "class w2 { match size >= 64MiB; memory movable; priority 20;\n"
+    "  prefetch gpu on enter \"forward*\"; }\n"
+    "class acts { match any; memory device; priority 50; }\n";
+static void test_runtime_step_changed_measures_first(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20;
+    struct fixture *f = setup(movable_two_rule_policy);
+    const struct class_stats *st = f->rt.class_stats;
+    void *w = alloc(f, 100 * MiB, API_CUDA_MALLOC, S1);
+    forward_pass(f, 8);
+    forward_pass(f, 8);
+    assert_int_equal(st[0].evict_bytes, 64 * MiB);
+    rt_step_changed(&f->rt);
+    forward_pass(f, 8); /* the step that measures: nothing comes back, nothing goes out again */
+    assert_int_equal(st[1].slab_releases, 8);
+    assert_int_equal(st[0].movable_to_gpu_bytes, 0);
+    assert_int_equal(st[0].evict_bytes, 64 * MiB);
+    release(f, w, S1, MODE_ANY);
+    place_trim(&f->rt, -1, -1);
+    teardown(f);
+
+    /* w1 (all on the GPU) fires first and wants nothing: the slabs go at w2. */
+    f = setup(step_changed_two_classes_policy);
+    st = f->rt.class_stats;
+    void *w1 = alloc(f, 100 * MiB, API_CUDA_MALLOC, S1);
+    void *w2 = alloc(f, 64 * MiB, API_CUDA_MALLOC, S1);
+    forward_pass(f, 4); /* 228 MiB: w2 (the lower priority) leaves */
+    forward_pass(f, 4);
+    assert_int_equal(st[0].evict_bytes, 0);
+    assert_int_equal(st[1].evict_bytes, 64 * MiB);
+    rt_step_changed(&f->rt);
+    forward_pass(f, 1);
+    assert_int_equal(st[2].slab_releases, 4);
+    assert_int_equal(st[1].movable_to_gpu_bytes, 0);
+    forward_pass(f, 1);
+    assert_int_equal(st[1].movable_to_gpu_bytes, 64 * MiB);
+    release(f, w1, S1, MODE_ANY);
+    release(f, w2, S1, MODE_ANY);
+    place_trim(&f->rt, -1, -1);
+    teardown(f);
+}
+
 static void test_runtime_movable_pressure(void **state)
 {
     (void)state;
@@ -3424,6 +3475,7 @@ int main(void)
         cmocka_unit_test(test_runtime_movable_returns_into_steady_room),
         cmocka_unit_test(test_runtime_movable_returns_keep_their_own_step),
         cmocka_unit_test(test_runtime_movable_returns_after_step_changed),
+        cmocka_unit_test(test_runtime_step_changed_measures_first),
         cmocka_unit_test(test_runtime_stream_ahead),
         cmocka_unit_test(test_runtime_stream_remap_on_thread),
         cmocka_unit_test(test_runtime_stream_room_from_empty_slab),

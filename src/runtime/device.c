@@ -82,4 +82,5 @@ void device_forget_returns(struct device_state *dev, size_t class_count)
     for (size_t c = 0; dev->return_mark && c < class_count; c++)
         dev->return_mark[c] = 0;
     dev->returning = 0;
+    dev->step_changed = dev->release_pending = false;
 }

@@ -52,8 +52,10 @@ struct device_state {
      * since. take_clock stamps the slabs of the GPU's pools (slab.taken). */
     uint64_t *return_mark, *return_peak;
 #define RETURN_REMEASURE UINT64_MAX /* a return_mark: the step changed since, measure again */
+#define RETURN_MEASURING (1ull << 63) /* a return_mark's bit: its step brings nothing back */
     size_t returning; /* classes with a return mark: none, and resident_add skips them */
-    bool step_changed; /* umpol_step_changed: the next return makes the marks RETURN_REMEASURE */
+    bool step_changed;    /* umpol_step_changed: the next return makes the marks RETURN_REMEASURE */
+    bool release_pending; /* since: the empty device slabs go at the next return that wants room */
     uint64_t take_clock;
     /* `spare`: what the classes that read it hold of resident_bytes, and the
      * most the rest of it has ever been (the job's peak without them). */
@@ -101,7 +103,8 @@ struct pool *device_pool(struct device_state *dev, int device, int class_idx,
 /* Host bookkeeping of every pool (no CUDA call: the context may be gone). */
 void device_close(struct device_state *dev, size_t class_count);
 /* The classes that come back (return_mark) measure their step afresh: the
- * next return of each takes the room there is then. */
+ * next return of each takes the room there is then; a pending step change is
+ * dropped (what a forked child does: its steps are its own). */
 void device_forget_returns(struct device_state *dev, size_t class_count);
 
 #endif

@@ -1150,31 +1150,40 @@ static void move_class(struct runtime *rt, size_t c, int device, struct program_
  * peak fit in the rest); the room is the budget less the most the other
  * memory held since then and what movable classes hold now. A new period
  * starts either way, unless another of C's rules fired at this opening (the
- * same step). The first time, no period is known: the room now. The first
- * time after the job's step changed (when every empty device slab goes, made
- * for a step that is no more), nothing comes back: a step of the new kind is
- * measured first. */
+ * same step). The first time, no period is known: the room now. After the
+ * job's step changed, every class that came back before measures a step of
+ * the new kind first, bringing nothing, its other rules at that opening
+ * included (RETURN_MEASURING); and the first class with pieces to bring back
+ * gives back every empty device slab, made for a step that is no more. */
 static uint64_t steady_room(struct runtime *rt, size_t c, int device, bool wanted)
 {
     struct device_state *dev = &rt->devices[device];
-    if (dev->step_changed) { /* what was measured is stale */
+    if (dev->step_changed) { /* what was measured is stale: every class measures again */
         dev->step_changed = false;
-        size_t released = wanted ? trim(rt, device, TRIM_UNUSED, UINT64_MAX, UINT64_MAX) : 0;
+        dev->release_pending = true;
         for (size_t k = 0; k < rt->program->class_count; k++)
             if (dev->return_mark[k])
                 dev->return_mark[k] = RETURN_REMEASURE;
+    }
+    if (dev->release_pending && wanted) { /* at the first class with pieces to bring back */
+        dev->release_pending = false;
+        size_t released = trim(rt, device, TRIM_UNUSED, UINT64_MAX, UINT64_MAX);
         LOG(LOG_INFO, "GPU %d: the job's step changed: %zu bytes of empty device slabs given "
             "back; the classes that come back measure a step first", device, released);
     }
     uint64_t mark = dev->return_mark[c];
     uint64_t peak = dev->return_peak[c];
     if (mark == RETURN_REMEASURE) { /* nothing comes back before a step of the new kind is measured */
-        dev->return_mark[c] = ++dev->take_clock;
+        dev->return_mark[c] = ++dev->take_clock | RETURN_MEASURING;
         dev->return_peak[c] = dev->resident_bytes - dev->movable_resident;
         return 0;
     }
-    if (!mark || mark != dev->take_clock) { /* else another of its rules at this opening: the same step */
-        uint64_t released = mark && wanted ? trim(rt, device, TRIM_UNUSED, UINT64_MAX, mark) : 0;
+    uint64_t since = mark & ~RETURN_MEASURING;
+    if (since && since == dev->take_clock) { /* another of its rules at this opening: the same step */
+        if (mark & RETURN_MEASURING)
+            return 0;
+    } else {
+        uint64_t released = since && wanted ? trim(rt, device, TRIM_UNUSED, UINT64_MAX, since) : 0;
         peak = peak > released ? peak - released : 0;
         if (!mark)
             dev->returning++;
