@@ -142,8 +142,8 @@ class Runtime:
 
     def step_changed(self):
         """The job's step changes from here on (umpol_step_changed): the runtime
-        gives back its empty device slabs and measures the step afresh; -1
-        when it is not active."""
+        measures a step of the new kind before weights come back, and gives
+        back its empty device slabs; -1 when it is not active."""
         if not self.active or self._step_changed is None:
             return -1
         return self._step_changed()

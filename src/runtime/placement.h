@@ -46,11 +46,11 @@ enum { TRIM_ALL = -1, TRIM_CARD = -2, TRIM_MANAGED = -3, TRIM_FOR_STREAM = -4, T
 size_t place_trim(struct runtime *rt, int device, int class_idx);
 /* The job's step changes from here on (a mechanism that changes what it
  * holds, as the Python package's saved tensors in host memory, turned on):
- * what was measured of the step is stale. At the next return of a class
- * that comes back (steady_room, at a step's start, where little is live),
- * the empty slabs of device-memory classes are given back (the new step
- * makes what it needs), and the classes that come back measure a step of
- * the new kind before anything comes back. */
+ * what was measured of the step is stale. From the next return of a class
+ * that comes back (steady_room), the classes that come back measure a step
+ * of the new kind before anything comes back, and at the first return of
+ * one with pieces on the host the empty slabs of device-memory classes are
+ * given back (the new step makes what it needs). */
 void place_step_changed(struct runtime *rt);
 /* Room for the stream: empty slabs of STREAM_ROOM_SLAB or more on the card
  * are given back until DEVICE's budget (every GPU's when < 0) has BYTES free
