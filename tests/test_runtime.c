@@ -1386,6 +1386,26 @@ static void test_runtime_stream_off_after_driver_capture(void **state)
     stream_done(f, w);
 }
 
+/* A fixture on POLICY whose first class holds W: 100 MiB of weights, a
+ * movable slab of pieces of 64 and 36 MiB, filled with SEED. */
+static struct fixture *setup_weights(const char *policy, void **w, int seed)
+{
+    struct fixture *f = setup(policy);
+    *w = alloc(f, 100u << 20, API_CUDA_MALLOC, S1);
+    fill(*w, 100u << 20, seed);
+    return f;
+}
+
+/* The end of such a test: W freed, every slab given back, and the card's
+ * memory as it was before (VMM_BEFORE). */
+static void weights_done(struct fixture *f, void *w, uint64_t vmm_before)
+{
+    release(f, w, S1, MODE_ANY);
+    place_trim(&f->rt, -1, -1);
+    assert_int_equal(fake_vmm_gpu_bytes(), vmm_before);
+    teardown(f);
+}
+
 /* One forward pass that takes N activations of 16 MiB (each a slab of its
  * own) and frees them. A "forward" opens inside the pass's own, as a
  * framework's does inside the job's NVTX range: it fires the rule again,
@@ -1413,11 +1433,10 @@ static void test_runtime_movable_returns_into_steady_room(void **state)
     (void)state;
     const uint64_t MiB = 1u << 20;
     uint64_t vmm_before = fake_vmm_gpu_bytes();
-    struct fixture *f = setup(movable_return_policy);
+    void *w;
+    struct fixture *f = setup_weights(movable_return_policy, &w, 3);
     const struct class_stats *st = f->rt.class_stats;
     const struct device_state *dev = &f->rt.devices[0];
-    void *w = alloc(f, 100 * MiB, API_CUDA_MALLOC, S1); /* pieces of 64 and 36 MiB */
-    fill(w, 100 * MiB, 3);
     forward_pass(f, 2);
     forward_pass(f, 0);
     forward_pass(f, 0); /* two slabs unused a whole step, but nothing to bring back: kept */
@@ -1456,11 +1475,8 @@ static void test_runtime_movable_returns_into_steady_room(void **state)
     /* Managed activations free their GPU space at once: the room now is
      * ample, but the last pass's peak had none, and the piece that would
      * come back would only be sent out again. */
-    f = setup(movable_pressure_policy);
+    f = setup_weights(movable_pressure_policy, &w, 4);
     st = f->rt.class_stats;
-    dev = &f->rt.devices[0];
-    w = alloc(f, 100 * MiB, API_CUDA_MALLOC, S1);
-    fill(w, 100 * MiB, 4);
     forward_pass(f, 8); /* 228 MiB at the peak: the 64 MiB piece leaves */
     assert_int_equal(st[0].evict_bytes, 64 * MiB);
     syncs = fake_counters()->device_sync;
@@ -1469,10 +1485,7 @@ static void test_runtime_movable_returns_into_steady_room(void **state)
     assert_int_equal(st[0].evict_bytes, 64 * MiB);
     assert_int_equal(fake_counters()->device_sync, syncs);
     assert_true(filled(w, 100 * MiB, 4));
-    release(f, w, S1, MODE_ANY);
-    place_trim(&f->rt, -1, -1);
-    assert_int_equal(fake_vmm_gpu_bytes(), vmm_before);
-    teardown(f);
+    weights_done(f, w, vmm_before);
 }
 
 /* The job's step changed (umpol_step_changed: a mechanism that holds less
@@ -1485,11 +1498,10 @@ static void test_runtime_movable_returns_after_step_changed(void **state)
     (void)state;
     const uint64_t MiB = 1u << 20;
     uint64_t vmm_before = fake_vmm_gpu_bytes();
-    struct fixture *f = setup(movable_return_policy);
+    void *w;
+    struct fixture *f = setup_weights(movable_return_policy, &w, 5);
     const struct class_stats *st = f->rt.class_stats;
     const struct device_state *dev = &f->rt.devices[0];
-    void *w = alloc(f, 100 * MiB, API_CUDA_MALLOC, S1); /* pieces of 64 and 36 MiB */
-    fill(w, 100 * MiB, 5);
     forward_pass(f, 8); /* the old step: 228 MiB at the peak, the 64 MiB piece leaves */
     forward_pass(f, 8);
     assert_int_equal(st[0].evict_bytes, 64 * MiB);
@@ -1518,10 +1530,7 @@ static void test_runtime_movable_returns_after_step_changed(void **state)
     assert_int_equal(st[1].slab_releases, 8);
     assert_int_equal(card_holds(f, vmm_before), dev->resident_bytes);
     assert_true(filled(w, 100 * MiB, 5));
-    release(f, w, S1, MODE_ANY);
-    place_trim(&f->rt, -1, -1);
-    assert_int_equal(fake_vmm_gpu_bytes(), vmm_before);
-    teardown(f);
+    weights_done(f, w, vmm_before);
 }
 
 /* Two classes that come back at one opening, a class that comes back when
@@ -1599,9 +1608,10 @@ static void test_runtime_step_changed_measures_first(void **state)
 {
     (void)state;
     const uint64_t MiB = 1u << 20;
-    struct fixture *f = setup(movable_two_rule_policy);
+    uint64_t vmm_before = fake_vmm_gpu_bytes();
+    void *w;
+    struct fixture *f = setup_weights(movable_two_rule_policy, &w, 6);
     const struct class_stats *st = f->rt.class_stats;
-    void *w = alloc(f, 100 * MiB, API_CUDA_MALLOC, S1);
     forward_pass(f, 8);
     forward_pass(f, 8);
     assert_int_equal(st[0].evict_bytes, 64 * MiB);
@@ -1610,9 +1620,8 @@ static void test_runtime_step_changed_measures_first(void **state)
     assert_int_equal(st[1].slab_releases, 8);
     assert_int_equal(st[0].movable_to_gpu_bytes, 0);
     assert_int_equal(st[0].evict_bytes, 64 * MiB);
-    release(f, w, S1, MODE_ANY);
-    place_trim(&f->rt, -1, -1);
-    teardown(f);
+    assert_true(filled(w, 100 * MiB, 6));
+    weights_done(f, w, vmm_before);
 
     /* w1 (all on the GPU) fires first and wants nothing: the slabs go at w2. */
     f = setup(step_changed_two_classes_policy);

@@ -1172,25 +1172,21 @@ static uint64_t steady_room(struct runtime *rt, size_t c, int device, bool wante
             "back; the classes that come back measure a step first", device, released);
     }
     uint64_t mark = dev->return_mark[c];
+    bool remeasure = mark == RETURN_REMEASURE; /* nothing comes back before a step of the new kind */
+    uint64_t since = remeasure ? 0 : mark & ~RETURN_MEASURING; /* 0: no period measured */
     uint64_t peak = dev->return_peak[c];
-    if (mark == RETURN_REMEASURE) { /* nothing comes back before a step of the new kind is measured */
-        dev->return_mark[c] = ++dev->take_clock | RETURN_MEASURING;
-        dev->return_peak[c] = dev->resident_bytes - dev->movable_resident;
-        return 0;
-    }
-    uint64_t since = mark & ~RETURN_MEASURING;
     if (since && since == dev->take_clock) { /* another of its rules at this opening: the same step */
         if (mark & RETURN_MEASURING)
             return 0;
-    } else {
+    } else { /* a period starts */
         uint64_t released = since && wanted ? trim(rt, device, TRIM_UNUSED, UINT64_MAX, since) : 0;
         peak = peak > released ? peak - released : 0;
         if (!mark)
             dev->returning++;
-        dev->return_mark[c] = ++dev->take_clock;
+        dev->return_mark[c] = ++dev->take_clock | (remeasure ? RETURN_MEASURING : 0);
         dev->return_peak[c] = dev->resident_bytes - dev->movable_resident;
-        if (!mark)
-            return UINT64_MAX;
+        if (!since) /* the first period, or the first of the new step: the room now, or none */
+            return remeasure ? 0 : UINT64_MAX;
     }
     if (dev->budget_bytes == UINT64_MAX)
         return UINT64_MAX;
