@@ -5,6 +5,8 @@ fake torch: no PyTorch, no GPU. Each check names what a job would see go wrong.
 Run by tests/python_offload.sh with PYTHONPATH on the package; prints one
 line a check and exits non-zero on the first failure."""
 import gc
+import threading
+import time
 import types
 import weakref
 
@@ -278,6 +280,17 @@ check("no eviction yet, no switch", not seen() and not seen() and not changes)
 check("the first eviction turns it on for good, and the runtime is no longer asked",
       seen() and seen() and len(reads) == 3)
 check("when it turns on, the runtime is told the step changes, once", changes == [3])
+told = []
+slow = types.SimpleNamespace(evictions=lambda: time.sleep(0.05) or 1,
+                             step_changed=lambda: told.append(1))
+seen_by_two = _Evicted(slow)
+threads = [threading.Thread(target=seen_by_two) for _ in range(2)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+check("two threads that see the first eviction at once tell the runtime once",
+      told == [1] and seen_by_two())
 check("an inactive runtime (-1) never turns it on",
       not _Evicted(types.SimpleNamespace(evictions=lambda: -1, step_changed=None))())
 from umpol._torch import _when  # noqa: E402

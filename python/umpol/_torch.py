@@ -413,12 +413,14 @@ class _Evicted:
 
     def __init__(self, rt):
         self.rt, self.seen = rt, False
+        self.lock = threading.Lock()  # autograd's threads (one a GPU) ask too: told once
 
     def __call__(self):
         if not self.seen:
-            self.seen = self.rt.evictions() > 0
-            if self.seen:
-                self.rt.step_changed()
+            with self.lock:
+                if not self.seen and self.rt.evictions() > 0:
+                    self.rt.step_changed()
+                    self.seen = True  # after: a thread that reads it true finds the runtime told
         return self.seen
 
 
