@@ -339,12 +339,14 @@ def train(args):
             gc_step["max"] = max(gc_step["max"], ms)
             gc_step["full"] += info.get("generation") == 2
     gc.callbacks.append(gc_timer)
+    caching = "cudaMallocAsync" not in str(torch.cuda.get_allocator_backend())
+
     def allocator_counts():  # the caching allocator's retries (all cached blocks freed) and its cudaMallocs
         try:
             stats = torch.cuda.memory_stats(device)
         except Exception:
-            return (0, 0)
-        return (stats.get("num_alloc_retries", 0), stats.get("num_device_alloc", 0))
+            stats = {}
+        return (stats.get("num_alloc_retries"), stats.get("num_device_alloc"))
     for step in range(total):
         gc_step.update(ms=0.0, max=0.0, full=0)
         counts0 = allocator_counts()
@@ -408,10 +410,13 @@ def train(args):
             gpu_parts[part].append(marks[k].elapsed_time(marks[k + 1]))
             cpu_parts[part].append((cpu_marks[k + 1] - cpu_marks[k]) * 1e3)
         losses.append(loss.detach().float().item())
-        retries, mallocs = (b - a for a, b in zip(counts0, allocator_counts()))
+        counts = allocator_counts()
+        allocator = ""  # none under umpol run, whose backend (cudaMallocAsync) keeps no such counts
+        if caching and None not in counts0 + counts:
+            allocator = f"; allocator {counts[0] - counts0[0]} retries, {counts[1] - counts0[1]} cudaMalloc"
         print(f"step {step:3d}  loss {losses[-1]:.6f}  {times[-1] * 1e3:8.1f} ms  (Python's collector "
-              f"{gc_step['ms']:.1f} ms, longest {gc_step['max']:.1f}, {gc_step['full']} full; "
-              f"allocator {retries} retries, {mallocs} cudaMalloc)", flush=True)
+              f"{gc_step['ms']:.1f} ms, longest {gc_step['max']:.1f}, {gc_step['full']} full{allocator})",
+              flush=True)
     timed = times[args.warmup:] or times
     median_ms = statistics.median(timed) * 1e3
     where = os.environ.get("GRID_HOST_MAP")
