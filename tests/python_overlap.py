@@ -96,6 +96,10 @@ class Param:
         self.is_cuda, self.is_sparse, self.requires_grad, self.device = True, False, True, device
         self.hooks, self.n = [], 1000
 
+    @property
+    def shape(self):
+        return (self.n,)
+
     def numel(self):
         return self.n
 
@@ -696,3 +700,103 @@ check("a batch per GPU: the first GPU's two parameters together, though the seco
       "between them", [(ptrs, s) for ptrs, s, _ in opt.steps_run[runs:]] ==
       [([0x2000], sib.lanes["cuda:1"].update.name),
        ([0x3000, 0x1000], sib.lanes["cuda:0"].update.name)])
+
+
+# After the pass that made the state, the part on the host goes to the
+# parameters updated first (the last layers), the GPU's to those updated last:
+# parameters whose state has one shape trade its memory, each keeping its
+# values, through a bounce buffer on the job's stream; the step count stays.
+class Elems:
+    """A GPU-addressable tensor of float values at PTR: views share them."""
+
+    def __init__(self, ptr, values, base=None, at=0, current=None):
+        self.ptr, self.data, self.at = ptr, values if base is None else base.data, at
+        self.n = len(values) if base is None else values
+        self.shape, self.dtype, self.device, self.is_cuda = (self.n,), "float32", "cuda:0", True
+        self.value, self.copies, self.current = 0.0, [], current if base is None else base.current
+
+    def numel(self):
+        return self.n
+
+    def element_size(self):
+        return 4
+
+    def is_contiguous(self):
+        return True
+
+    def untyped_storage(self):
+        return Storage(self.ptr)
+
+    def values(self):
+        return self.data[self.at:self.at + self.n]
+
+    def view(self, shape):
+        return self
+
+    def __getitem__(self, part):
+        start = part.start or 0
+        return Elems(self.ptr, part.stop - start, base=self, at=self.at + start)
+
+    def copy_(self, src, non_blocking=False):
+        if isinstance(src, Elems):
+            self.data[self.at:self.at + self.n] = src.values()
+        TRADES.append((self.current["stream"].name, src.ptr, self.ptr, self.n))
+        return self
+
+
+TRADES = []  # (stream, from, to, elements) of every copy between Elems
+torch, auto, sib, params, opt = job(n=5)
+bounces, ring_empty = [], torch.empty
+
+
+def bounce(n, dtype, device):
+    if dtype == torch.uint8:  # the ring
+        return ring_empty(n, dtype, device)
+    bounces.append(n)
+    return Elems("bounce", [0.0] * n, current=torch.current)
+
+
+torch.empty = bounce
+params[2].n = 2  # a shape of its own: its state lies on the host and stays there
+for i, p in enumerate(params):  # p4 p3 made first (on the GPU), then p2 p1 p0 (on the host)
+    opt.state[p] = {"step": 0, "m": Elems(0x9000 + i, [float(10 * i + k) for k in range(p.n)],
+                                          current=torch.current)}
+auto.rt.host.update({0x9000, 0x9001, 0x9002})
+mine = {p.ptr: opt.state[p]["m"].values() for p in params}
+overlap._TRADE_ELEMENTS = 600  # 1000 elements: two parts through one bounce buffer
+text = said(lambda: backward(sib, params, [1.0] * 5))
+ptr = [p.ptr for p in params]
+where = [opt.state[p]["m"].ptr for p in params]
+check("the state on the host went to the two parameters updated first, the GPU's to the two "
+      "updated last; the one of its own shape kept its own",
+      where == [0x9004, 0x9003, 0x9002, 0x9001, 0x9000])
+check("each parameter kept its values", all(opt.state[p]["m"].values() == mine[p.ptr] for p in params))
+check("and its step count", all(opt.state[p]["step"] == 1 for p in params))
+check("on the job's stream, after the pass's updates, through one buffer of at most "
+      "_TRADE_ELEMENTS, in parts", bounces == [600, 600] and
+      all(s == "main" for s, _, _, _ in TRADES) and len(TRADES) == 2 * 2 * 3 and
+      torch.main.waited == [])
+check("said once, with what it copied",
+      "went to the 2 parameters updated first in backward (0.00 GiB copied each way" in text)
+sib.step_post()
+TRADES.clear()
+text = said(lambda: backward(sib, params, [1.0] * 5))
+check("once: the next pass stages the state on the host, now the first updated's (the last "
+      "layers' first), and trades nothing",
+      [(to, n) for _, _, to, n in TRADES] == [(0x9000, 1000), (0x9001, 1000), (0x9002, 2)] and
+      "went to" not in text and sib.lanes["cuda:0"].staged == 3)
+sib.step_post()
+sib.state_loaded()  # a loaded state is placed anew: considered again after the next pass
+auto.rt.host.clear()
+auto.rt.host.update({0x9004, 0x9003, 0x9002})  # the memory p0 and p1 hold now: the last updated
+text = said(lambda: backward(sib, params, [1.0] * 5))
+check("after a loaded state, considered again: the host's part back to the first updated",
+      "went to the 2 parameters" in text and len(bounces) == 4 and
+      [opt.state[p]["m"].ptr for p in params] == [0x9000, 0x9001, 0x9002, 0x9003, 0x9004] and
+      all(opt.state[p]["m"].values() == mine[p.ptr] for p in params))
+sib.step_post()
+sib.state_loaded()  # and where the host's part is the first updated's already: nothing moves
+text = said(lambda: backward(sib, params, [1.0] * 5))
+check("where the host's part is already the first updated's, nothing is traded",
+      "went to" not in text and len(bounces) == 4 and sib.arranged)
+print("python_overlap: all checks passed")

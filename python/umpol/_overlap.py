@@ -20,7 +20,9 @@ no gradients left and does nothing; its learning-rate schedule, state and
 state_dict are the optimizer's own, unchanged. State that lies in host memory
 is staged through device memory around each update (_Lane), so the update's
 kernels leave the GPU's threads to the backward pass and the link carries
-both directions beside it.
+both directions beside it; after the first pass, the part of the state on
+the host goes to the parameters updated first (_host_state_first), whose
+copies then have the rest of the pass to run beside.
 
 The arithmetic is the optimizer's own, run on a few parameters at a time, so
 the losses are those of the job as written. The order is not: anything that
@@ -87,6 +89,7 @@ class StepInBackward:
         self.ran = {}             # batch -> its members already updated this pass
         self.held = {}            # device -> the bytes of its pending members' gradients
         self.calls = 0            # calls of the optimizer's step in backward passes
+        self.arranged = False     # the state on the host went to the parameters updated first
         self.lock = threading.Lock()  # autograd runs a thread per GPU
 
     # ---- what the job does ----
@@ -145,6 +148,8 @@ class StepInBackward:
                 self._disarm("the backward pass raised: the parameters updated by then keep "
                              "their update, the gradients not yet applied are left to the "
                              "job's step; the optimizer steps after backward from now on")
+        if self.state == "armed" and not self.arranged:
+            self._host_state_first()
 
     def gradients_read(self, what):
         """The job calls WHAT (clipping, unscaling), which reads the gradients,
@@ -163,9 +168,11 @@ class StepInBackward:
 
     def state_loaded(self):
         """The job loaded an optimizer's state: where it lies, and so the
-        ring's size, is found again at the next staged update."""
+        ring's size, is found again at the next staged update, and which
+        parameters hold the part on the host at the end of the next pass."""
         for lane in self.lanes.values():
             lane.ring_bytes = None
+        self.arranged = False
 
     def refuse(self, why):
         """The job does something the updates in backward cannot follow."""
@@ -374,6 +381,50 @@ class StepInBackward:
                 p.grad.record_stream(lane.update)  # freed once the update has read it
                 p.grad = None
 
+    def _host_state_first(self):
+        """After the pass that made the state (once its updates are done: the
+        job's stream waits for them): where part of it lies on the host (the
+        room on the GPU went to the state made first, which backward makes
+        for the last layers first), that part goes to the parameters updated
+        first, whose copies then run beside the rest of the pass, and the
+        GPU's to those updated last, which would have nothing beside theirs.
+        Parameters whose state has one shape trade its memory, each keeping
+        its own values: nothing moves to another class, the card holds what
+        it held."""
+        self.arranged = True
+        optimizer, rt = self.optimizer, self.auto.rt
+        params = {id(p): p for g in optimizer.param_groups for p in g["params"]}
+        on_gpu, on_host = {}, {}  # (device, the state's keys, shapes, dtypes) -> [(turn, p)]
+        for turn, (pid, _, _, _) in enumerate(self.order):
+            p = params.get(pid)
+            own = _per_element(optimizer.state.get(p, {}), p) if p is not None else {}
+            if not own:
+                continue
+            where = [rt.on_host(t.untyped_storage().data_ptr()) for t in own.values()]
+            kind = (p.device, tuple((k, tuple(t.shape), t.dtype) for k, t in sorted(own.items())))
+            if all(where):
+                on_host.setdefault(kind, []).append((turn, p))
+            elif not any(where):
+                on_gpu.setdefault(kind, []).append((turn, p))
+        pairs = []  # (updated earlier, state on the GPU; updated later, state on the host)
+        for kind, gpu in on_gpu.items():
+            host = on_host.get(kind, [])
+            while gpu and host and gpu[0][0] < host[-1][0]:
+                pairs.append((gpu.pop(0)[1], host.pop()[1]))
+        nbytes = 0
+        for early, late in pairs:
+            mine, theirs = optimizer.state[early], optimizer.state[late]
+            for key in _per_element(mine, early):
+                _trade(self.torch, mine[key], theirs[key])
+                mine[key], theirs[key] = theirs[key], mine[key]
+                nbytes += _nbytes(mine[key])
+        if pairs:
+            for lane in self.lanes.values():  # the largest state on the host may be another's
+                lane.ring_bytes = None
+            _say(f"the optimizer state in host memory went to the {len(pairs)} parameters "
+                 f"updated first in backward ({nbytes / 2**30:.2f} GiB copied each way, "
+                 "once): its copies run beside the backward pass")
+
     def host_state(self, optimizer, p):
         """P's state tensors in OPTIMIZER that lie in host memory the GPU reads
         across the link (a `memory host` class), {key: tensor}, contiguous ones only."""
@@ -430,6 +481,31 @@ def _batches(order):
 
 def _nbytes(t):
     return t.numel() * t.element_size()
+
+
+def _per_element(state, p):
+    """P's state in STATE that holds one value per element of P (moments, not
+    the step count), {key: tensor}: contiguous GPU-addressable tensors of P's shape."""
+    return {k: t for k, t in state.items()
+            if getattr(t, "is_cuda", False) and t.numel() and tuple(t.shape) == tuple(p.shape)
+            and t.is_contiguous()}
+
+
+_TRADE_ELEMENTS = 16 << 20  # the bounce buffer of a trade, at most
+
+
+def _trade(torch, a, b):
+    """Exchange the values of A and B (one shape and dtype) on the current
+    stream, through a buffer of at most _TRADE_ELEMENTS."""
+    flat_a, flat_b = a.view(-1), b.view(-1)
+    n = flat_a.numel()
+    bounce = torch.empty(min(n, _TRADE_ELEMENTS), dtype=a.dtype, device=a.device)
+    for start in range(0, n, _TRADE_ELEMENTS):
+        end = min(n, start + _TRADE_ELEMENTS)
+        part = bounce[:end - start]
+        part.copy_(flat_a[start:end])
+        flat_a[start:end].copy_(flat_b[start:end])
+        flat_b[start:end].copy_(part)
 
 
 def _aligned(nbytes):
