@@ -709,11 +709,12 @@ check("a batch per GPU: the first GPU's two parameters together, though the seco
 class Elems:
     """A GPU-addressable tensor of float values at PTR: views share them."""
 
-    def __init__(self, ptr, values, base=None, at=0, current=None):
+    def __init__(self, ptr, values, device="cuda:0", base=None, at=0, current=None, contiguous=True):
         self.ptr, self.data, self.at = ptr, values if base is None else base.data, at
         self.n = len(values) if base is None else values
-        self.shape, self.dtype, self.device, self.is_cuda = (self.n,), "float32", "cuda:0", True
-        self.value, self.copies, self.current = 0.0, [], current if base is None else base.current
+        self.shape, self.dtype, self.device, self.is_cuda = (self.n,), "float32", device, True
+        self.value, self.copies, self.contiguous = 0.0, [], contiguous
+        self.current = current if base is None else base.current
 
     def numel(self):
         return self.n
@@ -722,7 +723,7 @@ class Elems:
         return 4
 
     def is_contiguous(self):
-        return True
+        return self.contiguous
 
     def untyped_storage(self):
         return Storage(self.ptr)
@@ -735,7 +736,7 @@ class Elems:
 
     def __getitem__(self, part):
         start = part.start or 0
-        return Elems(self.ptr, part.stop - start, base=self, at=self.at + start)
+        return Elems(self.ptr, part.stop - start, self.device, base=self, at=self.at + start)
 
     def copy_(self, src, non_blocking=False):
         if isinstance(src, Elems):
@@ -745,58 +746,121 @@ class Elems:
 
 
 TRADES = []  # (stream, from, to, elements) of every copy between Elems
-torch, auto, sib, params, opt = job(n=5)
-bounces, ring_empty = [], torch.empty
 
 
-def bounce(n, dtype, device):
-    if dtype == torch.uint8:  # the ring
-        return ring_empty(n, dtype, device)
-    bounces.append(n)
-    return Elems("bounce", [0.0] * n, current=torch.current)
+def trading_job(host, fail_at=None):
+    """Six parameters on cuda:1, updated p5 first; the first update of each
+    makes its moments m and v at 0x9000 + i and 0xA000 + i, a value each
+    element; HOST: the moments the runtime says lie on the host. p2 has a
+    shape of its own; p5 and p1 also hold a non-contiguous tensor of their
+    shape. FAIL_AT: the bounce buffer that runs out of memory."""
+    torch, auto, sib, params, opt = job(n=6)
+    for p in params:
+        p.device = "cuda:1"
+    params[2].n = 2
+    bounces, ring_empty = [], torch.empty
+    torch.capturing = False
+    torch.cuda.is_current_stream_capturing = lambda: torch.capturing
+
+    def empty(n, dtype, device):
+        if dtype == torch.uint8:  # the ring
+            return ring_empty(n, dtype, device)
+        bounces.append((n, device))
+        if len(bounces) == fail_at:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 64 MiB\nmore")
+        return Elems("bounce", [0.0] * n, device, current=torch.current)
+
+    torch.empty = empty
+    step = type(opt).step
+
+    def making(self):  # the optimizer makes a parameter's state at its first update
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None and p not in self.state:
+                    i = params.index(p)
+                    self.state[p] = {k: Elems(base + i, [float(10 * i + j + off) for j in range(p.n)],
+                                              "cuda:1", current=torch.current)
+                                     for k, base, off in (("m", 0x9000, 0.0), ("v", 0xA000, 0.5))}
+                    if i in (1, 5):
+                        self.state[p]["nc"] = Elems(0xB000 + i, [0.0] * p.n, "cuda:1",
+                                                    current=torch.current, contiguous=False)
+        step(self)
+
+    type(opt).step = making
+    auto.rt.host.update(host)
+    return torch, auto, sib, params, opt, bounces, lambda: type(opt).__dict__ and setattr(
+        type(opt), "step", step)
 
 
-torch.empty = bounce
-params[2].n = 2  # a shape of its own: its state lies on the host and stays there
-for i, p in enumerate(params):  # p4 p3 made first (on the GPU), then p2 p1 p0 (on the host)
-    opt.state[p] = {"step": 0, "m": Elems(0x9000 + i, [float(10 * i + k) for k in range(p.n)],
-                                          current=torch.current)}
-auto.rt.host.update({0x9000, 0x9001, 0x9002})
-mine = {p.ptr: opt.state[p]["m"].values() for p in params}
-overlap._TRADE_ELEMENTS = 600  # 1000 elements: two parts through one bounce buffer
-text = said(lambda: backward(sib, params, [1.0] * 5))
-ptr = [p.ptr for p in params]
-where = [opt.state[p]["m"].ptr for p in params]
-check("the state on the host went to the two parameters updated first, the GPU's to the two "
-      "updated last; the one of its own shape kept its own",
-      where == [0x9004, 0x9003, 0x9002, 0x9001, 0x9000])
-check("each parameter kept its values", all(opt.state[p]["m"].values() == mine[p.ptr] for p in params))
-check("and its step count", all(opt.state[p]["step"] == 1 for p in params))
-check("on the job's stream, after the pass's updates, through one buffer of at most "
-      "_TRADE_ELEMENTS, in parts", bounces == [600, 600] and
-      all(s == "main" for s, _, _, _ in TRADES) and len(TRADES) == 2 * 2 * 3 and
-      torch.main.waited == [])
+# p5 p4 p3 on the GPU; p2 (its own shape) and p1 on the host; p0 half and half.
+host = {0x9002, 0xA002, 0x9001, 0xA001, 0x9000}
+torch, auto, sib, params, opt, bounces, restore = trading_job(host)
+text = said(lambda: backward(sib, params, [1.0] * 6))
+values = {i: {k: t.values() for k, t in opt.state[p].items() if isinstance(t, Elems)}
+          for i, p in enumerate(params)}
+where = [(opt.state[p]["m"].ptr, opt.state[p]["v"].ptr) for p in params]
+check("the state on the host went to the parameter updated first, the GPU's to the one "
+      "updated last of its shape; one of its own shape, and one half on each side, kept theirs",
+      where == [(0x9000, 0xA000), (0x9005, 0xA005), (0x9002, 0xA002), (0x9003, 0xA003),
+                (0x9004, 0xA004), (0x9001, 0xA001)])
+check("each parameter kept its values, each key its own",
+      all(values[i]["m"] == [float(10 * i + j) for j in range(p.n)] and
+          values[i]["v"] == [float(10 * i + j + 0.5) for j in range(p.n)]
+          for i, p in enumerate(params)))
+check("a non-contiguous tensor and the step count stay with their parameter",
+      opt.state[params[5]]["nc"].ptr == 0xB005 and opt.state[params[1]]["nc"].ptr == 0xB001 and
+      all(opt.state[p]["step"] == 1 for p in params))
+check("on the job's stream, through one buffer on the tensors' GPU, in parts of at most "
+      "_TRADE_ELEMENTS", bounces == [(1000, "cuda:1")] and
+      all(s == "main" for s, _, _, _ in TRADES) and len(TRADES) == 2 * 3)
 check("said once, with what it copied",
-      "went to the 2 parameters updated first in backward (0.00 GiB copied each way" in text)
+      "went to the 1 parameters updated first in backward (0.00 GiB copied each way" in text)
 sib.step_post()
 TRADES.clear()
-text = said(lambda: backward(sib, params, [1.0] * 5))
-check("once: the next pass stages the state on the host, now the first updated's (the last "
-      "layers' first), and trades nothing",
-      [(to, n) for _, _, to, n in TRADES] == [(0x9000, 1000), (0x9001, 1000), (0x9002, 2)] and
-      "went to" not in text and sib.lanes["cuda:0"].staged == 3)
+text = said(lambda: backward(sib, params, [1.0] * 6))
+check("once: the next pass stages the state on the host, the first updated's first, and "
+      "trades nothing", not bounces[1:] and "went to" not in text and
+      [to for _, _, to, _ in TRADES][:2] == [0x9001, 0xA001])
 sib.step_post()
-sib.state_loaded()  # a loaded state is placed anew: considered again after the next pass
-auto.rt.host.clear()
-auto.rt.host.update({0x9004, 0x9003, 0x9002})  # the memory p0 and p1 hold now: the last updated
-text = said(lambda: backward(sib, params, [1.0] * 5))
-check("after a loaded state, considered again: the host's part back to the first updated",
-      "went to the 2 parameters" in text and len(bounces) == 4 and
-      [opt.state[p]["m"].ptr for p in params] == [0x9000, 0x9001, 0x9002, 0x9003, 0x9004] and
-      all(opt.state[p]["m"].values() == mine[p.ptr] for p in params))
+sib.state_loaded()
+text = said(lambda: backward(sib, params, [1.0] * 6))
+check("a loaded state is not traded (its tensors may be the job's own)",
+      "went to" not in text and not bounces[1:])
+restore()
+
+# Parts, a capture and a failed buffer.
+overlap._TRADE_ELEMENTS = 600  # 1000 elements: two parts through one buffer
+TRADES.clear()
+torch, auto, sib, params, opt, bounces, restore = trading_job(host)
+torch.capturing = True  # the first pass captured in a CUDA graph: no trade in it
+text = said(lambda: backward(sib, params, [1.0] * 6))
+check("nothing traded while a graph is captured", not bounces and not sib.arranged)
+torch.capturing = False
 sib.step_post()
-sib.state_loaded()  # and where the host's part is the first updated's already: nothing moves
-text = said(lambda: backward(sib, params, [1.0] * 5))
-check("where the host's part is already the first updated's, nothing is traded",
-      "went to" not in text and len(bounces) == 4 and sib.arranged)
+said(lambda: backward(sib, params, [1.0] * 6))
+check("the next pass trades, in two parts a tensor, and the ring is sized again for the state "
+      "now on the host", sib.arranged and bounces == [(600, "cuda:1")] and
+      sum(1 for t in TRADES if t[1] == "bounce") == 2 * 2 and
+      sib.lanes["cuda:1"].ring_bytes is None)
+restore()
+overlap._TRADE_ELEMENTS = 1 << 20
+torch, auto, sib, params, opt, bounces, restore = trading_job(host | {0xA000}, fail_at=1)
+text = said(lambda: backward(sib, params, [1.0] * 6))
+check("no room for the buffer: nothing traded, every parameter's state its own, and why",
+      "stays with the parameters updated last (0 of 2 pairs traded; CUDA out of memory" in text
+      and [opt.state[p]["m"].ptr for p in params] == [0x9000 + i for i in range(6)] and
+      sib.arranged and sib.state == "armed")
+restore()
+torch, auto, sib, params, opt, bounces, restore = trading_job({0x9005, 0xA005, 0x9002, 0xA002})
+text = said(lambda: backward(sib, params, [1.0] * 6))
+check("where the host's part is the first updated's already, nothing is traded",
+      not bounces and "went to" not in text and sib.arranged)
+restore()
+torch, auto, sib, params, opt, bounces, restore = trading_job(host)
+for i, p in enumerate(params):  # a state the job loaded before its first backward pass
+    opt.state[p] = {k: Elems(base + i, [0.0] * p.n, "cuda:1", current=torch.current)
+                    for k, base in (("m", 0x9000), ("v", 0xA000))}
+text = said(lambda: backward(sib, params, [1.0] * 6))
+check("a state loaded before the first pass is not traded either", not bounces and "went to" not in text)
+restore()
 print("python_overlap: all checks passed")

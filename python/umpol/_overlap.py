@@ -90,6 +90,7 @@ class StepInBackward:
         self.held = {}            # device -> the bytes of its pending members' gradients
         self.calls = 0            # calls of the optimizer's step in backward passes
         self.arranged = False     # the state on the host went to the parameters updated first
+        self.made = set()         # ids of the parameters whose state their first update made
         self.lock = threading.Lock()  # autograd runs a thread per GPU
 
     # ---- what the job does ----
@@ -168,11 +169,11 @@ class StepInBackward:
 
     def state_loaded(self):
         """The job loaded an optimizer's state: where it lies, and so the
-        ring's size, is found again at the next staged update, and which
-        parameters hold the part on the host at the end of the next pass."""
+        ring's size, is found again at the next staged update. (Its tensors
+        may be the job's own, which no trade may touch: they stay where they
+        lie, the parameters' own order, which puts the last updated first.)"""
         for lane in self.lanes.values():
             lane.ring_bytes = None
-        self.arranged = False
 
     def refuse(self, why):
         """The job does something the updates in backward cannot follow."""
@@ -307,6 +308,8 @@ class StepInBackward:
             # that phase copies the `stream written` pieces back after that stream.
             if self.auto.streaming:
                 self.auto.rt.written([p.untyped_storage().data_ptr()])
+            if not optimizer.state.get(p):  # not a state the job loaded: its tensors are the optimizer's
+                self.made.add(id(p))
             self.auto.bounded("optimizer.step", _step(optimizer), _shim(optimizer, index, [p]))
             self.calls += 1
             self.updated.add(id(p))
@@ -390,10 +393,19 @@ class StepInBackward:
         GPU's to those updated last, which would have nothing beside theirs.
         Parameters whose state has one shape trade its memory, each keeping
         its own values: nothing moves to another class, the card holds what
-        it held."""
+        it held. Only state the optimizer made in this process trades (a
+        loaded state's tensors may still be the job's); none while a CUDA
+        graph is captured (the copies would run at each replay). Should a
+        trade fail (no room for its buffer), the pairs traded keep it, the
+        rest stay as they are, and stderr says why."""
+        torch = self.torch
+        capturing = getattr(torch.cuda, "is_current_stream_capturing", None)
+        if capturing is not None and capturing():
+            return  # at the end of the next pass
         self.arranged = True
         optimizer, rt = self.optimizer, self.auto.rt
-        params = {id(p): p for g in optimizer.param_groups for p in g["params"]}
+        params = {id(p): p for g in optimizer.param_groups for p in g["params"]
+                  if id(p) in self.made}
         on_gpu, on_host = {}, {}  # (device, the state's keys, shapes, dtypes) -> [(turn, p)]
         for turn, (pid, _, _, _) in enumerate(self.order):
             p = params.get(pid)
@@ -411,19 +423,26 @@ class StepInBackward:
             host = on_host.get(kind, [])
             while gpu and host and gpu[0][0] < host[-1][0]:
                 pairs.append((gpu.pop(0)[1], host.pop()[1]))
-        nbytes = 0
-        for early, late in pairs:
-            mine, theirs = optimizer.state[early], optimizer.state[late]
-            for key in _per_element(mine, early):
-                _trade(self.torch, mine[key], theirs[key])
-                mine[key], theirs[key] = theirs[key], mine[key]
-                nbytes += _nbytes(mine[key])
-        if pairs:
-            for lane in self.lanes.values():  # the largest state on the host may be another's
-                lane.ring_bytes = None
-            _say(f"the optimizer state in host memory went to the {len(pairs)} parameters "
-                 f"updated first in backward ({nbytes / 2**30:.2f} GiB copied each way, "
-                 "once): its copies run beside the backward pass")
+        if not pairs:
+            return
+        for lane in self.lanes.values():  # the largest state on the host may be another's
+            lane.ring_bytes = None
+        nbytes, traded, bounces = 0, 0, {}
+        try:
+            for early, late in pairs:
+                mine, theirs = optimizer.state[early], optimizer.state[late]
+                for key in _per_element(mine, early):
+                    _trade(torch, mine[key], theirs[key], bounces)
+                    mine[key], theirs[key] = theirs[key], mine[key]
+                    nbytes += _nbytes(mine[key])
+                traded += 1
+        except RuntimeError as e:  # torch.cuda.OutOfMemoryError, a CUDA error
+            _say(f"the optimizer state in host memory stays with the parameters updated last "
+                 f"({traded} of {len(pairs)} pairs traded; {str(e).splitlines()[0][:160]})")
+            return
+        _say(f"the optimizer state in host memory went to the {traded} parameters updated "
+             f"first in backward ({nbytes / 2**30:.2f} GiB copied each way, once): its copies "
+             "run beside the backward pass")
 
     def host_state(self, optimizer, p):
         """P's state tensors in OPTIMIZER that lie in host memory the GPU reads
@@ -494,12 +513,16 @@ def _per_element(state, p):
 _TRADE_ELEMENTS = 16 << 20  # the bounce buffer of a trade, at most
 
 
-def _trade(torch, a, b):
+def _trade(torch, a, b, bounces):
     """Exchange the values of A and B (one shape and dtype) on the current
-    stream, through a buffer of at most _TRADE_ELEMENTS."""
+    stream, through a buffer of _TRADE_ELEMENTS at most, one a dtype and GPU
+    (BOUNCES: (dtype, device) -> buffer, made at the first trade that needs it)."""
     flat_a, flat_b = a.view(-1), b.view(-1)
     n = flat_a.numel()
-    bounce = torch.empty(min(n, _TRADE_ELEMENTS), dtype=a.dtype, device=a.device)
+    bounce = bounces.get((a.dtype, a.device))
+    if bounce is None or bounce.numel() < min(n, _TRADE_ELEMENTS):
+        bounce = bounces[(a.dtype, a.device)] = torch.empty(min(n, _TRADE_ELEMENTS),
+                                                            dtype=a.dtype, device=a.device)
     for start in range(0, n, _TRADE_ELEMENTS):
         end = min(n, start + _TRADE_ELEMENTS)
         part = bounce[:end - start]
