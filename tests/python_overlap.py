@@ -309,6 +309,43 @@ check("a loaded state: the ring is sized again, for all three moments",
       len(torch.rings) == 3 and torch.rings[2].n == 4096 + 8192 + 12288 and
       [m.value for m in moments] == [13.0, 14.0, 16.0])
 
+# The ring is let go once the pass has staged every parameter whose state
+# lies on the host: the rest of the pass has its room. Here only the
+# parameter updated first has state there; the other two are updated after
+# it, in a call of their own, with no ring held. Should more lie on the host
+# than when the ring was sized, it is made again in that pass, sized again.
+torch, auto, sib, params, opt = job()
+said(lambda: backward(sib, params, [1.0] * 3))
+sib.step_post()
+moments = [Tensor(0x9000 + i, 1000 * (i + 1), 10.0, torch.current) for i in range(3)]
+for p, m in zip(params, moments):
+    opt.state[p]["m"] = m
+auto.rt.host.add(0x9002)
+held = []  # (the parameters a call updates, whether the lane held a ring then)
+plain_step = type(opt).step
+
+
+def spying_step(self):
+    lane = sib.lanes.get("cuda:0")
+    held.append(([p.ptr for p in self.param_groups[0]["params"]], lane is not None and lane.ring is not None))
+    plain_step(self)
+
+
+type(opt).step = spying_step
+backward(sib, params, [1.0] * 3)
+check("the ring let go after the last state on the host is staged: the later call holds none",
+      held == [([0x3000], True), ([0x2000, 0x1000], False)] and len(torch.rings) == 1 and
+      [m.value for m in moments] == [11.0] * 3)
+sib.step_post()
+held.clear()
+auto.rt.host.add(0x9000)  # the first parameter's state lies on the host now too
+backward(sib, params, [1.0] * 3)
+check("more on the host than when sized: made again in the pass, sized for both, and all updated",
+      len(torch.rings) == 3 and torch.rings[2].n == 4096 + 12288 and
+      held == [([0x3000], True), ([0x2000, 0x1000], True)] and
+      [m.value for m in moments] == [12.0] * 3)
+type(opt).step = plain_step
+
 
 # Batches, made from the last pass's order: on each GPU, parameters of one
 # group complete one after another, up to _BATCH_BYTES. A batch is updated,

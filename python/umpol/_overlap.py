@@ -368,7 +368,7 @@ class StepInBackward:
         for part in lane.parts(self, optimizer, hosts):
             chunk = [ps[i] for i in part]
             shim = _shim(optimizer, index, chunk)
-            staged = lane.stage_in(self, [hosts[i] for i in part], job)
+            staged = lane.stage_in(self, optimizer, [hosts[i] for i in part], job)
             if staged is not None:  # the update reads and writes the copies in the ring
                 views, region = staged
                 mine = []
@@ -564,6 +564,9 @@ class _Lane:
         self.busy = []       # (start, end, event of its copy out) of this pass's regions
         self.ordered = 0     # the backward pass COPY_IN was last ordered after the job's stream
         self.staged = 0      # parameters whose state was staged, so far
+        self.hosts = 0       # parameters on this GPU whose state lay on the host when the ring was sized
+        self.pass_staged = 0 # of them, staged in this pass: at HOSTS the ring is let go
+        self.let_go = 0      # the backward pass it was last let go in before its end
         self.wraps = 0       # times a pass's regions went round the ring
 
     def parts(self, sib, optimizer, hosts):
@@ -586,19 +589,25 @@ class _Lane:
             size += need
         return runs
 
-    def stage_in(self, sib, hosts, job):
+    def stage_in(self, sib, optimizer, hosts, job):
         """Copy the state of HOSTS that lies on the host into one region of the
         ring: ([{key: device view} for each], the region), with UPDATE ordered
-        after the copies; None when none of it lies on the host, or there is
-        no ring this pass, or it does not fit the ring."""
+        after the copies; None when none of it lies on the host, or the GPU
+        has no room for the ring this pass, or it does not fit the ring. A
+        ring let go earlier in the pass is made again."""
         need = sum(_staged_bytes(host) for host in hosts)
-        if not need or self.ring is None or need > self.ring.numel():
+        if not need or self.no_ring == sib.passes:
+            return None
+        if self.ring is None and not self._make_ring(sib, optimizer):  # let go earlier in this pass
+            return None
+        if need > self.ring.numel():
             return None
         torch = self.torch
         if self.ordered != sib.passes:  # after the last pass's copies out, which the job waited
             self.copy_in.wait_stream(job)
             self.ordered = sib.passes
             self.busy, self.head = [], 0  # the whole ring is free to COPY_IN
+            self.pass_staged = 0
         start = self.take(need)
         views, at = [], start
         with torch.cuda.stream(self.copy_in):
@@ -611,6 +620,7 @@ class _Lane:
                     at += _aligned(n)
         self.update.wait_stream(self.copy_in)
         self.staged += sum(1 for host in hosts if host)
+        self.pass_staged += sum(1 for host in hosts if host)
         return views, (start, start + need)
 
     def take(self, need):
@@ -657,6 +667,9 @@ class _Lane:
             event = torch.cuda.Event()
             event.record(self.copy_out)
         self.busy.append((region[0], region[1], event))
+        if self.pass_staged >= self.hosts:  # the pass staged all there is: the rest of it has the room
+            self.ring, self.busy, self.head = None, [], 0  # kept by the caching allocator until its copies are done
+            self.let_go = self.ordered
 
     def _let_go(self, tensor, staged):
         """The optimizer's state no longer holds TENSOR: if it was copied in,
@@ -667,13 +680,20 @@ class _Lane:
     def _make_ring(self, sib, optimizer):
         """The largest parameter's state on the host and _RING_SPARE beside it
         (at most all of it), in the class of the backward pass's allocations.
-        It lives for one pass: backward_end frees it. False when the GPU has no
-        room for it: this pass's updates read the host's memory."""
+        It lives until the pass has staged every parameter whose state lay on
+        the host when it was sized (or to the pass's end, where backward_end
+        frees it): the rest of the pass has its room. Made again in the pass
+        it was let go in, more lies on the host now: it is sized again. False
+        when the GPU has no room for it: this pass's updates read the host's
+        memory."""
+        if self.let_go == sib.passes:
+            self.ring_bytes = None
         if self.ring_bytes is None:
             sizes = [_staged_bytes(sib.host_state(optimizer, q))
                      for g in optimizer.param_groups for q in g["params"]
                      if q.device == self.device]
             self.ring_bytes = min(sum(sizes), max(sizes) + _RING_SPARE)
+            self.hosts = sum(1 for size in sizes if size)
         torch = self.torch
         try:
             self.ring = torch.empty(self.ring_bytes, dtype=torch.uint8, device=self.device)
