@@ -16,7 +16,9 @@
 #     tests/gpu/python_step_in_backward.py): the same weights bit for bit
 #     as stepping after backward, the gradients gone after backward, off when
 #     the job clips or accumulates; with the state in host memory, staged
-#     through a ring small enough to wrap, the same weights again
+#     through a ring small enough to wrap, the same weights again; the state
+#     on the host traded to the parameters updated first: the same weights
+#     and state bit for bit, for three optimizers (tests/gpu/python_state_trade.py)
 #   - saved activations in host memory until backward (UMPOL_SAVED_TO_HOST=1,
 #     tests/gpu/python_saved_to_host.py): the same weights and losses bit for
 #     bit, with reentrant and non-reentrant checkpointing and with the step in
@@ -74,6 +76,25 @@ for on in 0 1; do
     cp "$tmp/out" "$out/sib-host-$on.log"
     cat "$tmp/out"
 done
+# The state on the host traded to the parameters updated first: the same
+# weights and state bit for bit as without the trade and without umpol, for
+# real torch optimizers (tests/gpu/python_state_trade.py).
+trade_ok=1
+for optimizer in '["AdamW", {"fused": true}]' '["Adam", {"foreach": true, "amsgrad": true}]' \
+        '["SGD", {"lr": 0.01, "momentum": 0.9}]'; do
+    for m in ref notrade trade; do
+        env PYTHONPATH="$top_srcdir/python" python3 "$top_srcdir/tests/gpu/python_state_trade.py" \
+            "$optimizer" $m > "$tmp/trade-$m.json" 2> "$tmp/trade-$m.err" || trade_ok=0
+        cat "$tmp/trade-$m.json"
+    done
+    python3 - "$tmp" <<'PY' || trade_ok=0
+import json, sys
+r = {m: json.load(open(f"{sys.argv[1]}/trade-{m}.json")) for m in ("ref", "notrade", "trade")}
+sys.exit(0 if len({x["digest"] for x in r.values()}) == 1 and r["trade"]["traded"]
+         and not r["notrade"]["traded"] else 1)
+PY
+done
+[ $trade_ok = 1 ] && pass || fail "the state traded to the parameters updated first"
 python3 - "$out" <<'PY' && pass || fail "the step in backward"
 import json, sys
 r = {f"{m}-{on}": json.load(open(f"{sys.argv[1]}/sib-{m}-{on}.json"))

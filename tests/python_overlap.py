@@ -96,6 +96,10 @@ class Param:
         self.is_cuda, self.is_sparse, self.requires_grad, self.device = True, False, True, device
         self.hooks, self.n = [], 1000
 
+    @property
+    def shape(self):
+        return (self.n,)
+
     def numel(self):
         return self.n
 
@@ -304,6 +308,43 @@ backward(sib, params, [1.0, 1.0, 1.0])
 check("a loaded state: the ring is sized again, for all three moments",
       len(torch.rings) == 3 and torch.rings[2].n == 4096 + 8192 + 12288 and
       [m.value for m in moments] == [13.0, 14.0, 16.0])
+
+# The ring is let go once the pass has staged every parameter whose state
+# lies on the host: the rest of the pass has its room. Here only the
+# parameter updated first has state there; the other two are updated after
+# it, in a call of their own, with no ring held. Should more lie on the host
+# than when the ring was sized, it is made again in that pass, sized again.
+torch, auto, sib, params, opt = job()
+said(lambda: backward(sib, params, [1.0] * 3))
+sib.step_post()
+moments = [Tensor(0x9000 + i, 1000 * (i + 1), 10.0, torch.current) for i in range(3)]
+for p, m in zip(params, moments):
+    opt.state[p]["m"] = m
+auto.rt.host.add(0x9002)
+held = []  # (the parameters a call updates, whether the lane held a ring then)
+plain_step = type(opt).step
+
+
+def spying_step(self):
+    lane = sib.lanes.get("cuda:0")
+    held.append(([p.ptr for p in self.param_groups[0]["params"]], lane is not None and lane.ring is not None))
+    plain_step(self)
+
+
+type(opt).step = spying_step
+backward(sib, params, [1.0] * 3)
+check("the ring let go after the last state on the host is staged: the later call holds none",
+      held == [([0x3000], True), ([0x2000, 0x1000], False)] and len(torch.rings) == 1 and
+      [m.value for m in moments] == [11.0] * 3)
+sib.step_post()
+held.clear()
+auto.rt.host.add(0x9000)  # the first parameter's state lies on the host now too
+backward(sib, params, [1.0] * 3)
+check("more on the host than when sized: made again in the pass, sized for both, and all updated",
+      len(torch.rings) == 3 and torch.rings[2].n == 4096 + 12288 and
+      held == [([0x3000], True), ([0x2000, 0x1000], True)] and
+      [m.value for m in moments] == [12.0] * 3)
+type(opt).step = plain_step
 
 
 # Batches, made from the last pass's order: on each GPU, parameters of one
@@ -696,3 +737,167 @@ check("a batch per GPU: the first GPU's two parameters together, though the seco
       "between them", [(ptrs, s) for ptrs, s, _ in opt.steps_run[runs:]] ==
       [([0x2000], sib.lanes["cuda:1"].update.name),
        ([0x3000, 0x1000], sib.lanes["cuda:0"].update.name)])
+
+
+# After the pass that made the state, the part on the host goes to the
+# parameters updated first (the last layers), the GPU's to those updated last:
+# parameters whose state has one shape trade its memory, each keeping its
+# values, through a bounce buffer on the job's stream; the step count stays.
+class Elems:
+    """A GPU-addressable tensor of float values at PTR: views share them."""
+
+    def __init__(self, ptr, values, device="cuda:0", base=None, at=0, current=None, contiguous=True):
+        self.ptr, self.data, self.at = ptr, values if base is None else base.data, at
+        self.n = len(values) if base is None else values
+        self.shape, self.dtype, self.device, self.is_cuda = (self.n,), "float32", device, True
+        self.value, self.copies, self.contiguous = 0.0, [], contiguous
+        self.current = current if base is None else base.current
+
+    def numel(self):
+        return self.n
+
+    def element_size(self):
+        return 4
+
+    def is_contiguous(self):
+        return self.contiguous
+
+    def untyped_storage(self):
+        return Storage(self.ptr)
+
+    def values(self):
+        return self.data[self.at:self.at + self.n]
+
+    def view(self, shape):
+        return self
+
+    def __getitem__(self, part):
+        start = part.start or 0
+        return Elems(self.ptr, part.stop - start, self.device, base=self, at=self.at + start)
+
+    def copy_(self, src, non_blocking=False):
+        if isinstance(src, Elems):
+            self.data[self.at:self.at + self.n] = src.values()
+        TRADES.append((self.current["stream"].name, src.ptr, self.ptr, self.n))
+        return self
+
+
+TRADES = []  # (stream, from, to, elements) of every copy between Elems
+
+
+def trading_job(host, fail_at=None):
+    """Six parameters on cuda:1, updated p5 first; the first update of each
+    makes its moments m and v at 0x9000 + i and 0xA000 + i, a value each
+    element; HOST: the moments the runtime says lie on the host. p2 has a
+    shape of its own; p5 and p1 also hold a non-contiguous tensor of their
+    shape. FAIL_AT: the bounce buffer that runs out of memory."""
+    torch, auto, sib, params, opt = job(n=6)
+    for p in params:
+        p.device = "cuda:1"
+    params[2].n = 2
+    bounces, ring_empty = [], torch.empty
+    torch.capturing = False
+    torch.cuda.is_current_stream_capturing = lambda: torch.capturing
+
+    def empty(n, dtype, device):
+        if dtype == torch.uint8:  # the ring
+            return ring_empty(n, dtype, device)
+        bounces.append((n, device))
+        if len(bounces) == fail_at:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 64 MiB\nmore")
+        return Elems("bounce", [0.0] * n, device, current=torch.current)
+
+    torch.empty = empty
+    step = type(opt).step
+
+    def making(self):  # the optimizer makes a parameter's state at its first update
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None and p not in self.state:
+                    i = params.index(p)
+                    self.state[p] = {k: Elems(base + i, [float(10 * i + j + off) for j in range(p.n)],
+                                              "cuda:1", current=torch.current)
+                                     for k, base, off in (("m", 0x9000, 0.0), ("v", 0xA000, 0.5))}
+                    if i in (1, 5):
+                        self.state[p]["nc"] = Elems(0xB000 + i, [0.0] * p.n, "cuda:1",
+                                                    current=torch.current, contiguous=False)
+        step(self)
+
+    type(opt).step = making
+    auto.rt.host.update(host)
+    return torch, auto, sib, params, opt, bounces, lambda: type(opt).__dict__ and setattr(
+        type(opt), "step", step)
+
+
+# p5 p4 p3 on the GPU; p2 (its own shape) and p1 on the host; p0 half and half.
+host = {0x9002, 0xA002, 0x9001, 0xA001, 0x9000}
+torch, auto, sib, params, opt, bounces, restore = trading_job(host)
+text = said(lambda: backward(sib, params, [1.0] * 6))
+values = {i: {k: t.values() for k, t in opt.state[p].items() if isinstance(t, Elems)}
+          for i, p in enumerate(params)}
+where = [(opt.state[p]["m"].ptr, opt.state[p]["v"].ptr) for p in params]
+check("the state on the host went to the parameter updated first, the GPU's to the one "
+      "updated last of its shape; one of its own shape, and one half on each side, kept theirs",
+      where == [(0x9000, 0xA000), (0x9005, 0xA005), (0x9002, 0xA002), (0x9003, 0xA003),
+                (0x9004, 0xA004), (0x9001, 0xA001)])
+check("each parameter kept its values, each key its own",
+      all(values[i]["m"] == [float(10 * i + j) for j in range(p.n)] and
+          values[i]["v"] == [float(10 * i + j + 0.5) for j in range(p.n)]
+          for i, p in enumerate(params)))
+check("a non-contiguous tensor and the step count stay with their parameter",
+      opt.state[params[5]]["nc"].ptr == 0xB005 and opt.state[params[1]]["nc"].ptr == 0xB001 and
+      all(opt.state[p]["step"] == 1 for p in params))
+check("on the job's stream, through one buffer on the tensors' GPU, in parts of at most "
+      "_TRADE_ELEMENTS", bounces == [(1000, "cuda:1")] and
+      all(s == "main" for s, _, _, _ in TRADES) and len(TRADES) == 2 * 3)
+check("said once, with what it copied",
+      "went to the 1 parameters updated first in backward (0.00 GiB copied each way" in text)
+sib.step_post()
+TRADES.clear()
+text = said(lambda: backward(sib, params, [1.0] * 6))
+check("once: the next pass stages the state on the host, the first updated's first, and "
+      "trades nothing", not bounces[1:] and "went to" not in text and
+      [to for _, _, to, _ in TRADES][:2] == [0x9001, 0xA001])
+sib.step_post()
+sib.state_loaded()
+text = said(lambda: backward(sib, params, [1.0] * 6))
+check("a loaded state is not traded (its tensors may be the job's own)",
+      "went to" not in text and not bounces[1:])
+restore()
+
+# Parts, a capture and a failed buffer.
+overlap._TRADE_ELEMENTS = 600  # 1000 elements: two parts through one buffer
+TRADES.clear()
+torch, auto, sib, params, opt, bounces, restore = trading_job(host)
+torch.capturing = True  # the first pass captured in a CUDA graph: no trade in it
+text = said(lambda: backward(sib, params, [1.0] * 6))
+check("nothing traded while a graph is captured", not bounces and not sib.arranged)
+torch.capturing = False
+sib.step_post()
+said(lambda: backward(sib, params, [1.0] * 6))
+check("the next pass trades, in two parts a tensor, and the ring is sized again for the state "
+      "now on the host", sib.arranged and bounces == [(600, "cuda:1")] and
+      sum(1 for t in TRADES if t[1] == "bounce") == 2 * 2 and
+      sib.lanes["cuda:1"].ring_bytes is None)
+restore()
+overlap._TRADE_ELEMENTS = 1 << 20
+torch, auto, sib, params, opt, bounces, restore = trading_job(host | {0xA000}, fail_at=1)
+text = said(lambda: backward(sib, params, [1.0] * 6))
+check("no room for the buffer: nothing traded, every parameter's state its own, and why",
+      "stays with the parameters updated last (0 of 2 pairs traded; CUDA out of memory" in text
+      and [opt.state[p]["m"].ptr for p in params] == [0x9000 + i for i in range(6)] and
+      sib.arranged and sib.state == "armed")
+restore()
+torch, auto, sib, params, opt, bounces, restore = trading_job({0x9005, 0xA005, 0x9002, 0xA002})
+text = said(lambda: backward(sib, params, [1.0] * 6))
+check("where the host's part is the first updated's already, nothing is traded",
+      not bounces and "went to" not in text and sib.arranged)
+restore()
+torch, auto, sib, params, opt, bounces, restore = trading_job(host)
+for i, p in enumerate(params):  # a state the job loaded before its first backward pass
+    opt.state[p] = {k: Elems(base + i, [0.0] * p.n, "cuda:1", current=torch.current)
+                    for k, base in (("m", 0x9000), ("v", 0xA000))}
+text = said(lambda: backward(sib, params, [1.0] * 6))
+check("a state loaded before the first pass is not traded either", not bounces and "went to" not in text)
+restore()
+print("python_overlap: all checks passed")

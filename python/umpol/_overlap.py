@@ -20,7 +20,9 @@ no gradients left and does nothing; its learning-rate schedule, state and
 state_dict are the optimizer's own, unchanged. State that lies in host memory
 is staged through device memory around each update (_Lane), so the update's
 kernels leave the GPU's threads to the backward pass and the link carries
-both directions beside it.
+both directions beside it; after the first pass, the part of the state on
+the host goes to the parameters updated first (_host_state_first), whose
+copies then have the rest of the pass to run beside.
 
 The arithmetic is the optimizer's own, run on a few parameters at a time, so
 the losses are those of the job as written. The order is not: anything that
@@ -87,6 +89,8 @@ class StepInBackward:
         self.ran = {}             # batch -> its members already updated this pass
         self.held = {}            # device -> the bytes of its pending members' gradients
         self.calls = 0            # calls of the optimizer's step in backward passes
+        self.arranged = False     # the state on the host went to the parameters updated first
+        self.made = set()         # ids of the parameters whose state their first update made
         self.lock = threading.Lock()  # autograd runs a thread per GPU
 
     # ---- what the job does ----
@@ -145,6 +149,8 @@ class StepInBackward:
                 self._disarm("the backward pass raised: the parameters updated by then keep "
                              "their update, the gradients not yet applied are left to the "
                              "job's step; the optimizer steps after backward from now on")
+        if self.state == "armed" and not self.arranged:
+            self._host_state_first()
 
     def gradients_read(self, what):
         """The job calls WHAT (clipping, unscaling), which reads the gradients,
@@ -163,7 +169,9 @@ class StepInBackward:
 
     def state_loaded(self):
         """The job loaded an optimizer's state: where it lies, and so the
-        ring's size, is found again at the next staged update."""
+        ring's size, is found again at the next staged update. (Its tensors
+        may be the job's own, which no trade may touch: they stay where they
+        lie, the parameters' own order, which puts the last updated first.)"""
         for lane in self.lanes.values():
             lane.ring_bytes = None
 
@@ -300,6 +308,8 @@ class StepInBackward:
             # that phase copies the `stream written` pieces back after that stream.
             if self.auto.streaming:
                 self.auto.rt.written([p.untyped_storage().data_ptr()])
+            if not optimizer.state.get(p):  # not a state the job loaded: its tensors are the optimizer's
+                self.made.add(id(p))
             self.auto.bounded("optimizer.step", _step(optimizer), _shim(optimizer, index, [p]))
             self.calls += 1
             self.updated.add(id(p))
@@ -358,7 +368,7 @@ class StepInBackward:
         for part in lane.parts(self, optimizer, hosts):
             chunk = [ps[i] for i in part]
             shim = _shim(optimizer, index, chunk)
-            staged = lane.stage_in(self, [hosts[i] for i in part], job)
+            staged = lane.stage_in(self, optimizer, [hosts[i] for i in part], job)
             if staged is not None:  # the update reads and writes the copies in the ring
                 views, region = staged
                 mine = []
@@ -373,6 +383,66 @@ class StepInBackward:
             for p in chunk:  # applied: should a later part raise, the job's step skips them
                 p.grad.record_stream(lane.update)  # freed once the update has read it
                 p.grad = None
+
+    def _host_state_first(self):
+        """After the pass that made the state (once its updates are done: the
+        job's stream waits for them): where part of it lies on the host (the
+        room on the GPU went to the state made first, which backward makes
+        for the last layers first), that part goes to the parameters updated
+        first, whose copies then run beside the rest of the pass, and the
+        GPU's to those updated last, which would have nothing beside theirs.
+        Parameters whose state has one shape trade its memory, each keeping
+        its own values: nothing moves to another class, the card holds what
+        it held. Only state the optimizer made in this process trades (a
+        loaded state's tensors may still be the job's); none while a CUDA
+        graph is captured (the copies would run at each replay). Should a
+        trade fail (no room for its buffer), the pairs traded keep it, the
+        rest stay as they are, and stderr says why."""
+        torch = self.torch
+        capturing = getattr(torch.cuda, "is_current_stream_capturing", None)
+        if capturing is not None and capturing():
+            return  # at the end of the next pass
+        self.arranged = True
+        optimizer, rt = self.optimizer, self.auto.rt
+        params = {id(p): p for g in optimizer.param_groups for p in g["params"]
+                  if id(p) in self.made}
+        on_gpu, on_host = {}, {}  # (device, the state's keys, shapes, dtypes) -> [(turn, p)]
+        for turn, (pid, _, _, _) in enumerate(self.order):
+            p = params.get(pid)
+            own = _per_element(optimizer.state.get(p, {}), p) if p is not None else {}
+            if not own:
+                continue
+            where = [rt.on_host(t.untyped_storage().data_ptr()) for t in own.values()]
+            kind = (p.device, tuple((k, tuple(t.shape), t.dtype) for k, t in sorted(own.items())))
+            if all(where):
+                on_host.setdefault(kind, []).append((turn, p))
+            elif not any(where):
+                on_gpu.setdefault(kind, []).append((turn, p))
+        pairs = []  # (updated earlier, state on the GPU; updated later, state on the host)
+        for kind, gpu in on_gpu.items():
+            host = on_host.get(kind, [])
+            while gpu and host and gpu[0][0] < host[-1][0]:
+                pairs.append((gpu.pop(0)[1], host.pop()[1]))
+        if not pairs:
+            return
+        for lane in self.lanes.values():  # the largest state on the host may be another's
+            lane.ring_bytes = None
+        nbytes, traded, bounces = 0, 0, {}
+        try:
+            for early, late in pairs:
+                mine, theirs = optimizer.state[early], optimizer.state[late]
+                for key in _per_element(mine, early):
+                    _trade(torch, mine[key], theirs[key], bounces)
+                    mine[key], theirs[key] = theirs[key], mine[key]
+                    nbytes += _nbytes(mine[key])
+                traded += 1
+        except RuntimeError as e:  # torch.cuda.OutOfMemoryError, a CUDA error
+            _say(f"the optimizer state in host memory stays with the parameters updated last "
+                 f"({traded} of {len(pairs)} pairs traded; {str(e).splitlines()[0][:160]})")
+            return
+        _say(f"the optimizer state in host memory went to the {traded} parameters updated "
+             f"first in backward ({nbytes / 2**30:.2f} GiB copied each way, once): its copies "
+             "run beside the backward pass")
 
     def host_state(self, optimizer, p):
         """P's state tensors in OPTIMIZER that lie in host memory the GPU reads
@@ -432,6 +502,35 @@ def _nbytes(t):
     return t.numel() * t.element_size()
 
 
+def _per_element(state, p):
+    """P's state in STATE that holds one value per element of P (moments, not
+    the step count), {key: tensor}: contiguous GPU-addressable tensors of P's shape."""
+    return {k: t for k, t in state.items()
+            if getattr(t, "is_cuda", False) and t.numel() and tuple(t.shape) == tuple(p.shape)
+            and t.is_contiguous()}
+
+
+_TRADE_ELEMENTS = 16 << 20  # the bounce buffer of a trade, at most
+
+
+def _trade(torch, a, b, bounces):
+    """Exchange the values of A and B (one shape and dtype) on the current
+    stream, through a buffer of _TRADE_ELEMENTS at most, one a dtype and GPU
+    (BOUNCES: (dtype, device) -> buffer, made at the first trade that needs it)."""
+    flat_a, flat_b = a.view(-1), b.view(-1)
+    n = flat_a.numel()
+    bounce = bounces.get((a.dtype, a.device))
+    if bounce is None or bounce.numel() < min(n, _TRADE_ELEMENTS):
+        bounce = bounces[(a.dtype, a.device)] = torch.empty(min(n, _TRADE_ELEMENTS),
+                                                            dtype=a.dtype, device=a.device)
+    for start in range(0, n, _TRADE_ELEMENTS):
+        end = min(n, start + _TRADE_ELEMENTS)
+        part = bounce[:end - start]
+        part.copy_(flat_a[start:end])
+        flat_a[start:end].copy_(flat_b[start:end])
+        flat_b[start:end].copy_(part)
+
+
 def _aligned(nbytes):
     return (nbytes + _ALIGN - 1) // _ALIGN * _ALIGN
 
@@ -465,6 +564,9 @@ class _Lane:
         self.busy = []       # (start, end, event of its copy out) of this pass's regions
         self.ordered = 0     # the backward pass COPY_IN was last ordered after the job's stream
         self.staged = 0      # parameters whose state was staged, so far
+        self.hosts = 0       # parameters on this GPU whose state lay on the host when the ring was sized
+        self.pass_staged = 0 # of them, staged in this pass: at HOSTS the ring is let go
+        self.let_go = 0      # the backward pass it was last let go in before its end
         self.wraps = 0       # times a pass's regions went round the ring
 
     def parts(self, sib, optimizer, hosts):
@@ -487,19 +589,25 @@ class _Lane:
             size += need
         return runs
 
-    def stage_in(self, sib, hosts, job):
+    def stage_in(self, sib, optimizer, hosts, job):
         """Copy the state of HOSTS that lies on the host into one region of the
         ring: ([{key: device view} for each], the region), with UPDATE ordered
-        after the copies; None when none of it lies on the host, or there is
-        no ring this pass, or it does not fit the ring."""
+        after the copies; None when none of it lies on the host, or the GPU
+        has no room for the ring this pass, or it does not fit the ring. A
+        ring let go earlier in the pass is made again."""
         need = sum(_staged_bytes(host) for host in hosts)
-        if not need or self.ring is None or need > self.ring.numel():
+        if not need or self.no_ring == sib.passes:
+            return None
+        if self.ring is None and not self._make_ring(sib, optimizer):  # let go earlier in this pass
+            return None
+        if need > self.ring.numel():
             return None
         torch = self.torch
         if self.ordered != sib.passes:  # after the last pass's copies out, which the job waited
             self.copy_in.wait_stream(job)
             self.ordered = sib.passes
             self.busy, self.head = [], 0  # the whole ring is free to COPY_IN
+            self.pass_staged = 0
         start = self.take(need)
         views, at = [], start
         with torch.cuda.stream(self.copy_in):
@@ -512,6 +620,7 @@ class _Lane:
                     at += _aligned(n)
         self.update.wait_stream(self.copy_in)
         self.staged += sum(1 for host in hosts if host)
+        self.pass_staged += sum(1 for host in hosts if host)
         return views, (start, start + need)
 
     def take(self, need):
@@ -558,6 +667,9 @@ class _Lane:
             event = torch.cuda.Event()
             event.record(self.copy_out)
         self.busy.append((region[0], region[1], event))
+        if self.pass_staged >= self.hosts:  # the pass staged all there is: the rest of it has the room
+            self.ring, self.busy, self.head = None, [], 0  # kept by the caching allocator until its copies are done
+            self.let_go = self.ordered
 
     def _let_go(self, tensor, staged):
         """The optimizer's state no longer holds TENSOR: if it was copied in,
@@ -568,13 +680,20 @@ class _Lane:
     def _make_ring(self, sib, optimizer):
         """The largest parameter's state on the host and _RING_SPARE beside it
         (at most all of it), in the class of the backward pass's allocations.
-        It lives for one pass: backward_end frees it. False when the GPU has no
-        room for it: this pass's updates read the host's memory."""
+        It lives until the pass has staged every parameter whose state lay on
+        the host when it was sized (or to the pass's end, where backward_end
+        frees it): the rest of the pass has its room. Made again in the pass
+        it was let go in, more lies on the host now: it is sized again. False
+        when the GPU has no room for it: this pass's updates read the host's
+        memory."""
+        if self.let_go == sib.passes:
+            self.ring_bytes = None
         if self.ring_bytes is None:
             sizes = [_staged_bytes(sib.host_state(optimizer, q))
                      for g in optimizer.param_groups for q in g["params"]
                      if q.device == self.device]
             self.ring_bytes = min(sum(sizes), max(sizes) + _RING_SPARE)
+            self.hosts = sum(1 for size in sizes if size)
         torch = self.torch
         try:
             self.ring = torch.empty(self.ring_bytes, dtype=torch.uint8, device=self.device)
