@@ -1,7 +1,8 @@
 """What tests/python_overlap.py, tests/python_ahead.py and
 tests/python_offload.py share: the CUDA streams of their fake torches (the
 current stream, torch.cuda.stream(s) over it, torch.cuda.Stream made in
-turn), streams and events that log what is queued on them, and their checks."""
+turn), streams and events that log what is queued on them, a fake float32
+tensor's size and layout, and their checks."""
 import contextlib
 import io
 import sys
@@ -36,6 +37,21 @@ def said(fn):
     with contextlib.redirect_stderr(err):
         fn()
     return err.getvalue()
+
+
+class Float32:
+    """What a fake float32 tensor of N elements answers about its size and
+    layout (CONTIGUOUS, true unless set)."""
+    contiguous = True
+
+    def numel(self):
+        return self.n
+
+    def element_size(self):
+        return 4
+
+    def is_contiguous(self):
+        return self.contiguous
 
 
 def check(what, cond):

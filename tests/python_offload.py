@@ -10,7 +10,7 @@ import time
 import types
 import weakref
 
-from python_fakes import LOG, Event, Stream, check, said, stream_api
+from python_fakes import LOG, Event, Float32, Stream, check, said, stream_api
 
 import umpol._offload as offload_module
 from umpol._offload import SavedToHost, _Saved
@@ -29,7 +29,7 @@ class Storage:
         return self.n
 
 
-class Tensor:
+class Tensor(Float32):
     """A CUDA tensor of NBYTES (float32) at PTR, or a pinned host one; VALUE
     stands for its data. STORAGE_BYTES: of the block it is a view of."""
     made = 0
@@ -44,15 +44,6 @@ class Tensor:
         self.is_leaf, self.requires_grad, self.contiguous = False, False, True
         self.layout = "strided"
         self.recorded = []
-
-    def numel(self):
-        return self.n
-
-    def element_size(self):
-        return 4
-
-    def is_contiguous(self):
-        return self.contiguous
 
     def untyped_storage(self):
         return Storage(self.ptr, self.storage_bytes)

@@ -6,7 +6,7 @@ Run by tests/python_overlap.sh with PYTHONPATH on the package; prints one
 line a check and exits non-zero on the first failure."""
 import types
 
-from python_fakes import check, said, stream_api
+from python_fakes import Float32, check, said, stream_api
 
 from umpol._overlap import StepInBackward
 
@@ -743,7 +743,7 @@ check("a batch per GPU: the first GPU's two parameters together, though the seco
 # parameters updated first (the last layers), the GPU's to those updated last:
 # parameters whose state has one shape trade its memory, each keeping its
 # values, through a bounce buffer on the job's stream; the step count stays.
-class Elems:
+class Elems(Float32):
     """A GPU-addressable tensor of float values at PTR: views share them."""
 
     def __init__(self, ptr, values, device="cuda:0", base=None, at=0, current=None, contiguous=True):
@@ -752,15 +752,6 @@ class Elems:
         self.shape, self.dtype, self.device, self.is_cuda = (self.n,), "float32", device, True
         self.value, self.copies, self.contiguous = 0.0, [], contiguous
         self.current = current if base is None else base.current
-
-    def numel(self):
-        return self.n
-
-    def element_size(self):
-        return 4
-
-    def is_contiguous(self):
-        return self.contiguous
 
     def untyped_storage(self):
         return Storage(self.ptr)
