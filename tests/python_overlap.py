@@ -339,12 +339,44 @@ check("the ring let go after the last state on the host is staged: the later cal
 sib.step_post()
 held.clear()
 auto.rt.host.add(0x9000)  # the first parameter's state lies on the host now too
+lane = sib.lanes["cuda:0"]
+waits = len(lane.copy_in.waited)
 backward(sib, params, [1.0] * 3)
 check("more on the host than when sized: made again in the pass, sized for both, and all updated",
       len(torch.rings) == 3 and torch.rings[2].n == 4096 + 12288 and
       held == [([0x3000], True), ([0x2000, 0x1000], True)] and
       [m.value for m in moments] == [12.0] * 3)
+check("the copies in follow the job's stream at the pass's start and again once the ring is made "
+      "again (it was allocated on the job's stream)", lane.copy_in.waited[waits:] == ["main", "main"])
 type(opt).step = plain_step
+
+# State that lies on the host but does not fit the ring, sized before it did
+# (here the moment of the parameter updated first, larger than the one the
+# ring was sized for): updated where it lies this pass, and the next pass's
+# ring is sized again and stages it.
+torch, auto, sib, params, opt = job()
+said(lambda: backward(sib, params, [1.0] * 3))
+sib.step_post()
+moments = [Tensor(0x9000 + i, 1000 * (i + 1), 10.0, torch.current) for i in range(3)]
+for p, m in zip(params, moments):
+    opt.state[p]["m"] = m
+auto.rt.host.add(0x9001)
+backward(sib, params, [1.0] * 3)
+sib.step_post()
+auto.rt.host.add(0x9002)  # 12288 bytes, in a ring of 8192
+copies = len(COPIES)
+backward(sib, params, [1.0] * 3)
+c_in = sib.lanes["cuda:0"].copy_in.name
+check("a state larger than the ring: updated where it lies, the other staged",
+      [c[1] for c in COPIES[copies:] if c[0] == c_in] == [0x9001] and
+      moments[2].copies[-1][1] == "update" and [m.value for m in moments] == [12.0] * 3)
+sib.step_post()
+copies = len(COPIES)
+backward(sib, params, [1.0] * 3)
+check("the next pass sizes the ring again and stages both",
+      torch.rings[-1].n == 8192 + 12288 and
+      sorted(c[1] for c in COPIES[copies:] if c[0] == c_in) == [0x9001, 0x9002] and
+      [m.value for m in moments] == [13.0] * 3)
 
 
 # Batches, made from the last pass's order: on each GPU, parameters of one

@@ -600,7 +600,8 @@ class _Lane:
             return None
         if self.ring is None and not self._make_ring(sib, optimizer):  # let go earlier in this pass
             return None
-        if need > self.ring.numel():
+        if need > self.ring.numel():  # more lies on the host than when it was sized:
+            self.ring_bytes = None    # the next ring is sized again
             return None
         torch = self.torch
         if self.ordered != sib.passes:  # after the last pass's copies out, which the job waited
@@ -652,11 +653,11 @@ class _Lane:
             if after is state:  # none of it was staged: updated in place
                 continue
             for key in [k for k in state if k not in after]:  # the update removed it
-                self._let_go(state.pop(key), key in staged)
+                self._copied_first(state.pop(key), key in staged)
             for key, value in after.items():
                 if staged.get(key) is not value and state.get(key) is not value:
                     if key in state:
-                        self._let_go(state[key], key in staged)
+                        self._copied_first(state[key], key in staged)
                     state[key] = value
         self.copy_out.wait_stream(self.update)
         with torch.cuda.stream(self.copy_out):
@@ -668,10 +669,12 @@ class _Lane:
             event.record(self.copy_out)
         self.busy.append((region[0], region[1], event))
         if self.pass_staged >= self.hosts:  # the pass staged all there is: the rest of it has the room
-            self.ring, self.busy, self.head = None, [], 0  # kept by the caching allocator until its copies are done
+            # Freed once nothing refers to it (the views of this part, when _run lets them go);
+            # the allocator hands its memory out again only after the work queued on it.
+            self.ring, self.busy, self.head = None, [], 0
             self.let_go = self.ordered
 
-    def _let_go(self, tensor, staged):
+    def _copied_first(self, tensor, staged):
         """The optimizer's state no longer holds TENSOR: if it was copied in,
         its memory is not handed out again before that copy is done."""
         if staged:
@@ -707,6 +710,8 @@ class _Lane:
             return False
         for stream in (self.copy_in, self.update, self.copy_out):
             self.ring.record_stream(stream)
+        if self.ordered == sib.passes:  # made again in a pass whose copies in already follow the job's
+            self.copy_in.wait_stream(torch.cuda.current_stream(self.device))  # stream: from here on
         return True
 
 
