@@ -258,15 +258,23 @@ check("no state on the host: nothing staged, no ring", torch.rings == [] and
       lane.copy_in.waited == [] and lane.copy_out.waited == [])
 check("state counts one update a step", all(opt.state[p]["step"] == 2 for p in params))
 
+def moments_job():
+    """A job armed by its first pass, each parameter with a moment m of 10.0,
+    the i-th at 0x9000 + i of 4000 * (i + 1) bytes (all on the GPU until the
+    test puts some on the host)."""
+    torch, auto, sib, params, opt = job()
+    said(lambda: backward(sib, params, [1.0] * 3))
+    sib.step_post()
+    moments = [Tensor(0x9000 + i, 1000 * (i + 1), 10.0, torch.current) for i in range(3)]
+    for p, m in zip(params, moments):
+        opt.state[p]["m"] = m
+    return torch, auto, sib, params, opt, moments
+
+
 # State that lies on the host (a `memory host` class) is staged: copied into
 # the ring on the copy-in stream, updated there on the side stream, copied
 # back on the copy-out stream; state on the GPU is updated where it lies.
-torch, auto, sib, params, opt = job()
-said(lambda: backward(sib, params, [1.0] * 3))
-sib.step_post()
-moments = [Tensor(0x9000 + i, 1000 * (i + 1), 10.0, torch.current) for i in range(3)]
-for p, m in zip(params, moments):
-    opt.state[p]["m"] = m
+torch, auto, sib, params, opt, moments = moments_job()
 auto.rt.host.update({0x9000, 0x9002})  # the second parameter's moment lies on the GPU
 backward(sib, params, [1.0, 2.0, 4.0])
 lane = sib.lanes["cuda:0"]
@@ -314,12 +322,7 @@ check("a loaded state: the ring is sized again, for all three moments",
 # parameter updated first has state there; the other two are updated after
 # it, in a call of their own, with no ring held. Should more lie on the host
 # than when the ring was sized, it is made again in that pass, sized again.
-torch, auto, sib, params, opt = job()
-said(lambda: backward(sib, params, [1.0] * 3))
-sib.step_post()
-moments = [Tensor(0x9000 + i, 1000 * (i + 1), 10.0, torch.current) for i in range(3)]
-for p, m in zip(params, moments):
-    opt.state[p]["m"] = m
+torch, auto, sib, params, opt, moments = moments_job()
 auto.rt.host.add(0x9002)
 held = []  # (the parameters a call updates, whether the lane held a ring then)
 plain_step = type(opt).step
@@ -354,12 +357,7 @@ type(opt).step = plain_step
 # (here the moment of the parameter updated first, larger than the one the
 # ring was sized for): updated where it lies this pass, and the next pass's
 # ring is sized again and stages it.
-torch, auto, sib, params, opt = job()
-said(lambda: backward(sib, params, [1.0] * 3))
-sib.step_post()
-moments = [Tensor(0x9000 + i, 1000 * (i + 1), 10.0, torch.current) for i in range(3)]
-for p, m in zip(params, moments):
-    opt.state[p]["m"] = m
+torch, auto, sib, params, opt, moments = moments_job()
 auto.rt.host.add(0x9001)
 backward(sib, params, [1.0] * 3)
 sib.step_post()
