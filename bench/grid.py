@@ -342,10 +342,12 @@ def train(args):
     caching = "cudaMallocAsync" not in str(torch.cuda.get_allocator_backend())
 
     def allocator_counts():  # the caching allocator's retries (all cached blocks freed) and its cudaMallocs
-        try:
-            stats = torch.cuda.memory_stats(device)
-        except Exception:
-            stats = {}
+        stats = {}
+        if caching:  # none under umpol run, whose backend (cudaMallocAsync) keeps no such counts
+            try:
+                stats = torch.cuda.memory_stats(device)
+            except Exception:
+                pass
         return (stats.get("num_alloc_retries"), stats.get("num_device_alloc"))
     for step in range(total):
         gc_step.update(ms=0.0, max=0.0, full=0)
@@ -411,8 +413,8 @@ def train(args):
             cpu_parts[part].append((cpu_marks[k + 1] - cpu_marks[k]) * 1e3)
         losses.append(loss.detach().float().item())
         counts = allocator_counts()
-        allocator = ""  # none under umpol run, whose backend (cudaMallocAsync) keeps no such counts
-        if caching and None not in counts0 + counts:
+        allocator = ""
+        if None not in counts0 + counts:
             allocator = f"; allocator {counts[0] - counts0[0]} retries, {counts[1] - counts0[1]} cudaMalloc"
         print(f"step {step:3d}  loss {losses[-1]:.6f}  {times[-1] * 1e3:8.1f} ms  (Python's collector "
               f"{gc_step['ms']:.1f} ms, longest {gc_step['max']:.1f}, {gc_step['full']} full{allocator})",
@@ -427,7 +429,7 @@ def train(args):
                         rt.host_bytes(p.untyped_storage().data_ptr())]
                        for name, p in model.named_parameters()], f)
     allocated = None
-    if "cudaMallocAsync" not in str(torch.cuda.get_allocator_backend()):
+    if caching:
         allocated = torch.cuda.max_memory_allocated(device)
     card, card_whole = tracker.stop()
     link = None

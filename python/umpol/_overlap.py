@@ -575,9 +575,7 @@ class _Lane:
         run's copies in go on beside this one's update; all of them in one run
         where nothing is staged."""
         everything = [list(range(len(hosts)))]
-        if not any(hosts) or self.no_ring == sib.passes:
-            return everything
-        if self.ring is None and not self._make_ring(sib, optimizer):
+        if not any(hosts) or not self._ready(sib, optimizer):
             return everything
         half, runs, size = self.ring.numel() // 2, [[]], 0
         for i, host in enumerate(hosts):
@@ -596,9 +594,7 @@ class _Lane:
         has no room for the ring this pass, or it does not fit the ring. A
         ring let go earlier in the pass is made again."""
         need = sum(_staged_bytes(host) for host in hosts)
-        if not need or self.no_ring == sib.passes:
-            return None
-        if self.ring is None and not self._make_ring(sib, optimizer):  # let go earlier in this pass
+        if not need or not self._ready(sib, optimizer):
             return None
         if need > self.ring.numel():  # more lies on the host than when it was sized:
             self.ring_bytes = None    # the next ring is sized again
@@ -620,9 +616,18 @@ class _Lane:
                     views[-1][key].copy_(t, non_blocking=True)
                     at += _aligned(n)
         self.update.wait_stream(self.copy_in)
-        self.staged += sum(1 for host in hosts if host)
-        self.pass_staged += sum(1 for host in hosts if host)
+        staged = sum(1 for host in hosts if host)
+        self.staged += staged
+        self.pass_staged += staged
         return views, (start, start + need)
+
+    def _ready(self, sib, optimizer):
+        """A ring to stage through, made where there is none (at the pass's
+        first staged update, or let go earlier in the pass); False where the
+        GPU has no room for one this pass."""
+        if self.no_ring == sib.passes:
+            return False
+        return self.ring is not None or self._make_ring(sib, optimizer)
 
     def take(self, need):
         """The start of a region of NEED bytes of the ring, the next in turn;
