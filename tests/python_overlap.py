@@ -846,8 +846,7 @@ def trading_job(host, fail_at=None):
 
     type(opt).step = making
     auto.rt.host.update(host)
-    return torch, auto, sib, params, opt, bounces, lambda: type(opt).__dict__ and setattr(
-        type(opt), "step", step)
+    return torch, auto, sib, params, opt, bounces, lambda: setattr(type(opt), "step", step)
 
 
 # p5 p4 p3 on the GPU; p2 (its own shape) and p1 on the host; p0 half and half.
@@ -887,7 +886,7 @@ check("a loaded state is not traded (its tensors may be the job's own)",
 restore()
 
 # Parts, a capture and a failed buffer.
-overlap._TRADE_ELEMENTS = 600  # 1000 elements: two parts through one buffer
+trade_elements, overlap._TRADE_ELEMENTS = overlap._TRADE_ELEMENTS, 600  # 1000 elements: two parts through one buffer
 TRADES.clear()
 torch, auto, sib, params, opt, bounces, restore = trading_job(host)
 torch.capturing = True  # the first pass captured in a CUDA graph: no trade in it
@@ -901,7 +900,7 @@ check("the next pass trades, in two parts a tensor, and the ring is sized again 
       sum(1 for t in TRADES if t[1] == "bounce") == 2 * 2 and
       sib.lanes["cuda:1"].ring_bytes is None)
 restore()
-overlap._TRADE_ELEMENTS = 1 << 20
+overlap._TRADE_ELEMENTS = trade_elements
 torch, auto, sib, params, opt, bounces, restore = trading_job(host | {0xA000}, fail_at=1)
 text = said(lambda: backward(sib, params, [1.0] * 6))
 check("no room for the buffer: nothing traded, every parameter's state its own, and why",
