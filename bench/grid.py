@@ -483,7 +483,8 @@ def train(args):
 def bandwidth(args):
     """Pinned cudaMemcpy host->GPU, GPU->host and both at once (two streams),
     GB/s, median of 5 copies of SIZE; with NVML, what its PCIe counters count
-    per byte copied (to turn counted bytes into payload)."""
+    per byte copied (to turn counted bytes into payload), in the copy's own
+    direction and in the other (its read requests, its acknowledgements)."""
     import torch
     n = args.gib << 30
     device = torch.device("cuda", 0)
@@ -524,7 +525,11 @@ def bandwidth(args):
     r = {"bytes": n, "h2d_gbps": n / t_h2d / 1e9, "d2h_gbps": n / t_d2h / 1e9,
          "both_ways_gbps_each": n / t_both / 1e9,
          "nvml_counted_per_byte_h2d": c_h2d[0] / n if c_h2d else None,
-         "nvml_counted_per_byte_d2h": c_d2h[1] / n if c_d2h else None}
+         "nvml_counted_per_byte_d2h": c_d2h[1] / n if c_d2h else None,
+         # The other direction's counter during each one-way copy: a host->GPU
+         # copy's read requests go GPU->host, and a step's GPU->host count holds them.
+         "nvml_reverse_per_byte_h2d": c_h2d[1] / n if c_h2d else None,
+         "nvml_reverse_per_byte_d2h": c_d2h[0] / n if c_d2h else None}
     print(json.dumps(r), flush=True)
     with open(args.json, "w") as f:
         json.dump(r, f, indent=1)

@@ -392,7 +392,10 @@ def main():
         print(f"\npinned cudaMemcpy ({bw['bytes'] >> 30} GiB, median of 5): host->GPU {bw['h2d_gbps']:.1f} GB/s, "
               f"GPU->host {bw['d2h_gbps']:.1f} GB/s, both at once {bw['both_ways_gbps_each']:.1f} GB/s each; "
               + (f"NVML's PCIe counters counted {bw['nvml_counted_per_byte_h2d']:.3f} / "
-                 f"{bw['nvml_counted_per_byte_d2h']:.3f} bytes per byte copied" if nvml_valid else
+                 f"{bw['nvml_counted_per_byte_d2h']:.3f} bytes per byte copied"
+                 + (f" ({bw['nvml_reverse_per_byte_h2d']:.3f} / {bw['nvml_reverse_per_byte_d2h']:.3f} "
+                    "in the other direction)" if bw.get("nvml_reverse_per_byte_h2d") is not None else "")
+                 if nvml_valid else
                  "NVML's PCIe counters not used (they did not count a pinned copy as about its size)"))
     print("\n".join(lines))
     print(f"\ngrid.min_umpol_over_best {out['grid.min_umpol_over_best']} (goal >= 1.0); "

@@ -31,6 +31,19 @@ assert c["bound_in_order_ms"] == c["bound_ms"], c
 assert abs(c["bound_two_way_ms"] - (34136164988 / 40.127e6 + (41442115458 - 34136164988) / 49.843e6)) < 0.5, c
 assert c["bound_two_way_ms"] > c["bound_ms"]
 PY
+# A bandwidth.json that also counted each one-way copy's other direction (its read
+# requests): the summary says so beside the counts in the copy's own direction.
+mkdir -p "$tmp/rev" && cp -r "$r/l16" "$tmp/rev/" &&
+python3 - "$tmp/rev/l16/bandwidth.json" <<'PY' || fail "grid_summary.py: the reverse counts could not be added"
+import json, sys
+bw = json.load(open(sys.argv[1]))
+bw.update(nvml_reverse_per_byte_h2d=0.0981, nvml_reverse_per_byte_d2h=0.0124)
+json.dump(bw, open(sys.argv[1], "w"))
+PY
+(cd "$tmp/rev" && python3 "$top_srcdir/bench/grid_summary.py" "a card" "a commit" "$tmp/rev/latest.json" l16) \
+    >"$tmp/rev/summary.md" 2>"$tmp/err" || { cat "$tmp/err" >&2; fail "grid_summary.py failed on reverse counts"; }
+grep -q "1.078 / 1.094 bytes per byte copied (0.098 / 0.012 in the other direction)" "$tmp/rev/summary.md" && pass ||
+    fail "grid_summary.py: the other direction's counts not printed"
 # Two policies at one budget (grid.py drive's 'A|B'): the faster stands for the budget, the
 # other rides along under "alternatives", and the table names each row's policy. The runs are
 # bench/results/2026-11-26-h100-stream-vs-in-place/policies/L32-r1-* (one call, side by side).
