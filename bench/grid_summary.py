@@ -193,6 +193,23 @@ def gib(b):
     return "" if b is None else f"{b / 2**30:.2f}"
 
 
+def payload(counted_in, counted_out, bw):
+    """The bytes of data that crossed the link each way, from NVML's counts
+    (COUNTED_IN host->GPU, COUNTED_OUT GPU->host) and the pinned copies' call
+    BW: each direction's count per byte copied, and, where the call recorded
+    it, the other direction's (a host->GPU copy's read requests are counted
+    GPU->host). Those give two equations, in = c_in*H + r_out*D and
+    out = c_out*D + r_in*H, solved for H and D. Returns (H, D, source)."""
+    c_in, c_out = bw["nvml_counted_per_byte_h2d"], bw["nvml_counted_per_byte_d2h"]
+    r_in, r_out = bw.get("nvml_reverse_per_byte_h2d"), bw.get("nvml_reverse_per_byte_d2h")
+    if r_in is None or r_out is None:
+        return counted_in / c_in, counted_out / c_out, "NVML's PCIe counters, scaled by a pinned copy's"
+    h2d = max(0.0, (counted_in - r_out * counted_out / c_out) / (c_in - r_out * r_in / c_out))
+    d2h = max(0.0, (counted_out - r_in * h2d) / c_out)
+    return h2d, d2h, ("NVML's PCIe counters, scaled by a pinned copy's, less what each "
+                      "direction's copies counted in the other (read requests)")
+
+
 def main():
     device, commit, keys_path, dirs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
     cells, bw = load_cells(dirs)
@@ -295,9 +312,7 @@ def main():
             measured = run.get("link") if nvml_valid else None
             if measured:  # what crossed the link, counted by the card
                 mig_h2d = mig_d2h = None
-                h2d = measured["h2d_bytes_per_step"] / cbw["nvml_counted_per_byte_h2d"]
-                d2h = measured["d2h_bytes_per_step"] / cbw["nvml_counted_per_byte_d2h"]
-                source = "NVML's PCIe counters, scaled by a pinned copy's"
+                h2d, d2h, source = payload(measured["h2d_bytes_per_step"], measured["d2h_bytes_per_step"], cbw)
             elif prof:
                 mig_h2d, mig_d2h, source = prof["h2d"], prof["d2h"], "CUPTI (profiled run, timed steps)"
             else:

@@ -44,6 +44,29 @@ PY
     >"$tmp/rev/summary.md" 2>"$tmp/err" || { cat "$tmp/err" >&2; fail "grid_summary.py failed on reverse counts"; }
 grep -q "1.078 / 1.094 bytes per byte copied (0.098 / 0.012 in the other direction)" "$tmp/rev/summary.md" && pass ||
     fail "grid_summary.py: the other direction's counts not printed"
+# And each cell's bytes are its counts less what the other direction's copies
+# counted there: in = 1.078 H + 0.0124 D, out = 1.094 D + 0.0981 H, solved
+# (the counts per byte read from the call's bandwidth.json).
+python3 - "$tmp/rev/latest.json" "$r/l16/latest-grid.json" "$r/l16/bandwidth.json" <<'PY' && pass || fail "grid_summary.py: the read requests not taken out"
+import json, sys
+new = {c["budget_bytes"]: c for c in json.load(open(sys.argv[1]))["grid.cells"]}
+old = {c["budget_bytes"]: c for c in json.load(open(sys.argv[2]))["grid.cells"]}
+bw = json.load(open(sys.argv[3]))
+c_in, c_out = bw["nvml_counted_per_byte_h2d"], bw["nvml_counted_per_byte_d2h"]
+checked = 0
+for budget, c in new.items():
+    raw = c.get("nvml_link")
+    if not raw:
+        continue
+    i, o = raw["h2d_bytes_per_step"], raw["d2h_bytes_per_step"]
+    h = (i - 0.0124 * o / c_out) / (c_in - 0.0124 * 0.0981 / c_out)
+    d = (o - 0.0981 * h) / c_out
+    assert abs(c["link_h2d_bytes_per_step"] - h) < 1e3 and abs(c["link_d2h_bytes_per_step"] - d) < 1e3, (c, h, d)
+    assert c["link_d2h_bytes_per_step"] < old[budget]["link_d2h_bytes_per_step"], budget
+    assert "less what each direction's copies counted in the other" in c["link_bytes_source"]
+    checked += 1
+assert checked, "no cell with NVML's counts"
+PY
 # Two policies at one budget (grid.py drive's 'A|B'): the faster stands for the budget, the
 # other rides along under "alternatives", and the table names each row's policy. The runs are
 # bench/results/2026-11-26-h100-stream-vs-in-place/policies/L32-r1-* (one call, side by side).
