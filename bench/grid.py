@@ -484,7 +484,7 @@ def bandwidth(args):
     """Pinned cudaMemcpy host->GPU, GPU->host and both at once (two streams),
     GB/s, median of 5 copies of SIZE; with NVML, what its PCIe counters count
     per byte copied (to turn counted bytes into payload), in the copy's own
-    direction and in the other (its read requests, its acknowledgements)."""
+    direction and in the other (a host->GPU copy's read requests, say)."""
     import torch
     n = args.gib << 30
     device = torch.device("cuda", 0)

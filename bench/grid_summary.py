@@ -196,16 +196,18 @@ def gib(b):
 def payload(counted_in, counted_out, bw):
     """The bytes of data that crossed the link each way, from NVML's counts
     (COUNTED_IN host->GPU, COUNTED_OUT GPU->host) and the pinned copies' call
-    BW: each direction's count per byte copied, and, where the call recorded
-    it, the other direction's (a host->GPU copy's read requests are counted
-    GPU->host). Those give two equations, in = c_in*H + r_out*D and
-    out = c_out*D + r_in*H, solved for H and D. Returns (H, D, source)."""
-    c_in, c_out = bw["nvml_counted_per_byte_h2d"], bw["nvml_counted_per_byte_d2h"]
-    r_in, r_out = bw.get("nvml_reverse_per_byte_h2d"), bw.get("nvml_reverse_per_byte_d2h")
-    if r_in is None or r_out is None:
-        return counted_in / c_in, counted_out / c_out, "NVML's PCIe counters, scaled by a pinned copy's"
-    h2d = max(0.0, (counted_in - r_out * counted_out / c_out) / (c_in - r_out * r_in / c_out))
-    d2h = max(0.0, (counted_out - r_in * h2d) / c_out)
+    BW: each direction's count per byte copied that way (c_h2d, c_d2h) and,
+    where the call recorded it, what the other direction counted meanwhile
+    (r_h2d: GPU->host counts per byte of a host->GPU copy, its read requests;
+    r_d2h: host->GPU counts per byte of a GPU->host copy). Those give two
+    equations, in = c_h2d*H + r_d2h*D and out = c_d2h*D + r_h2d*H, solved
+    for H and D. Returns (H, D, source)."""
+    c_h2d, c_d2h = bw["nvml_counted_per_byte_h2d"], bw["nvml_counted_per_byte_d2h"]
+    r_h2d, r_d2h = bw.get("nvml_reverse_per_byte_h2d"), bw.get("nvml_reverse_per_byte_d2h")
+    if r_h2d is None or r_d2h is None:
+        return counted_in / c_h2d, counted_out / c_d2h, "NVML's PCIe counters, scaled by a pinned copy's"
+    h2d = max(0.0, (counted_in - r_d2h * counted_out / c_d2h) / (c_h2d - r_d2h * r_h2d / c_d2h))
+    d2h = max(0.0, (counted_out - r_h2d * h2d) / c_d2h)
     return h2d, d2h, ("NVML's PCIe counters, scaled by a pinned copy's, less what each "
                       "direction's copies counted in the other (read requests)")
 

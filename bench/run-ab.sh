@@ -5,7 +5,7 @@
 set -u
 usage() {
     cat <<'EOF'
-Usage: [VARIANTS=...] [CELLS=...] sh bench/run-ab.sh
+Usage: VARIANTS=... [CELLS=...] sh bench/run-ab.sh
 
 Runs each variant at each cell of the grid's Llama (bench/grid.py drive), one
 process each, back to back, and prints one line a run: its median step, the
@@ -23,7 +23,10 @@ Environment:
              in reverse order, so that neither always runs first
   WARMUP     warm-up steps (default 4); STEPS timed steps (default 5)
   CELL_TIMEOUT_S  one run's limit (default 170)
-  OUT        where the runs and ab-summary.txt go (default bench/results/ab-DATE)
+  OUT        where the runs and ab-summary.txt go (default
+             bench/results/ab-DATE-TIME); a call adds a header line and its
+             runs to ab-summary.txt, and replaces runs of the same name
+Exit status: 0, 1 when a run failed (said in its line), 2 for a malformed variable.
   UMPOL_STEP_IN_BACKWARD (default 1) and GRID_AUTOCAST_CACHE (default 0) as
              in the grid's umpol cells; other variables pass through.
 EOF
@@ -34,9 +37,18 @@ case ${1:-} in
 *) echo "run-ab.sh: takes no arguments, only variables (see --help)" >&2; exit 2 ;;
 esac
 top=$(cd "$(dirname "$0")/.." && pwd)
-die() { echo "run-ab.sh: $*" >&2; exit 2; }
+set -f  # VARIANTS and CELLS are split on spaces, never globbed
+die() { printf 'run-ab.sh: %s\n' "$*" >&2; exit 2; }
+count() {  # count NAME VALUE: VALUE must be a positive whole number
+    case $2 in '' | *[!0-9]* | 0*) die "$1: '$2' is not a positive whole number" ;; esac
+}
+count ROUNDS "${ROUNDS:=1}"
+count WARMUP "${WARMUP:=4}"
+count STEPS "${STEPS:=5}"
+count CELL_TIMEOUT_S "${CELL_TIMEOUT_S:=170}"
 [ -n "${VARIANTS:-}" ] || die "VARIANTS is empty: give BUILD:POLICY pairs (see --help)"
-cells=${CELLS:-16:7690256384}
+cells=${CELLS-16:7690256384}
+[ -n "$(printf '%s' "$cells" | tr -d ' ')" ] || die "CELLS is empty: give LAYERS:BUDGET_BYTES cells (see --help)"
 for cell in $cells; do
     case $cell in
     *[!0-9:]* | :* | *: | *:*:*) die "CELLS: '$cell' is not LAYERS:BUDGET_BYTES" ;;
@@ -44,44 +56,68 @@ for cell in $cells; do
     *) die "CELLS: '$cell' is not LAYERS:BUDGET_BYTES" ;;
     esac
 done
+# Each variant as one line, NUMBER BUILD POLICY TAG, its paths made absolute:
+# the runs happen in the top directory, whatever the caller's.
+arms= n=0
 for v in $VARIANTS; do
     case $v in *:*) ;; *) die "VARIANTS: '$v' is not BUILD:POLICY" ;; esac
+    n=$((n + 1))
     build=${v%%:*}
     policy=${v#*:}
-    case $build in /*) ;; *) build=$top/$build ;; esac
+    file=${policy%%+*}
+    settings=${policy#"$file"}
+    case $build in /*) ;; *) build=$(cd "$build" 2>/dev/null && pwd || printf '%s' "$top/$build") ;; esac
     [ -x "$build/umpol" ] || die "VARIANTS: '$v': no umpol executable in $build"
-    [ -f "$top/${policy%%+*}" ] || [ -f "${policy%%+*}" ] || die "VARIANTS: '$v': no policy ${policy%%+*}"
+    if [ -f "$file" ]; then
+        file=$(cd "$(dirname "$file")" && pwd)/$(basename "$file")
+    elif [ -f "$top/$file" ]; then
+        file=$top/$file
+    else
+        die "VARIANTS: '$v': no policy $file"
+    fi
+    tag=$(printf 'v%s-%s-%s%s' "$n" "$(basename "$build")" "$(basename "$file")" "$settings" |
+          tr -c 'A-Za-z0-9._=+-' '_')
+    arms="$arms$n $build $file$settings $tag
+"
 done
-out=${OUT:-$top/bench/results/ab-$(date +%Y-%m-%d)}
+out=${OUT:-$top/bench/results/ab-$(date +%Y-%m-%d-%H%M%S)}
 mkdir -p "$out" || die "cannot make $out"
+out=$(cd "$out" && pwd)
 export UMPOL_STEP_IN_BACKWARD=${UMPOL_STEP_IN_BACKWARD:-1} GRID_AUTOCAST_CACHE=${GRID_AUTOCAST_CACHE:-0}
 export PYTHONPATH=$top/python${PYTHONPATH:+:$PYTHONPATH}
 cd "$top" || exit 2
-round=1
-while [ "$round" -le "${ROUNDS:-1}" ]; do
+printf '# %s: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(printf '%s' "$arms" | cut -d' ' -f4 | tr '\n' ' ')" \
+    >> "$out/ab-summary.txt"
+failed=0 round=1
+while [ "$round" -le "$ROUNDS" ]; do
     for cell in $cells; do
         layers=${cell%%:*}
         budget=${cell#*:}
-        order=$VARIANTS
-        [ $((round % 2)) = 0 ] && order=$(printf '%s\n' $VARIANTS | sed -n '1!G;h;$p')
-        for v in $order; do
-            build=${v%%:*}
-            policy=${v#*:}
-            case $build in /*) ;; *) build=$top/$build ;; esac
-            tag=$(printf '%s' "$(basename "$build")-$(basename "$policy")" | tr -c 'A-Za-z0-9._=+-' '_')
+        order=$arms
+        [ $((round % 2)) = 0 ] && order=$(printf '%s' "$arms" | sed -n '1!G;h;$p')
+        while read -r n build policy tag; do
+            [ -n "$n" ] || continue
             run=$out/L$layers-$budget-r$round-$tag
+            rm -rf "$run"  # an earlier call's run of the same name must not stand for this one
             python3 bench/grid.py drive --out "$run" --umpol "$build/umpol" --layers "$layers" \
-                --warmup "${WARMUP:-4}" --steps "${STEPS:-5}" --cell-timeout-s "${CELL_TIMEOUT_S:-170}" \
+                --warmup "$WARMUP" --steps "$STEPS" --cell-timeout-s "$CELL_TIMEOUT_S" \
                 --variants --policy "$policy" --budgets "$budget" >> "$out/ab.log" 2>&1
-            log=$(ls "$run"/L*-umpol-*.log 2>/dev/null | head -1)
+            log=$(find "$run" -maxdepth 1 -name 'L*-umpol-*.log' 2>/dev/null | head -1)
             if [ -z "$log" ]; then
-                line="no run log (see $out/ab.log)"
+                line="failed: no run log (see $out/ab.log)"
+                failed=$((failed + 1))
+            elif ! grep -q 'median step' "$log"; then
+                line="failed (see $log)"
+                failed=$((failed + 1))
             else
                 line="$(grep -h 'median step' "$log" | head -1) | $(grep -h 'GPU time' "$log" | head -1) |"
                 line="$line $(grep -h "job's thread by" "$log" | head -1) | $(grep -h '^umpol: [a-z ]*: off:' "$log" | tr '\n' ' ')"
             fi
-            echo "L$layers r$round $tag: $line" | tee -a "$out/ab-summary.txt"
-        done
+            printf 'L%s r%s %s: %s\n' "$layers" "$round" "$tag" "$line" | tee -a "$out/ab-summary.txt"
+        done <<EOF_ARMS
+$order
+EOF_ARMS
     done
     round=$((round + 1))
 done
+[ "$failed" = 0 ] || { printf 'run-ab.sh: %s runs failed\n' "$failed" >&2; exit 1; }

@@ -2,8 +2,9 @@
 # bench/run-ab.sh without a GPU: its --help, a clear error and exit 2 for each
 # malformed variable, and, over a stand-in for bench/grid.py drive (a python3
 # first in PATH that writes the log a run writes), one summary line a run, the
-# variants in reverse order in even rounds, and the lines where umpol said
-# something turned off, not those that only say how to turn it off.
+# variants in reverse order in even rounds, its arguments and the top folder
+# whatever the caller's, the lines where umpol said something turned off (not
+# those that only say how to turn it off), and a failed run said, exit 1.
 . "${top_srcdir:-.}/tests/lib.sh"
 ab="$top_srcdir/bench/run-ab.sh"
 expect_status 0 "run-ab.sh --help" sh "$ab" --help
@@ -24,10 +25,18 @@ E
     expect_status 2 "run-ab.sh: $case" env VARIANTS="$vars" CELLS="$cells" OUT="$tmp/o" sh "$ab" $arg
     grep -q "$said" "$tmp/out" && pass || { fail "run-ab.sh: $case: wanted '$said'"; cat "$tmp/out" >&2; }
 done
+for bad in "ROUNDS=abc|is not a positive whole number" "WARMUP=0|'0' is not a positive" \
+        "CELLS= |CELLS is empty"; do
+    setting=${bad%%|*}
+    expect_status 2 "run-ab.sh: $setting" env VARIANTS="$ok" "$setting" OUT="$tmp/o" sh "$ab"
+    grep -q "${bad#*|}" "$tmp/out" && pass || { fail "run-ab.sh: $setting: wanted '${bad#*|}'"; cat "$tmp/out" >&2; }
+done
 # The stand-in: the run's log, as bench/grid.py drive names it, saying which
-# build and policy it ran.
+# build and policy it ran, with its arguments and the folder it ran in; none
+# for a policy set to fail, and one with no step for a policy set to crash.
 cat > "$tmp/bin/python3" <<'PY'
 #!/bin/sh
+args="$*"
 while [ $# -gt 0 ]; do
     case $1 in
     --out) out=$2; shift ;;
@@ -36,9 +45,12 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+case $policy in *FAIL=1*) exit 1 ;; esac
+[ -z "${AB_FAIL:-}" ] || exit 1
 mkdir -p "$out"
 {
-    echo "median step 10.0 ms over steps 4..8 ($build $policy)"
+    case $policy in *CRASH=1*) echo "out of memory"; exit 0 ;; esac
+    echo "median step 10.0 ms over steps 4..8 ($build $(basename "${policy%%+*}") in $(pwd): $args)"
     echo "GPU time by part of the step (median): forward 1 ms"
     echo "the job's thread by part of the step (median): forward 1 ms"
     echo "umpol: saved to host: on (UMPOL_SAVED_TO_HOST=auto; 0 keeps it off): evicted"
@@ -46,14 +58,37 @@ mkdir -p "$out"
 } > "$out/L16-umpol-7.16GiB.log"
 PY
 chmod +x "$tmp/bin/python3"
-expect_status 0 "run-ab.sh over the stand-in" env PATH="$tmp/bin:$PATH" VARIANTS="$ok" \
-    CELLS="16:7690256384" ROUNDS=2 OUT="$tmp/ab" sh "$ab"
-s="$tmp/ab/ab-summary.txt"
-[ "$(wc -l < "$s")" -eq 4 ] && pass || { fail "run-ab.sh: one line a run"; cat "$s" >&2; }
-sed -n 1p "$s" | grep -q "^L16 r1 main-optimizer-offload.umpol: median step 10.0 ms .*(main $P)" &&
-    sed -n 2p "$s" | grep -q "^L16 r1 branch-optimizer-offload.umpol+UMPOL_HOST_UPDATE=1: .*(branch $P+UMPOL_HOST_UPDATE=1)" &&
-    sed -n 3p "$s" | grep -q "^L16 r2 branch-" && sed -n 4p "$s" | grep -q "^L16 r2 main-" && pass ||
-    { fail "run-ab.sh: the runs' order and names"; cat "$s" >&2; }
+three="$ok $tmp/main:$P+UMPOL_WEIGHTS_AHEAD=1"
+# From another folder, with OUT relative to it: the runs happen in the top
+# folder, their output lands in OUT.
+mkdir -p "$tmp/elsewhere"
+(cd "$tmp/elsewhere" && env PATH="$tmp/bin:$PATH" VARIANTS="$three" CELLS="16:7690256384" ROUNDS=2 \
+    WARMUP=2 STEPS=3 OUT=ab sh "$ab") > "$tmp/out" 2>&1 && pass || { fail "run-ab.sh over the stand-in"; cat "$tmp/out" >&2; }
+s="$tmp/elsewhere/ab/ab-summary.txt"
+top=$(cd "$top_srcdir" && pwd)
+[ "$(grep -c '^L16 ' "$s")" -eq 6 ] && [ "$(grep -c '^# ' "$s")" -eq 1 ] && pass ||
+    { fail "run-ab.sh: a header and one line a run"; cat "$s" >&2; }
+grep '^L16 ' "$s" | sed 's/:.*//' > "$tmp/order"
+printf '%s\n' "L16 r1 v1-main-optimizer-offload.umpol" "L16 r1 v2-branch-optimizer-offload.umpol+UMPOL_HOST_UPDATE=1" \
+    "L16 r1 v3-main-optimizer-offload.umpol+UMPOL_WEIGHTS_AHEAD=1" \
+    "L16 r2 v3-main-optimizer-offload.umpol+UMPOL_WEIGHTS_AHEAD=1" \
+    "L16 r2 v2-branch-optimizer-offload.umpol+UMPOL_HOST_UPDATE=1" "L16 r2 v1-main-optimizer-offload.umpol" |
+    cmp -s - "$tmp/order" && pass || { fail "run-ab.sh: the runs' order and names"; cat "$tmp/order" >&2; }
+grep -q "^L16 r1 v2-branch-.*: median step 10.0 ms over steps 4..8 (branch optimizer-offload.umpol in $top: bench/grid.py drive --out .* --layers 16 --warmup 2 --steps 3 .*--budgets 7690256384)" "$s" &&
+    grep -q "^L16 r1 v1-.*(main optimizer-offload.umpol in $top: .*--policy $top/$P --budgets" "$s" && pass ||
+    { fail "run-ab.sh: the arguments and folder of a run"; cat "$s" >&2; }
 [ "$(grep -c 'step in backward: off: the job made another optimizer' "$s")" -eq 2 ] &&
     ! grep -q "keeps it off" "$s" && pass || { fail "run-ab.sh: the lines where something turned off"; cat "$s" >&2; }
+# Called again into the same OUT, runs that now write nothing are said to
+# have failed: the last call's runs of the same names do not stand for them.
+(cd "$tmp/elsewhere" && env PATH="$tmp/bin:$PATH" AB_FAIL=1 VARIANTS="$three" CELLS="16:7690256384" \
+    OUT=ab sh "$ab") > "$tmp/out" 2>&1
+[ $? = 1 ] && [ "$(grep -c '^# ' "$s")" -eq 2 ] && [ "$(grep -c 'failed: no run log' "$s")" -eq 3 ] && pass ||
+    { fail "run-ab.sh: a second call into the same OUT"; cat "$s" >&2; }
+# A run that wrote no log, and one whose log has no step: each said, exit 1.
+expect_status 1 "run-ab.sh with failing runs" env PATH="$tmp/bin:$PATH" \
+    VARIANTS="$tmp/main:$P+FAIL=1 $tmp/main:$P+CRASH=1" OUT="$tmp/ab2" sh "$ab"
+grep -q "^L16 r1 v1-.*+FAIL=1: failed: no run log" "$tmp/ab2/ab-summary.txt" &&
+    grep -q "^L16 r1 v2-.*+CRASH=1: failed (see .*L16-umpol-7.16GiB.log)" "$tmp/ab2/ab-summary.txt" &&
+    grep -q "2 runs failed" "$tmp/out" && pass || { fail "run-ab.sh: failed runs"; cat "$tmp/ab2/ab-summary.txt" "$tmp/out" >&2; }
 finish
