@@ -1921,6 +1921,45 @@ static void test_runtime_spare(void **state)
     teardown(f);
 }
 
+/* `spare` at a peak that stood through a phase's end: an optimizer that steps
+ * after backward makes its state with every gradient, the job's peak, still
+ * live. The climb is over once a phase has closed on that peak; raising it
+ * again is a climb again. */
+static void test_runtime_spare_after_phase(void **state)
+{
+    (void)state;
+    const uint64_t MiB = 1u << 20, blk = 24 * MiB;
+    struct fixture *f = setup(spare_policy);
+    const struct class_stats *st = f->rt.class_stats;
+    phase_enter(&f->rt, "backward");
+    void *g = alloc(f, 100 * MiB, API_CUDA_MALLOC, S1);
+    void *o[4];
+    o[0] = alloc(f, blk, API_CUDA_MALLOC, S1); /* climbing: no room */
+    assert_int_equal(st[0].allocations, 0);
+    assert_int_equal(place_spare_room(&f->rt, 0), 0);
+    phase_exit(&f->rt);
+    phase_enter(&f->rt, "optimizer.step");
+    /* Live at the peak, yet a phase closed on it: 400 - 100 - a fifth of it. */
+    assert_int_equal(place_spare_room(&f->rt, 0), 280 * MiB);
+    o[1] = alloc(f, blk, API_CUDA_MALLOC, S1);
+    assert_int_equal(st[0].allocations, 1);
+    void *more = alloc(f, 50 * MiB, API_CUDA_MALLOC, S1); /* a new peak, in this phase */
+    o[2] = alloc(f, blk, API_CUDA_MALLOC, S1);
+    assert_int_equal(st[0].allocations, 1);
+    assert_int_equal(st[1].allocations, 2);
+    phase_exit(&f->rt);
+    o[3] = alloc(f, blk, API_CUDA_MALLOC, S1); /* closed on it: room again */
+    assert_int_equal(st[0].allocations, 2);
+    assert_int_equal(f->rt.devices[0].others_peak, 150 * MiB);
+    assert_residency_exact(f);
+    for (int i = 0; i < 4; i++)
+        release(f, o[i], S1, MODE_ANY);
+    release(f, more, S1, MODE_ANY);
+    release(f, g, S1, MODE_ANY);
+    place_trim(&f->rt, -1, -1);
+    teardown(f);
+}
+
 /* No pinned memory to be had: the allocation passes through to CUDA. */
 static void test_runtime_host_class_falls_back(void **state)
 {
@@ -3474,6 +3513,7 @@ int main(void)
         cmocka_unit_test(test_runtime_host_class_is_pinned),
         cmocka_unit_test(test_runtime_grow_gives_back_empty_slabs),
         cmocka_unit_test(test_runtime_spare),
+        cmocka_unit_test(test_runtime_spare_after_phase),
         cmocka_unit_test(test_runtime_no_release_in_capture),
         cmocka_unit_test(test_runtime_no_futile_eviction),
         cmocka_unit_test(test_runtime_random_operations),

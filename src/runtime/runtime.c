@@ -647,8 +647,10 @@ static void count_gpu_live(struct runtime *rt, int cls, int64_t bytes)
     if (c->uses_spare || c->memory == MEMORY_HOST)
         return;
     rt->gpu_live += (uint64_t)bytes;
-    if (rt->gpu_live > rt->gpu_live_peak)
+    if (rt->gpu_live > rt->gpu_live_peak) {
         rt->gpu_live_peak = rt->gpu_live;
+        rt->gpu_live_peak_closes = rt->phase_closes;
+    }
 }
 
 static void count_alloc(struct runtime *rt, int cls, size_t bytes)
@@ -1013,6 +1015,7 @@ static void phase_closed(struct runtime *rt, uint64_t *bits, const uint64_t *out
     if (!bits)
         return;
     pthread_mutex_lock(&rt->lock);
+    rt->phase_closes++;
     if (rt->learn)
         learn_phase(rt, STEP_EXIT, bits, 0, 0);
     if (stream_phases(rt)) /* the next pass streams: room for it from empty slabs */
