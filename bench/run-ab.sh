@@ -56,8 +56,8 @@ for cell in $cells; do
     *) die "CELLS: '$cell' is not LAYERS:BUDGET_BYTES" ;;
     esac
 done
-# Each variant as one line, NUMBER BUILD POLICY TAG, its paths made absolute:
-# the runs happen in the top directory, whatever the caller's.
+# Each variant as one line, NUMBER BUILD POLICY, its paths made absolute (the
+# runs happen in the top directory, whatever the caller's); then with its TAG.
 arms= n=0
 for v in $VARIANTS; do
     case $v in *:*) ;; *) die "VARIANTS: '$v' is not BUILD:POLICY" ;; esac
@@ -75,11 +75,27 @@ for v in $VARIANTS; do
     else
         die "VARIANTS: '$v': no policy $file"
     fi
-    tag=$(printf 'v%s-%s-%s%s' "$n" "$(basename "$build")" "$(basename "$file")" "$settings" |
-          tr -c 'A-Za-z0-9._=+-' '_')
-    arms="$arms$n $build $file$settings $tag
+    arms="$arms$n $build $file$settings
 "
 done
+# Each run's tag: the variant's number, its build's folder name (with the
+# parent's where another variant's build of that name lies elsewhere:
+# base-build, main-build), its policy and settings.
+label() {
+    printf '%s' "$arms" | while read -r _ other _; do
+        if [ "$other" != "$1" ] && [ "$(basename "$other")" = "$(basename "$1")" ]; then
+            printf '%s-' "$(basename "$(dirname "$1")")"
+            break
+        fi
+    done
+    basename "$1"
+}
+arms=$(printf '%s' "$arms" | while read -r n build policy; do
+    file=${policy%%+*}
+    printf '%s %s %s %s\n' "$n" "$build" "$policy" \
+        "$(printf 'v%s-%s-%s%s' "$n" "$(label "$build")" "$(basename "$file")" "${policy#"$file"}" |
+           tr -c 'A-Za-z0-9._=+-' '_')"
+done)
 out=${OUT:-$top/bench/results/ab-$(date +%Y-%m-%d-%H%M%S)}
 mkdir -p "$out" || die "cannot make $out"
 out=$(cd "$out" && pwd)

@@ -91,4 +91,13 @@ expect_status 1 "run-ab.sh with failing runs" env PATH="$tmp/bin:$PATH" \
 grep -q "^L16 r1 v1-.*+FAIL=1: failed: no run log" "$tmp/ab2/ab-summary.txt" &&
     grep -q "^L16 r1 v2-.*+CRASH=1: failed (see .*L16-umpol-7.16GiB.log)" "$tmp/ab2/ab-summary.txt" &&
     grep -q "2 runs failed" "$tmp/out" && pass || { fail "run-ab.sh: failed runs"; cat "$tmp/ab2/ab-summary.txt" "$tmp/out" >&2; }
+# Two builds of one name in two places: each tag names the build's parent too.
+mkdir -p "$tmp/base/build" "$tmp/fix/build" && cp "$tmp/main/umpol" "$tmp/base/build/umpol" &&
+    cp "$tmp/main/umpol" "$tmp/fix/build/umpol"
+env PATH="$tmp/bin:$PATH" VARIANTS="$tmp/base/build:$P $tmp/fix/build:$P+X=1 $tmp/main:$P" \
+    OUT="$tmp/ab3" sh "$ab" > "$tmp/out" 2>&1
+grep '^L16 ' "$tmp/ab3/ab-summary.txt" | sed 's/:.*//' > "$tmp/order"
+printf '%s\n' "L16 r1 v1-base-build-optimizer-offload.umpol" "L16 r1 v2-fix-build-optimizer-offload.umpol+X=1" \
+    "L16 r1 v3-main-optimizer-offload.umpol" | cmp -s - "$tmp/order" && pass ||
+    { fail "run-ab.sh: builds of one name in two places"; cat "$tmp/order" "$tmp/out" >&2; }
 finish
