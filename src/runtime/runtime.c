@@ -1015,7 +1015,8 @@ static void phase_closed(struct runtime *rt, uint64_t *bits, const uint64_t *out
     if (!bits)
         return;
     pthread_mutex_lock(&rt->lock);
-    rt->phase_closes++;
+    if (phases_depth() == 0) /* a nested range (a layer's, a recompute's) ends no step part */
+        rt->phase_closes++;
     if (rt->learn)
         learn_phase(rt, STEP_EXIT, bits, 0, 0);
     if (stream_phases(rt)) /* the next pass streams: room for it from empty slabs */
