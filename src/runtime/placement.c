@@ -281,11 +281,11 @@ uint64_t place_spare_room(const struct runtime *rt, int device)
     uint64_t limit = dev->budget_bytes != UINT64_MAX ? dev->budget_bytes : dev->total_bytes;
     uint64_t reserve = program_spare_reserve(rt->program, limit, dev->others_peak);
     /* Still climbing to its peak (its live blocks within 1/32 of the limit
-     * of the most they have been, that most reached since a phase last
-     * closed): the peak so far says nothing yet of the step's. Where a phase
+     * of the most they have been, that most reached since an outermost phase
+     * last closed): the peak so far says nothing yet of the step's. Where one
      * has closed on it since, it is the step's so far: an optimizer that
      * steps after backward makes its state with the gradients, the peak,
-     * still live. */
+     * still live. A nested range (a layer's) ends no part of the step. */
     if (rt->gpu_live + program_spare_reserve(rt->program, limit, 0) > rt->gpu_live_peak &&
         rt->gpu_live_peak_closes == rt->phase_closes)
         return 0;

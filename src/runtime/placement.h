@@ -65,8 +65,9 @@ size_t place_room_for_stream(struct runtime *rt, int device, uint64_t bytes);
 /* `spare`: the bytes DEVICE's budget (without one, its memory) has room for
  * beside the most the classes that do not read `spare` have held there, what
  * those that do hold now, and program_spare_reserve's reserve. 0 for a device not yet
- * seen, and while those classes hold within 1/32 of the budget of a peak
- * reached since a phase last closed: the job may still be climbing to it. */
+ * seen, and while those classes hold within 1/32 of the limit (at least two
+ * slabs) of a peak reached since an outermost phase last closed: the job may
+ * still be climbing to it. */
 uint64_t place_spare_room(const struct runtime *rt, int device);
 
 /* A new slab of device memory of SIZE bytes for CLASS_IDX on DEVICE: where

@@ -99,9 +99,9 @@ struct runtime {
     /* `spare`: the live bytes of the classes on the GPU side (not `memory
      * host`) that do not read it, and their peak; blocks the budget had room
      * for and the GPU had not, classified again without it; whether that was
-     * said. Phases closed so far, and how many had closed when that peak was
-     * last raised: a peak that stood through a phase's end is the step's so
-     * far, not a climb still under way. */
+     * said. Outermost phases closed so far, and how many had closed when that
+     * peak was last raised: a peak that stood through such a phase's end is
+     * the step's so far, not a climb still under way. */
     uint64_t gpu_live, gpu_live_peak;
     uint64_t phase_closes, gpu_live_peak_closes;
     uint64_t spare_misses;
