@@ -132,7 +132,11 @@ assert r["plain-1"]["state_digest"] == r["plain-0"]["state_digest"], "optimizer 
 # smaller ring more, but fewer calls than parameters.
 plain = r["plain-1"]
 assert plain["calls"] == 6 + 5 * (3 if plain["staged"] else 1), (plain["calls"], plain["staged"])
-assert plain["staged"] in (0, 5 * 6), plain["staged"]
+# `spare` keeps on the GPU the state that fits beside the step's peak as the
+# first pass makes it (since 18ecd03 a climb ends at a closed phase, so part
+# of it may); the rest lies on the host, staged at every later pass: the same
+# parameters each pass (10 of 30 on an H200 at db1da8e, all 30 before).
+assert plain["staged"] % 5 == 0 and plain["staged"] <= 5 * 6, plain["staged"]
 assert 6 + 5 * 3 < r["host-1"]["calls"] < 6 * 6, r["host-1"]["calls"]
 assert r["host-1"]["losses"] == r["host-0"]["losses"]
 print("step in backward: same weights (staged too), gradients gone, off when clipping or accumulating")
