@@ -10,7 +10,10 @@ Usage: VARIANTS=... [CELLS=...] sh bench/run-ab.sh
 Runs each variant at each cell of the grid's Llama (bench/grid.py drive), one
 process each, back to back, and prints one line a run: its median step, the
 card's peak and the link's bytes, GPU and job-thread time by part of the step,
-and every line where umpol said something turned off.
+every line where umpol said something turned off, and the pinned copies' rates
+timed just before the run (one way each, and both ways at once: on a shared
+host the latter moves between runs, and a step that moves much both ways
+moves with it).
 
 Environment:
   VARIANTS   space-separated BUILD:POLICY (required). BUILD is a directory,
@@ -39,6 +42,16 @@ esac
 top=$(cd "$(dirname "$0")/.." && pwd)
 set -f  # VARIANTS and CELLS are split on spaces, never globbed
 die() { printf 'run-ab.sh: %s\n' "$*" >&2; exit 2; }
+rate() {  # rate FILE KEY: KEY's number in the bandwidth.json grid.py drive writes (one key a line)
+    sed -n "s/^ *\"$2\": *\([0-9.]*\).*/\1/p" "$1" | head -1
+}
+rates() {  # rates FILE: the pinned copies' GB/s, or nothing where FILE or a figure is missing
+    [ -f "$1" ] || return 0
+    h2d=$(rate "$1" h2d_gbps) d2h=$(rate "$1" d2h_gbps) both=$(rate "$1" both_ways_gbps_each)
+    [ -n "$h2d" ] && [ -n "$d2h" ] && [ -n "$both" ] || return 0
+    printf 'pinned copies before it: %.1f in, %.1f out, %.1f each both ways at once (GB/s)' \
+        "$h2d" "$d2h" "$both"
+}
 count() {  # count NAME VALUE: VALUE must be a positive whole number
     case $2 in '' | *[!0-9]* | 0*) die "$1: '$2' is not a positive whole number" ;; esac
 }
@@ -128,6 +141,7 @@ while [ "$round" -le "$ROUNDS" ]; do
             else
                 line="$(grep -h 'median step' "$log" | head -1) | $(grep -h 'GPU time' "$log" | head -1) |"
                 line="$line $(grep -h "job's thread by" "$log" | head -1) | $(grep -h '^umpol: [a-z ]*: off:' "$log" | tr '\n' ' ')"
+                line="$line| $(rates "$run/bandwidth.json")"
             fi
             printf 'L%s r%s %s: %s\n' "$layers" "$round" "$tag" "$line" | tee -a "$out/ab-summary.txt"
         done <<EOF_ARMS

@@ -4,7 +4,8 @@
 # first in PATH that writes the log a run writes), one summary line a run, the
 # variants in reverse order in even rounds, its arguments and the top folder
 # whatever the caller's, the lines where umpol said something turned off (not
-# those that only say how to turn it off), and a failed run said, exit 1.
+# those that only say how to turn it off), the pinned copies' rates where the
+# run timed them, and a failed run said, exit 1.
 . "${top_srcdir:-.}/tests/lib.sh"
 ab="$top_srcdir/bench/run-ab.sh"
 expect_status 0 "run-ab.sh --help" sh "$ab" --help
@@ -56,6 +57,7 @@ mkdir -p "$out"
     echo "umpol: saved to host: on (UMPOL_SAVED_TO_HOST=auto; 0 keeps it off): evicted"
     case $policy in *HOST_UPDATE*) echo "umpol: step in backward: off: the job made another optimizer" ;; esac
 } > "$out/L16-umpol-7.16GiB.log"
+case $policy in *WEIGHTS_AHEAD*) printf '{\n "bytes": 2147483648,\n "h2d_gbps": 52.24882855286022,\n "d2h_gbps": 53.5,\n "both_ways_gbps_each": 40.504615109279776\n}\n' > "$out/bandwidth.json" ;; esac
 PY
 chmod +x "$tmp/bin/python3"
 three="$ok $tmp/main:$P+UMPOL_WEIGHTS_AHEAD=1"
@@ -77,6 +79,9 @@ printf '%s\n' "L16 r1 v1-main-optimizer-offload.umpol" "L16 r1 v2-branch-optimiz
 grep -q "^L16 r1 v2-branch-.*: median step 10.0 ms over steps 4..8 (branch optimizer-offload.umpol in $top: bench/grid.py drive --out .* --layers 16 --warmup 2 --steps 3 .*--budgets 7690256384)" "$s" &&
     grep -q "^L16 r1 v1-.*(main optimizer-offload.umpol in $top: .*--policy $top/$P --budgets" "$s" && pass ||
     { fail "run-ab.sh: the arguments and folder of a run"; cat "$s" >&2; }
+[ "$(grep -c 'pinned copies before it: 52.2 in, 53.5 out, 40.5 each both ways at once (GB/s)$' "$s")" -eq 2 ] &&
+    [ "$(grep -c 'pinned copies' "$s")" -eq 2 ] && pass ||
+    { fail "run-ab.sh: the pinned copies' rates timed before a run, where it wrote them"; cat "$s" >&2; }
 [ "$(grep -c 'step in backward: off: the job made another optimizer' "$s")" -eq 2 ] &&
     ! grep -q "keeps it off" "$s" && pass || { fail "run-ab.sh: the lines where something turned off"; cat "$s" >&2; }
 # Called again into the same OUT, runs that now write nothing are said to
