@@ -141,7 +141,8 @@ while [ "$round" -le "$ROUNDS" ]; do
             else
                 line="$(grep -h 'median step' "$log" | head -1) | $(grep -h 'GPU time' "$log" | head -1) |"
                 line="$line $(grep -h "job's thread by" "$log" | head -1) | $(grep -h '^umpol: [a-z ]*: off:' "$log" | tr '\n' ' ')"
-                line="$line| $(rates "$run/bandwidth.json")"
+                pinned=$(rates "$run/bandwidth.json")
+                [ -z "$pinned" ] || line="$line| $pinned"
             fi
             printf 'L%s r%s %s: %s\n' "$layers" "$round" "$tag" "$line" | tee -a "$out/ab-summary.txt"
         done <<EOF_ARMS
