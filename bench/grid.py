@@ -14,6 +14,8 @@ head, random initialisation from a fixed seed (no download); 16 layers are
 (fused where the tool allows) and gradient checkpointing, and prints its loss.
 GRID_AUTOCAST_CACHE=0 opens the autocast region with cache_enabled=False (no
 bf16 copy of every weight held through the loss) in every variant.
+GRID_SEGMENTS=1 also prints the forward pass's GPU and thread time by segment
+(the embedding, each decoder layer, the head and loss).
 
 Variants of `train`:
     ckpt          checkpointing alone (plain PyTorch)
@@ -261,6 +263,56 @@ def deepspeed_config(variant, lr):
     }
 
 
+class Segments:
+    """GRID_SEGMENTS=1: the forward pass's time in segments, on the GPU (events on
+    the job's stream at each segment's forward pre-hook) and on the job's thread:
+    from the step's start to the embedding, the embedding, each decoder layer,
+    and the final norm, head and loss. A checkpointed layer's recompute in
+    backward is not counted."""
+
+    def __init__(self, torch, model):
+        self.torch, self.on, self.marks, self.gpu, self.cpu = torch, False, [], [], []
+        parts = [("embed", model.model.embed_tokens)]
+        parts += [(f"layer {i}", layer) for i, layer in enumerate(model.model.layers)]
+        parts.append(("head+loss", model.model.norm))
+        self.names = ["start"] + [name for name, _ in parts]
+        for name, module in parts:
+            module.register_forward_pre_hook(lambda *_: self._mark())
+
+    def _mark(self):
+        if self.on:
+            event = self.torch.cuda.Event(enable_timing=True)
+            event.record()
+            self.marks.append((event, time.perf_counter()))
+
+    def begin(self, event, t):
+        self.on, self.marks = True, [(event, t)]
+
+    def end(self, event, t):
+        self.on = False
+        self.marks.append((event, t))
+
+    def collect(self):
+        """After the step has synchronised: its segments' times, kept."""
+        m = self.marks
+        if len(m) != len(self.names) + 1:  # a pass that skipped a segment: not comparable
+            self.gpu.append(None)
+            self.cpu.append(None)
+            return
+        self.gpu.append([a[0].elapsed_time(b[0]) for a, b in zip(m, m[1:])])
+        self.cpu.append([(b[1] - a[1]) * 1e3 for a, b in zip(m, m[1:])])
+
+    def report(self, warmup):
+        for what, rows in (("GPU", self.gpu), ("the job's thread", self.cpu)):
+            rows = [r for r in rows[warmup:] if r is not None]
+            if not rows:
+                print(f"forward by segment ({what}): no complete pass timed", flush=True)
+                continue
+            med = [statistics.median(col) for col in zip(*rows)]
+            print(f"forward by segment ({what}, median ms): "
+                  + ", ".join(f"{n} {v:.2f}" for n, v in zip(self.names, med)), flush=True)
+
+
 def train(args):
     import torch
     import torch.nn.functional as F  # noqa: F401  (the model's own loss is used)
@@ -321,6 +373,7 @@ def train(args):
     # The GPU's own time in each part of the step: events on the job's stream,
     # read once the step has synchronised (the CPU's phase times run ahead).
     marks = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+    segments = Segments(torch, model) if os.environ.get("GRID_SEGMENTS") == "1" else None
     gpu_parts = {"forward": [], "backward": [], "optimizer": []}
     cpu_parts = {"forward": [], "backward": [], "optimizer": []}  # the job's thread issuing each
     cpu_marks = [0.0] * 4
@@ -369,6 +422,8 @@ def train(args):
             profiler.__enter__()
         t0 = cpu_marks[0] = time.perf_counter()
         marks[0].record()
+        if segments is not None:
+            segments.begin(marks[0], t0)
         nvtx.range_push("forward")
         if engine is not None:
             loss = engine(input_ids=tokens, labels=tokens).loss
@@ -378,6 +433,8 @@ def train(args):
         nvtx.range_pop()
         marks[1].record()
         cpu_marks[1] = time.perf_counter()
+        if segments is not None:
+            segments.end(marks[1], cpu_marks[1])
         nvtx.range_push("backward")
         if engine is not None:
             engine.backward(loss)
@@ -408,6 +465,8 @@ def train(args):
         if trace:
             profiler.__exit__(None, None, None)
             profiler.export_chrome_trace(trace)
+        if segments is not None:
+            segments.collect()
         for k, part in enumerate(gpu_parts):
             gpu_parts[part].append(marks[k].elapsed_time(marks[k + 1]))
             cpu_parts[part].append((cpu_marks[k + 1] - cpu_marks[k]) * 1e3)
@@ -448,6 +507,8 @@ def train(args):
     cpu = {k: statistics.median(v[args.warmup:] or v) for k, v in cpu_parts.items()}
     print("the job's thread by part of the step (median): "
           + ", ".join(f"{k} {v:.1f} ms" for k, v in cpu.items()), flush=True)
+    if segments is not None:
+        segments.report(args.warmup)
     auto = getattr(sys.modules.get("umpol"), "_auto", None)
     ahead = getattr(auto, "ahead", None)
     if ahead is not None:  # UMPOL_WEIGHTS_AHEAD (1 or auto)
