@@ -402,9 +402,16 @@ def train(args):
             except Exception:
                 pass
         return (stats.get("num_alloc_retries"), stats.get("num_device_alloc"))
+    def pinned_counts():  # pinned host memory PyTorch's host allocator asked CUDA for: (times, µs)
+        try:
+            stats = torch.cuda.host_memory_stats()
+        except Exception:  # an older PyTorch
+            return None
+        return (stats.get("num_host_alloc"), stats.get("host_alloc_time.total"))
     for step in range(total):
         gc_step.update(ms=0.0, max=0.0, full=0)
         counts0 = allocator_counts()
+        pinned0 = pinned_counts()
         if step == args.warmup:  # the timed window starts: memory and link counters from here
             torch.cuda.synchronize()
             tracker.mark()
@@ -473,8 +480,12 @@ def train(args):
         losses.append(loss.detach().float().item())
         counts = allocator_counts()
         allocator = ""
+        pinned = pinned_counts()
+        if pinned0 is not None and pinned is not None and None not in pinned0 + pinned:
+            allocator = (f"; {pinned[0] - pinned0[0]} new pinned host blocks "
+                         f"({(pinned[1] - pinned0[1]) / 1e3:.1f} ms)")
         if None not in counts0 + counts:
-            allocator = f"; allocator {counts[0] - counts0[0]} retries, {counts[1] - counts0[1]} cudaMalloc"
+            allocator += f"; allocator {counts[0] - counts0[0]} retries, {counts[1] - counts0[1]} cudaMalloc"
         print(f"step {step:3d}  loss {losses[-1]:.6f}  {times[-1] * 1e3:8.1f} ms  (Python's collector "
               f"{gc_step['ms']:.1f} ms, longest {gc_step['max']:.1f}, {gc_step['full']} full{allocator})",
               flush=True)
