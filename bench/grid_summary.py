@@ -213,6 +213,11 @@ def payload(counted_in, counted_out, bw):
 
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        return
+    if len(sys.argv) < 5:
+        sys.exit("usage: grid_summary.py DEVICE COMMIT KEYS_JSON DIR [DIR...] (--help says more)")
     device, commit, keys_path, dirs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
     cells, bw = load_cells(dirs)
     out = {"grid.device": device, "grid.commit": commit}

@@ -119,4 +119,14 @@ assert "umpol_over_bound_fewest_bytes" not in cells[(32, 19735144038)]
 fewest = max(x.get("umpol_over_bound_fewest_bytes", x["umpol_over_bound"]) for x in keys["grid.cells"])
 assert keys["grid.max_umpol_over_bound_fewest_bytes"] == fewest > keys["grid.max_umpol_over_bound"], keys
 PY
+# --help prints the usage; too few arguments get a one-line usage and a non-zero exit.
+python3 "$top_srcdir/bench/grid_summary.py" --help >"$tmp/help" 2>&1 &&
+    grep -q '^usage: grid_summary.py DEVICE COMMIT' "$tmp/help" && pass || fail "grid_summary.py --help: no usage"
+if python3 "$top_srcdir/bench/grid_summary.py" dev c >"$tmp/out" 2>"$tmp/err"; then
+    fail "grid_summary.py with two arguments exited 0"
+elif grep -q '^usage: grid_summary.py' "$tmp/err" && ! grep -q Traceback "$tmp/err"; then
+    pass
+else
+    fail "grid_summary.py with two arguments: no usage line, or a traceback"
+fi
 finish
