@@ -26,12 +26,8 @@ import argparse
 import json
 import statistics
 
-import torch
 
-import umpol
-
-
-def timed(fn, reps, streams):
+def timed(torch, fn, reps, streams):
     """Median milliseconds of FN over REPS runs, all STREAMS joined at the end."""
     times = []
     for _ in range(reps + 1):
@@ -57,6 +53,9 @@ def main():
     ap.add_argument("--reps", type=int, default=5, help="timed runs of each (default 5)")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
+    import torch  # after the arguments: --help needs no GPU stack
+
+    import umpol
     if not umpol.active():
         ap.error("run it under `umpol run -p bench/adamw_overlap.umpol`: the moments need pinned "
                  "host memory the GPU maps")
@@ -120,12 +119,12 @@ def main():
 
     three = (s_in, s_up, s_out)
     fig = {
-        "compute": timed(compute, args.reps, ()),
-        "zero_copy": timed(lambda: zero_copy(side), args.reps, (side,)),
-        "compute+zero_copy": timed(lambda: (zero_copy(side), compute()), args.reps, (side,)),
-        "staged": timed(staged, args.reps, three),
-        "compute+staged": timed(lambda: (staged(), compute()), args.reps, three),
-        "copies": timed(lambda: staged(update=False), args.reps, three),
+        "compute": timed(torch, compute, args.reps, ()),
+        "zero_copy": timed(torch, lambda: zero_copy(side), args.reps, (side,)),
+        "compute+zero_copy": timed(torch, lambda: (zero_copy(side), compute()), args.reps, (side,)),
+        "staged": timed(torch, staged, args.reps, three),
+        "compute+staged": timed(torch, lambda: (staged(), compute()), args.reps, three),
+        "copies": timed(torch, lambda: staged(update=False), args.reps, three),
     }
     moved = 2 * 4 * args.chunk * args.tensors  # each way
     print(f"{args.tensors} parameters of {args.chunk} fp32 elements; moments "

@@ -11,7 +11,13 @@ optimizer steps shaded."""
 import json
 import sys
 
-import matplotlib
+if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+    print(__doc__.strip())
+    sys.exit(0)
+if len(sys.argv) < 4:
+    sys.exit("usage: plot_timeline.py REPORT.json TRAIN.json OUT.png [TITLE] (--help says more)")
+
+import matplotlib  # noqa: E402 (after --help, which needs no plotting)
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

@@ -12,6 +12,11 @@ import os
 import statistics
 import sys
 
+if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+    print(__doc__.strip())
+    sys.exit(0)
+if len(sys.argv) < 4:
+    sys.exit("usage: summarize.py OUT DEVICE COMMIT [PREVIOUS_LATEST_JSON] (--help says more)")
 out, device, commit = sys.argv[1:4]
 previous = sys.argv[4] if len(sys.argv) > 4 else None
 

@@ -13,6 +13,11 @@ import sys
 
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        return
+    if len(sys.argv) < 2:
+        sys.exit("usage: trace_timeline.py TRACE.json[.gz] [SLICE_MS] (--help says more)")
     path = sys.argv[1]
     width = float(sys.argv[2]) if len(sys.argv) > 2 else 25.0
     t = json.load(gzip.open(path) if path.endswith(".gz") else open(path))
