@@ -130,18 +130,22 @@ check("the newest ones (300 MiB: the newest and 200 beside it) stay on the GPU",
 handles.append(off.pack(acts[3]))
 check("past 256 MiB beside the newest, the oldest is copied to pinned host memory",
       handles[0].host is not None and handles[0].host.pinned and handles[1].gpu is acts[1])
-check("its copy out runs on a copy stream after the job's work so far",
-      LOG[:2] == [("copy1", "wait job"), ("copy1", f"copy {acts[0].ptr} -> {handles[0].host.ptr}")]
+copy_at = LOG.index(("copy1", f"copy {acts[0].ptr} -> {handles[0].host.ptr}"))
+check("its copy out runs on a copy stream once the job's work up to its save is done (an "
+      "event the job's stream recorded then), not after the layers queued since",
+      LOG[copy_at - 1] == ("copy1", "wait event of job") and ("copy1", "wait job") not in LOG
+      and handles[0].made.stream == "job" and LOG[0] == ("job", "record")
       and handles[0].out.stream == "copy1")
 check("the copy has the tensor's values", handles[0].host.value == 0.0)
 check("its GPU memory is kept while the copy runs, and the job's stream is not made to wait "
       "(no record_stream)", handles[0].gpu is acts[0] and acts[0].recorded == []
-      and not any(s == "job" for s, _ in LOG))
+      and not any(s == "job" and w.startswith("wait") for s, w in LOG))
 LOG.clear()
 handles.append(off.pack(acts[4]))
+job_waits = [e for e in LOG if e[0] == "job" and e[1].startswith("wait")]
 check("at the next copy out it lets the GPU memory go, the job's stream after its copy",
-      handles[0].gpu is None and LOG[0] == ("job", "wait event of copy1")
-      and LOG.index(("copy1", "wait job")) > 0)
+      handles[0].gpu is None and job_waits[:1] == [("job", "wait event of copy1")]
+      and LOG.index(("job", "wait event of copy1")) < LOG.index(("copy1", "wait event of job")))
 check("a second one is copied out as the next arrives", handles[1].host is not None
       and handles[2].gpu is acts[2] and handles[2].host is None)
 check("a tensor saved twice has one handle, and one copy", off.pack(acts[4]) is handles[4]

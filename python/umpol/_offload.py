@@ -17,9 +17,11 @@ or more that owns its whole storage, is contiguous and is no parameter is
 kept on the GPU while it is among the newest saved (the newest one, and
 _KEEP_BYTES beside it: what the loss saves is read first by backward and
 would only cross the link twice); once older, it is copied to pinned host
-memory on a copy stream, after the work queued on the stream current when
-it was saved, and its GPU memory is let go at the next copy out (or when
-backward begins), that stream ordered after the copy, which is done by then.
+memory on a copy stream, after the work that was queued on the stream
+current when it was saved by then (an event recorded at the save: the copy
+need not wait for the layers queued since), and its GPU memory is let go at
+the next copy out (or when backward begins), that stream ordered after the
+copy, which is done by then.
 When a backward pass begins, the last tensors copied out are copied back on
 a second copy stream, up to _AHEAD_BYTES ahead of the one backward reads
 next; each one read makes room for the next. A tensor read before its copy came (backward read in another
@@ -29,10 +31,9 @@ the backward pass, whose phase is open when they are made (the policy's
 class of its allocations places them).
 
 A tensor saved by two nodes (the same block, shape and type) has one copy,
-read by both. The copy out is made when a tensor leaves the newest ones, not
-when it is saved: a job that changes a saved tensor in place before then
-(which autograd forbids, but does not check under saved-tensor hooks) would
-save the changed values. A backward pass reads the tensors of whatever
+read by both. The copy out follows the save, not the work queued since: a
+job that changes a saved tensor in place after saving it (which autograd
+forbids, but does not check under saved-tensor hooks) races with the copy. A backward pass reads the tensors of whatever
 graphs were saved since the last one. See umpol-python(7)."""
 import collections
 import sys
@@ -52,14 +53,15 @@ class _Saved:
     """A saved tensor: on the GPU (GPU), or in host memory (HOST, copied out
     once OUT, an event, is done), and maybe back on the GPU (BACK, ready once
     READY, an event, is done, for UNREAD more reads). STREAM: the stream that
-    was current when it was saved; PACKS: the times it was saved."""
-    __slots__ = ("gpu", "host", "out", "back", "ready", "device", "nbytes", "stream", "packs",
-                 "unread", "__weakref__")
+    was current when it was saved, MADE an event recorded on it then; PACKS:
+    the times it was saved."""
+    __slots__ = ("gpu", "host", "out", "back", "ready", "device", "nbytes", "stream", "made",
+                 "packs", "unread", "__weakref__")
 
-    def __init__(self, tensor, nbytes, stream):
+    def __init__(self, tensor, nbytes, stream, made):
         self.gpu, self.host, self.out, self.back, self.ready = tensor, None, None, None, None
-        self.device, self.nbytes, self.stream, self.packs, self.unread = \
-            tensor.device, nbytes, stream, 1, 0
+        self.device, self.nbytes, self.stream, self.made, self.packs, self.unread = \
+            tensor.device, nbytes, stream, made, 1, 0
 
 
 class SavedToHost:
@@ -117,7 +119,10 @@ class SavedToHost:
             if saved is not None and saved.gpu is not None:  # saved again: one copy for both
                 saved.packs += 1
                 return saved
-            saved = _Saved(tensor, nbytes, self.torch.cuda.current_stream(tensor.device))
+            stream = self.torch.cuda.current_stream(tensor.device)
+            made = self.torch.cuda.Event()
+            made.record(stream)
+            saved = _Saved(tensor, nbytes, stream, made)
             ref = self.on_gpu[key] = weakref.ref(saved)
             self.newest.append((ref, nbytes, key))
             self.newest_bytes += nbytes
@@ -157,13 +162,13 @@ class SavedToHost:
         return True
 
     def _send(self, saved):
-        """Copy SAVED to pinned host memory after the work queued on its
-        stream; its GPU memory is let go at the next copy out, or when
-        backward begins (_release)."""
+        """Copy SAVED to pinned host memory once the work queued on its stream
+        before its save is done; its GPU memory is let go at the next copy
+        out, or when backward begins (_release)."""
         torch = self.torch
         out, _ = self._streams(saved.device)
         gpu = saved.gpu
-        out.wait_stream(saved.stream)
+        out.wait_event(saved.made)
         host = torch.empty(gpu.shape, dtype=gpu.dtype, pin_memory=True)
         with torch.cuda.stream(out):
             host.copy_(gpu, non_blocking=True)
