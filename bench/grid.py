@@ -548,7 +548,7 @@ def train(args):
                        "median_step_ms": median_ms, "card_peak_bytes": card,
                        "card_peak_whole_run_bytes": card_whole, "max_allocated_bytes": allocated,
                        "fused_adamw": fused, "autocast_cache": autocast_cache, "link": link,
-                       "gpu_part_ms": parts,
+                       "gpu_part_ms": parts, "thread_part_ms": cpu,
                        "allocator": str(torch.cuda.get_allocator_backend())}, f, indent=1)
 
 

@@ -45,6 +45,12 @@ Per umpol cell:
               where one policy ran)
   gh200       the same bytes over NVLink-C2C at 346 GB/s each way (a paper
               projection, compute unchanged)
+  thread pace the parts of the step (forward, backward) whose job's thread
+              took 0.97 of their GPU time or more (grid.py's thread_part_ms):
+              the GPU got its work only as the thread issued it, so a busy
+              host slows that cell (paced_by_thread; the cells with any in
+              grid.cells_paced_by_thread). Runs without thread times (grids
+              before it) get neither.
   in order    the bound that keeps the job's order of work: the AdamW step
               (fused, fp32) reads weights, gradients and both moments, 16
               bytes a parameter, and it starts only when the backward pass has
@@ -62,6 +68,21 @@ import sys
 GH200_BPS = 346e9
 # A fused fp32 AdamW step reads weights, gradients and both moments.
 OPTIMIZER_BYTES_PER_PARAM = 16
+
+
+# A part of the step ran at the job's thread's pace where the thread took this
+# share of the part's GPU time or more: the GPU had its work only as the thread
+# issued it, and a slower thread (a busy host) slows the step with it.
+THREAD_PACE = 0.97
+
+
+def thread_paced(run):
+    """The parts of RUN's step (forward, backward) whose GPU time its job's
+    thread matched: [(part, thread ms, GPU ms)]; none where the run has no
+    thread times (runs before grid.py recorded them)."""
+    gpu, thread = run.get("gpu_part_ms") or {}, run.get("thread_part_ms") or {}
+    return [(part, thread[part], gpu[part]) for part in ("forward", "backward")
+            if gpu.get(part) and thread.get(part) is not None and thread[part] >= THREAD_PACE * gpu[part]]
 
 
 def load_cells(dirs):
@@ -373,6 +394,9 @@ def main():
                 "bound_in_order_ms": None if in_order is None else round(in_order, 1),
                 "umpol_over_bound_in_order": None if in_order is None else round(ms / in_order, 3),
                 "max_loss_diff": loss_diff(run)})
+            paced = thread_paced(run)
+            if run.get("thread_part_ms") is not None:
+                cell["paced_by_thread"] = [part for part, _, _ in paced]
             grid_cells.append(cell)
             lines.append(
                 f"| {label} | {ms:.1f} | {gib(rep.get('held_peak_bytes'))} (held, its count) | "
@@ -386,6 +410,9 @@ def main():
                 + (f", both ways at once {two_way:.1f} ms (umpol / it {ms / two_way:.2f})" if two_way else "")
                 + (f"; GH200 projection {gh:.1f} ms" if gh else "")
                 + (f"; in the job's order {in_order:.1f} ms (umpol / it {ms / in_order:.2f})" if in_order else "")
+                + ("; at the job's thread's pace: " + ", ".join(
+                    f"{part} ({t:.1f} ms of thread for {g:.1f} on the GPU)" for part, t, g in paced)
+                   if paced else "")
                 + " |")
     def pick(cs, key="umpol_over_best"):
         vals = [c[key] for c in cs if c.get(key) is not None]
@@ -406,6 +433,10 @@ def main():
         out["grid.max_umpol_over_bound_fewest_bytes"] = max(
             c.get("umpol_over_bound_fewest_bytes", c["umpol_over_bound"]) for c in grid_cells
             if c.get("umpol_over_bound") is not None)
+    if any("paced_by_thread" in c for c in grid_cells):  # the cells a busy host can slow
+        out["grid.cells_paced_by_thread"] = [
+            {"model_layers": c["model_layers"], "budget_bytes": c["budget_bytes"], "parts": c["paced_by_thread"]}
+            for c in grid_cells if c.get("paced_by_thread")]
     # The least umpol / bound any placement could reach in a cell: its in-order bound over its bound.
     floors = [c["bound_in_order_ms"] / c["bound_ms"] for c in grid_cells if c.get("bound_in_order_ms")]
     out["grid.max_bound_in_order_over_bound"] = round(max(floors), 3) if floors else None

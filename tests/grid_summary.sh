@@ -119,6 +119,41 @@ assert "umpol_over_bound_fewest_bytes" not in cells[(32, 19735144038)]
 fewest = max(x.get("umpol_over_bound_fewest_bytes", x["umpol_over_bound"]) for x in keys["grid.cells"])
 assert keys["grid.max_umpol_over_bound_fewest_bytes"] == fewest > keys["grid.max_umpol_over_bound"], keys
 PY
+# Thread pace: where a run has the job's thread's time by part, a part whose
+# thread time reached 0.97 of its GPU time is named in the cell, in its summary
+# line and in grid.cells_paced_by_thread; a run without them (every recorded
+# grid above) gets neither (their summaries above are unchanged, byte for byte).
+mkdir -p "$tmp/pace" && cp -r "$top_srcdir/bench/results/2026-11-23-h100-grid-8ef32ed/l16" "$tmp/pace/" &&
+python3 - "$tmp/pace/l16/cells.jsonl" <<'PY' || fail "grid_summary.py: the thread times could not be added"
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+for row in rows:
+    run = row.get("run") or {}
+    if row["tag"] == "umpol-7.59GiB":  # forward at the thread's pace, backward not
+        run["gpu_part_ms"] = {"forward": 60.0, "backward": 200.0, "optimizer": 0.0}
+        run["thread_part_ms"] = {"forward": 59.0, "backward": 150.0, "optimizer": 0.5}
+    elif row["tag"] == "umpol-11.70GiB":  # the thread well ahead
+        run["gpu_part_ms"] = {"forward": 50.0, "backward": 160.0, "optimizer": 0.0}
+        run["thread_part_ms"] = {"forward": 40.0, "backward": 120.0, "optimizer": 0.5}
+with open(sys.argv[1], "w") as f:
+    for row in rows:
+        f.write(json.dumps(row) + "\n")
+PY
+(cd "$tmp/pace" && python3 "$top_srcdir/bench/grid_summary.py" "a card" "a commit" "$tmp/pace/latest.json" l16) \
+    >"$tmp/pace/summary.md" 2>"$tmp/err" || { cat "$tmp/err" >&2; fail "grid_summary.py failed on thread times"; }
+grep -q "at the job's thread's pace: forward (59.0 ms of thread for 60.0 on the GPU) |" "$tmp/pace/summary.md" &&
+    [ "$(grep -c "thread's pace" "$tmp/pace/summary.md")" -eq 1 ] && pass ||
+    fail "grid_summary.py: the part run at the thread's pace not named in its line alone"
+python3 - "$tmp/pace/latest.json" <<'PY' && pass || fail "grid_summary.py: paced_by_thread keys wrong"
+import json, sys
+keys = json.load(open(sys.argv[1]))
+cells = {c["budget_bytes"]: c for c in keys["grid.cells"]}
+assert cells[8153726976]["paced_by_thread"] == ["forward"], cells[8153726976]
+assert cells[12559004467]["paced_by_thread"] == [], cells[12559004467]
+assert "paced_by_thread" not in cells[16964281958], cells[16964281958]
+assert keys["grid.cells_paced_by_thread"] == [
+    {"model_layers": 16, "budget_bytes": 8153726976, "parts": ["forward"]}], keys["grid.cells_paced_by_thread"]
+PY
 # --help prints the usage; too few arguments get a one-line usage and a non-zero exit.
 python3 "$top_srcdir/bench/grid_summary.py" --help >"$tmp/help" 2>&1 &&
     grep -q '^usage: grid_summary.py DEVICE COMMIT' "$tmp/help" && pass || fail "grid_summary.py --help: no usage"
