@@ -268,7 +268,10 @@ class Segments:
     the job's stream at each segment's forward pre-hook) and on the job's thread:
     from the step's start to the embedding, the embedding, each decoder layer,
     and the final norm, head and loss. A checkpointed layer's recompute in
-    backward is not counted."""
+    backward is not counted. Each mark is the module's first pre-hook; global
+    module hooks (umpol's package) run before it, so what they queue on a
+    layer's own module counts in the segment before (they wait at the
+    layer's Linear modules, inside its own)."""
 
     def __init__(self, torch, model):
         self.torch, self.on, self.marks, self.gpu, self.cpu = torch, False, [], [], []
@@ -276,8 +279,8 @@ class Segments:
         parts += [(f"layer {i}", layer) for i, layer in enumerate(model.model.layers)]
         parts.append(("head+loss", model.model.norm))
         self.names = ["start"] + [name for name, _ in parts]
-        for name, module in parts:
-            module.register_forward_pre_hook(lambda *_: self._mark())
+        for name, module in parts:  # first among the module's hooks (FSDP2's unshard comes after)
+            module.register_forward_pre_hook(lambda *_: self._mark(), prepend=True)
 
     def _mark(self):
         if self.on:

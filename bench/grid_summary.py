@@ -49,8 +49,10 @@ Per umpol cell:
               took 0.97 of their GPU time or more (grid.py's thread_part_ms):
               the GPU got its work only as the thread issued it, so a busy
               host slows that cell (paced_by_thread; the cells with any in
-              grid.cells_paced_by_thread). Runs without thread times (grids
-              before it) get neither.
+              grid.cells_paced_by_thread). A part whose thread waits for the
+              GPU (a synchronisation) shows so too: the mark says the thread
+              was no earlier than the GPU, not why. Runs without thread times
+              (grids before it) get neither.
   in order    the bound that keeps the job's order of work: the AdamW step
               (fused, fp32) reads weights, gradients and both moments, 16
               bytes a parameter, and it starts only when the backward pass has

@@ -9,9 +9,9 @@
 #   faults-*.json           CUPTI-profiled reports of the migration runs
 #   train-*.json            examples/pytorch/train.py step times: allocators side by side
 #   constrained/            bench/run-constrained.sh (SKIP_CONSTRAINED=1 leaves it out)
+#   summary.md, latest.json the tables of the above, with the ratios side by side
 # TRAIN_ONLY=1 / SKIP_TRAIN=1 split the run in two; UMPOL_TOP=DIR takes umpol
 # from a build in DIR (libumpol.so in DIR/.libs) instead of the top directory.
-#   summary.md, latest.json the tables of the above, with the ratios side by side
 # Every run keeps umpol's managed-memory cap on (see the policies used).
 set -u
 case ${1:-} in  # the comment above is the help

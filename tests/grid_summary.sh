@@ -33,7 +33,7 @@ assert c["bound_two_way_ms"] > c["bound_ms"]
 PY
 # A bandwidth.json that also counted each one-way copy's other direction (its read
 # requests): the summary says so beside the counts in the copy's own direction.
-mkdir -p "$tmp/rev" && cp -r "$r/l16" "$tmp/rev/" &&
+mkdir -p "$tmp/rev" && cp -r "$r/l16" "$tmp/rev/" && chmod -R u+w "$tmp/rev" &&
 python3 - "$tmp/rev/l16/bandwidth.json" <<'PY' || fail "grid_summary.py: the reverse counts could not be added"
 import json, sys
 bw = json.load(open(sys.argv[1]))
@@ -124,6 +124,7 @@ PY
 # line and in grid.cells_paced_by_thread; a run without them (every recorded
 # grid above) gets neither (their summaries above are unchanged, byte for byte).
 mkdir -p "$tmp/pace" && cp -r "$top_srcdir/bench/results/2026-11-23-h100-grid-8ef32ed/l16" "$tmp/pace/" &&
+    chmod -R u+w "$tmp/pace" &&
 python3 - "$tmp/pace/l16/cells.jsonl" <<'PY' || fail "grid_summary.py: the thread times could not be added"
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
