@@ -14,11 +14,7 @@
 # Writes to OUT: constrained-*.json/log, summary.md, latest-constrained.json and
 # a plot of umpol's run.
 set -u
-case ${1:-} in  # the comment above is the help
--h | --help) sed -n '2,/^set -u$/{/^set -u$/d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;;
-"") ;;
-*) echo "$(basename "$0"): takes no arguments, only variables (see --help)" >&2; exit 2 ;;
-esac
+. "$(dirname "$0")/args.sh" # --help prints the comment above; no arguments
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$top/bench/results/constrained-$(date +%Y-%m-%d)}
 mkdir -p "$out"

@@ -4,11 +4,7 @@
 # interleaved; the `torchrun --no-python umpol run` form; FSDP2 with an offload
 # policy under a 6 GiB emulated GPU; per-rank reports; summary.md, latest-ddp.json.
 set -u
-case ${1:-} in  # the comment above is the help
--h | --help) sed -n '2,/^set -u$/{/^set -u$/d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;;
-"") ;;
-*) echo "$(basename "$0"): takes no arguments, only variables (see --help)" >&2; exit 2 ;;
-esac
+. "$(dirname "$0")/args.sh" # --help prints the comment above; no arguments
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$top/bench/results/ddp-$(date +%Y-%m-%d)}
 mkdir -p "$out"

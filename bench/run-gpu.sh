@@ -14,11 +14,7 @@
 # from a build in DIR (libumpol.so in DIR/.libs) instead of the top directory.
 # Every run keeps umpol's managed-memory cap on (see the policies used).
 set -u
-case ${1:-} in  # the comment above is the help
--h | --help) sed -n '2,/^set -u$/{/^set -u$/d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;;
-"") ;;
-*) echo "$(basename "$0"): takes no arguments, only variables (see --help)" >&2; exit 2 ;;
-esac
+. "$(dirname "$0")/args.sh" # --help prints the comment above; no arguments
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$top/bench/results/run-$(date +%Y-%m-%d)}
 mkdir -p "$out"

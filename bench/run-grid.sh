@@ -26,11 +26,7 @@
 # Writes OUT/cells.jsonl, per-cell logs, JSON and umpol reports, OUT/summary.md
 # and OUT/latest-grid.json (the grid.* keys to merge into latest.json).
 set -u
-case ${1:-} in  # the comment above is the help
--h | --help) sed -n '2,/^set -u$/{/^set -u$/d;s/^# \{0,1\}//;p;}' "$0"; exit 0 ;;
-"") ;;
-*) echo "$(basename "$0"): takes no arguments, only variables (see --help)" >&2; exit 2 ;;
-esac
+. "$(dirname "$0")/args.sh" # --help prints the comment above; no arguments
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$top/bench/results/grid-$(date +%Y-%m-%d)}
 mkdir -p "$out"
