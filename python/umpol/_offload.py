@@ -17,11 +17,11 @@ or more that owns its whole storage, is contiguous and is no parameter is
 kept on the GPU while it is among the newest saved (the newest one, and
 _KEEP_BYTES beside it: what the loss saves is read first by backward and
 would only cross the link twice); once older, it is copied to pinned host
-memory on a copy stream, after the work that was queued on the stream
-current when it was saved by then (an event recorded at the save: the copy
-need not wait for the layers queued since), and its GPU memory is let go at
-the next copy out (or when backward begins), that stream ordered after the
-copy, which is done by then.
+memory on a copy stream, once the work queued on the stream current when it
+was saved is done up to the save (an event recorded then: the copy does not
+wait for the layers queued since), and its GPU memory is let go at the next
+copy out (or when backward begins), that stream ordered after the copy,
+which is done by then.
 When a backward pass begins, the last tensors copied out are copied back on
 a second copy stream, up to _AHEAD_BYTES ahead of the one backward reads
 next; each one read makes room for the next. A tensor read before its copy came (backward read in another
@@ -33,8 +33,9 @@ class of its allocations places them).
 A tensor saved by two nodes (the same block, shape and type) has one copy,
 read by both. The copy out follows the save, not the work queued since: a
 job that changes a saved tensor in place after saving it (which autograd
-forbids, but does not check under saved-tensor hooks) races with the copy. A backward pass reads the tensors of whatever
-graphs were saved since the last one. See umpol-python(7)."""
+forbids, but does not check under saved-tensor hooks) races with the copy.
+A backward pass reads the tensors of whatever graphs were saved since the
+last one. See umpol-python(7)."""
 import collections
 import sys
 import threading
