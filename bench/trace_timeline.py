@@ -4,8 +4,10 @@ timeline: for each stream that did work, how busy it was in each slice of the
 step, and for the job's stream (the one with the most items) the time it
 waited with its next kernel already launched against the time its thread was
 late. Read it to see whether the link, the job's kernels or the job's thread
-set the pace of each part of a step.
-    trace_timeline.py TRACE.json[.gz] [SLICE_MS]"""
+set the pace of each part of a step. With START_MS and END_MS (from the
+step's first GPU item), it then lists every GPU item that overlaps that
+window, in order of start: what the job's stream waited for there.
+    trace_timeline.py TRACE.json[.gz] [SLICE_MS [START_MS END_MS]]"""
 import collections
 import gzip
 import json
@@ -20,6 +22,7 @@ def main():
         sys.exit("usage: trace_timeline.py TRACE.json[.gz] [SLICE_MS] (--help says more)")
     path = sys.argv[1]
     width = float(sys.argv[2]) if len(sys.argv) > 2 else 25.0
+    window = (float(sys.argv[3]), float(sys.argv[4])) if len(sys.argv) > 4 else None
     t = json.load(gzip.open(path) if path.endswith(".gz") else open(path))
     ev = [e for e in t["traceEvents"] if e.get("ph") == "X"]
     gpu = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
@@ -60,6 +63,16 @@ def main():
     for tid, v in order:
         names = collections.Counter(e["name"][:48] for e in v).most_common(2)
         print(f"s{tid}: {len(v)} items, busy {sum(e['dur'] for e in v) / 1e3:.1f} ms, {names}")
+    if window is not None:
+        print(f"GPU items from {window[0]:g} to {window[1]:g} ms (start, duration in ms; stream; "
+              "bytes for copies)")
+        for e in sorted(gpu, key=lambda e: e["ts"]):
+            s, f = (e["ts"] - t0) / 1e3, (e["ts"] + e["dur"] - t0) / 1e3
+            if f < window[0] or s > window[1]:
+                continue
+            size = e.get("args", {}).get("bytes")
+            what = f"{size} B" if size is not None else e["name"][:60]
+            print(f"{s:9.3f} {e['dur'] / 1e3:8.3f}  s{e['tid']}  {e['cat']:10s} {what}")
 
 
 if __name__ == "__main__":
