@@ -59,6 +59,7 @@ def make_torch():
         def __init__(self, ptr, nbytes, value, cur):
             super().__init__(ptr, nbytes, value)
             self.cur, self.recorded = cur, []
+            self.made_on = cur["stream"].name  # the stream its memory is freed on
 
         def copy_(self, src, non_blocking=False):
             self.value = src.data.value
@@ -123,9 +124,9 @@ check("the first pass records the layers' order and copies nothing",
       all(s[0] is w.data for s, w in zip(seen, weights)))
 
 # The next pass copies the host's weights ahead, on the copy stream after the
-# job's once, and runs each layer on its copy: the job waits for the copy's
-# event, the copy is kept from reuse until the job has read it, and the
-# weight's own data is back after the layer.
+# job's as it is at each layer that queues copies, into tensors made on the
+# job's stream, and runs each layer on its copy: the job waits for the copy's
+# event, and the weight's own data is back after the layer.
 ahead_module._AHEAD_BYTES = 100 * MiB  # two weights in flight at most
 own = [w.data for w in weights]
 seen = run(ahead, model)
@@ -134,15 +135,20 @@ check("each layer ran on a copy of its weight where it lay on the host, on its o
       [s[0].value for s in seen] == [0.0, 1.0, 2.0, 3.0] and seen[2][0] is own[2])
 check("a weight under the least size is read where it lies", seen[1][1] is small.data)
 check("each weight's own data is back after its layer", [w.data for w in weights] == own)
-check("copies ahead within the bytes allowed, the job waiting for each before its layer",
+check("copies ahead within the bytes allowed, each layer's after the job's work queued "
+      "before it, the job waiting for each before its layer",
       LOG == [("copy1", "wait job"), ("copy1", "copy 0x1000"), ("copy1", "record"),
               ("copy1", "copy 0x2000"), ("copy1", "record"),
               ("job", "wait event of copy1"),
-              ("copy1", "copy 0x4000"), ("copy1", "record"),
+              ("copy1", "wait job"), ("copy1", "copy 0x4000"), ("copy1", "record"),
               ("job", "wait event of copy1"),
               ("job", "wait event of copy1")])
-check("each copy is kept from reuse until the job's stream has read it",
-      all(s[0].recorded == ["job"] for s in seen if type(s[0]).__name__ == "Copy"))
+# Made on the copy stream and marked used by the job's, a copy freed under
+# PyTorch's cudaMallocAsync backend makes the job's next allocation of its
+# memory wait for every copy queued by then.
+check("each copy is made on the job's stream, which lets it go, and marked used by no other",
+      all(s[0].made_on == "job" and s[0].recorded == []
+          for s in seen if type(s[0]).__name__ == "Copy"))
 check("the bytes copied ahead are counted", ahead.copied == 3 * 64 * MiB)
 
 # Layers in another order: the rest of the pass reads them where they lie,
@@ -182,8 +188,12 @@ run(ahead, model)
 p = ahead.begin(model)
 p.pre(layers[0])
 p.pre(layers[1])
+LOG.clear()
 p.end()
 check("a pass ended early puts every weight back", [w.data for w in weights] == own)
+check("and the job's stream waits for the copies no layer ran on before letting them go",
+      len(LOG) == 1 and LOG[0][0] == "job" and LOG[0][1].startswith("wait event of copy")
+      and not p.copies)
 
 # Modules that are not Linear layers are neither recorded nor copied.
 emb = torch.nn.Embedding()

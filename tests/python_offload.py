@@ -71,6 +71,7 @@ def make_torch(pinned_fails=False):
             raise RuntimeError("CUDA error: out of memory (pinned)")
         t = Tensor(shape[0] * 4, device=device)
         t.pinned = pin_memory
+        t.made_on = current["stream"].name  # the stream a CUDA tensor's memory is freed on
         return t
 
     torch.Tensor, torch.empty, torch.strided = Tensor, empty, "strided"
@@ -165,14 +166,22 @@ check("backward's start copies back the last to leave first, then the one before
 check("the copies back run on the second copy stream, each after its copy out",
       ("copy2", "wait event of copy1") in LOG and
       all(s == "copy2" for s, w in LOG if w.startswith("copy")))
+# Made on the copy stream and marked used by the job's, a copy back freed under
+# PyTorch's cudaMallocAsync backend makes the job's next allocation of its
+# memory wait for every copy back queued by then.
+check("each copy back is made on the job's stream, which lets it go, the copy after that "
+      "stream's work up to then",
+      handles[1].back.made_on == "job" and handles[0].back.made_on == "job" and
+      LOG.index(("copy2", "wait job")) < LOG.index(
+          ("copy2", f"copy {handles[1].host.ptr} -> {handles[1].back.ptr}")))
 check("the newest are read where they are", off.unpack(handles[4]) is acts[4]
       and off.unpack(handles[2]) is acts[2])
 LOG.clear()
 back = handles[1].back
 got = off.unpack(handles[1])
 check("a tensor read comes back with its values", got is back and got.value == 1.0)
-check("the job's stream waits for its copy back, and the allocator knows the job uses it",
-      LOG[0] == ("job", "wait event of copy2") and got.recorded == ["job"])
+check("the job's stream waits for its copy back, which no other stream is marked as using",
+      LOG[0] == ("job", "wait event of copy2") and got.recorded == [])
 check("the handle keeps no copy once read (backward frees it when done)", handles[1].back is None)
 got0 = off.unpack(handles[0])
 check("the next one was ready too", got0.value == 0.0 and off.late == 0)
@@ -197,9 +206,11 @@ got = off.unpack(sent[1])
 check("one read out of order is copied back at once, and counted late",
       got.value == 1.0 and off.late == 1 and ("job", "wait event of copy2") in LOG)
 check("it is not copied back a second time", sent[1] not in off.coming)
+LOG.clear()
 off.backward_end()
-check("the copies back no read took are let go at the end of the pass",
-      sent[4].back is None and sent[5].back is None and not off.waiting and not off.coming)
+check("the copies back no read took are let go at the end of the pass, the job's stream "
+      "after their copies", sent[4].back is None and sent[5].back is None and not off.waiting
+      and not off.coming and LOG == [("job", "wait event of copy2")] * 2)
 again = off.unpack(sent[6])
 check("a tensor read again (retain_graph) is copied back again", again.value == 6.0 and off.late == 2)
 

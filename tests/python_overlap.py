@@ -23,11 +23,16 @@ class Stream:
 
 
 class Event:
+    done = True  # what query() says: the work before it has run
+
     def __init__(self):
         self.stream = None
 
     def record(self, stream):
         self.stream = stream.name
+
+    def query(self):
+        return Event.done
 
 
 class Tensor:
@@ -77,6 +82,12 @@ COPIES = []  # (stream, from, to) of every copy
 class Grad:
     def __init__(self, value, sparse=False):
         self.value, self.recorded, self.is_sparse = value, [], sparse
+
+    def numel(self):
+        return 1000
+
+    def element_size(self):
+        return 4
 
     def record_stream(self, stream):
         self.recorded.append(stream.name)
@@ -249,8 +260,11 @@ check("later updates in one call over the parameters complete one after another 
       "last pass, once the last is, on the side stream, in no phase",
       opt.steps_run[4:] == [([0x3000, 0x2000, 0x1000], update, [0x3000, 0x2000, 0x1000])] and
       auto.phases == ["optimizer.step"] * 3 and sib.calls == 4)
-check("their gradients freed only once the side stream has read them",
-      all(p.grad is None and p.made.recorded == [update] for p in params))
+# Marked used by the side stream (record_stream), a gradient freed under
+# PyTorch's cudaMallocAsync backend makes the job's stream wait for its update.
+check("their gradients let go by the job's stream with nothing marked, the job's stream "
+      "made to wait for no update before the pass ends",
+      all(p.grad is None and p.made.recorded == [] for p in params))
 check("the side stream follows the stream each gradient was accumulated on; the job's waits "
       "for it and for the copies out",
       lane.update.waited == ["main"] * 3 and torch.main.waited == [update, copy_out])
@@ -289,9 +303,9 @@ check("the host's moments copied in, updated in the ring, copied back; the GPU's
 check("what an update adds to the state stays in the optimizer's",
       all(opt.state[p]["added"] == 2 for p in params))
 ring = torch.rings[0]
-check("one ring, as large as the staged state (less than the least ring size)",
-      len(torch.rings) == 1 and ring.n == 4096 + 12288 and
-      sorted(ring.recorded) == sorted([c_in, update, c_out]))
+check("one ring, as large as the staged state (less than the least ring size), marked used "
+      "by no other stream", len(torch.rings) == 1 and ring.n == 4096 + 12288 and
+      ring.recorded == [])
 check("one batch in two calls, each staging at most half the ring: the third parameter's "
       "moment alone, then the second's (on the GPU) with the first's",
       [(ptrs, s) for ptrs, s, _ in opt.steps_run[3:]] == [([0x3000], update),
@@ -339,6 +353,8 @@ backward(sib, params, [1.0] * 3)
 check("the ring let go after the last state on the host is staged: the later call holds none",
       held == [([0x3000], True), ([0x2000, 0x1000], False)] and len(torch.rings) == 1 and
       [m.value for m in moments] == [11.0] * 3)
+check("and the job's stream waits for none of its copies before the pass ends",
+      torch.main.waited == [sib.lanes["cuda:0"].update.name, sib.lanes["cuda:0"].copy_out.name])
 sib.step_post()
 held.clear()
 auto.rt.host.add(0x9000)  # the first parameter's state lies on the host now too
@@ -708,6 +724,31 @@ check("regions taken in turn, wrapping where the next does not fit",
       taken == [0, 4, 8, 0, 0])
 check("each waits for the copies out of every region it overlaps",
       waited == [[], [], [], ["event of out0", "event of out1"], ["event of out3"]])
+
+# What a lane's stream reads and the job's stream lets go is kept until the
+# host sees that work done; past _LAG_BYTES of gradients, the job's stream
+# waits for the oldest, then lets it go.
+import umpol._overlap as overlap_module  # noqa: E402
+torch = make_torch()
+lane = _Lane(torch, "cuda:0")
+job_stream = Stream("job")
+overlap_module._LAG_BYTES = 10
+Event.done = False
+lane.keep(lane.update, ["g1"], 6, job_stream)
+lane.keep(lane.copy_out, ["ring"], 0, job_stream)
+check("kept while their work runs, under the bytes allowed: the job's stream waits for none",
+      [t for _, t, _ in lane.kept] == [["g1"], ["ring"]] and lane.kept_bytes == 6 and
+      job_stream.waited == [])
+lane.keep(lane.update, ["g2"], 6, job_stream)
+check("past them, the job's stream waits for the oldest and lets it go, and no more once "
+      "within them (a ring counts nothing)",
+      [t for _, t, _ in lane.kept] == [["ring"], ["g2"]] and lane.kept_bytes == 6 and
+      job_stream.waited == [f"event of {lane.update.name}"])
+Event.done = True
+lane.keep(lane.update, ["g3"], 6, job_stream)
+check("what the host sees done is let go with no wait", not lane.kept and lane.kept_bytes == 0
+      and len(job_stream.waited) == 1)
+overlap_module._LAG_BYTES = 4 * overlap_module._BATCH_BYTES
 
 # What the job does that the updates in backward cannot follow, once armed:
 # each turns it off before anything else is applied, saying what was lost.

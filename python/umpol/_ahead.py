@@ -15,7 +15,13 @@ memory on a copy stream, and each layer runs on its copy (its parameters'
 the copy engines beside the compute. A copy is a plain tensor of the forward
 pass (the class of the pass's allocations places it), freed once its layer
 has run; the values are the weight's own, so the autograd graph and the
-losses are the job's.
+losses are the job's. A copy is made on the job's stream, which reads it and
+lets it go, and the copy stream follows the job's up to then. (Made on the
+copy stream and marked used by the job's with record_stream, a copy would,
+under PyTorch's cudaMallocAsync backend, be freed on the copy stream once
+that had waited for the job's, and the job's next allocation of its memory
+would wait for every copy queued by then: the first layer waited for all
+the pass's first copies, 8-11 ms at 1.75B.)
 
 Only training forward passes: the recomputation in backward and eval passes
 read the weights where they lie. A pass whose layers come in another order
@@ -91,7 +97,6 @@ class _Pass:
         self.in_flight = 0   # bytes copied ahead of the layer running
         self.copies = {}     # index in ORDER -> (event, [(param, copy)], bytes)
         self.running = []    # (layer, [(param, its own data, copy)]) running on copies
-        self.ordered = set()  # devices whose copy stream follows the job's in this pass
         self.stopped = False
 
     def pre(self, module):
@@ -112,10 +117,9 @@ class _Pass:
         event, pairs, nbytes = entry
         self.in_flight -= nbytes
         job = self.ahead.torch.cuda.current_stream(pairs[0][0].device)
-        job.wait_event(event)
+        job.wait_event(event)  # the copy is the job's own: freed in its order, after the layer
         swapped = []
         for p, copy in pairs:
-            copy.record_stream(job)  # its memory is not handed out before the layer has read it
             swapped.append((p, p.data, copy))
             p.data = copy
         self.running.append((module, swapped))
@@ -129,7 +133,7 @@ class _Pass:
         """The pass is over: what was learned is kept, what is left is let go."""
         while self.running:
             self._put_back(self.running.pop()[1])
-        self.copies.clear()
+        self._let_go()
         if self.recorded:  # a learning pass that met a layer
             self.ahead.orders[id(self.model)] = (weakref.ref(self.model), self.recorded)
 
@@ -137,6 +141,7 @@ class _Pass:
         """Queue the copies of the layers after the one about to run, and its
         own if not yet, as far as _AHEAD_BYTES allows."""
         ahead, torch = self.ahead, self.ahead.torch
+        ordered = set()  # devices whose copy stream follows the job's as it is now
         while self.issued < len(self.order) and \
                 (self.issued <= self.next or self.in_flight < _AHEAD_BYTES):
             index = self.issued
@@ -149,13 +154,14 @@ class _Pass:
             for p in ahead.weights(module):
                 if ahead.rt.host_bytes(p.untyped_storage().data_ptr()) <= 0:
                     continue  # on the GPU, or not the runtime's
-                if stream is None:
-                    stream = ahead.stream(p.device)
-                    if p.device not in self.ordered:  # after the job's writes (the optimizer's)
-                        stream.wait_stream(torch.cuda.current_stream(p.device))
-                        self.ordered.add(p.device)
-                with torch.cuda.stream(stream), torch.no_grad():
+                job = torch.cuda.current_stream(p.device)
+                with torch.no_grad():  # on the job's stream, which reads it and lets it go
                     copy = torch.empty_like(p, memory_format=torch.contiguous_format)
+                stream = ahead.stream(p.device)
+                if p.device not in ordered:  # the copy stream follows the job's up to here:
+                    stream.wait_stream(job)  # the copies' memory, the optimizer's writes
+                    ordered.add(p.device)
+                with torch.cuda.stream(stream), torch.no_grad():
                     copy.copy_(p, non_blocking=True)
                 pairs.append((p, copy))
                 nbytes += p.numel() * p.element_size()
@@ -166,6 +172,13 @@ class _Pass:
                 self.in_flight += nbytes
                 ahead.copied += nbytes
 
+    def _let_go(self):
+        """The copies no layer ran on: the job's stream waits for them before
+        letting them go, as it does for those it reads."""
+        for event, pairs, _ in self.copies.values():
+            self.ahead.torch.cuda.current_stream(pairs[0][0].device).wait_event(event)
+        self.copies.clear()
+
     def _put_back(self, swapped):
         for p, own, copy in swapped:
             if p.data.data_ptr() == copy.data_ptr():  # else the job set it meanwhile: its own stays
@@ -175,7 +188,7 @@ class _Pass:
         """The layers run in another order than recorded: the rest of this
         pass reads them where they lie, and the next pass records again."""
         self.stopped = True
-        self.copies.clear()
+        self._let_go()
         self.ahead.orders.pop(id(self.model), None)
         if not self.ahead.told:
             self.ahead.told = True

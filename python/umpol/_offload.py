@@ -28,7 +28,8 @@ next; each one read makes room for the next. A tensor read before its copy came 
 order) is copied back then, and the job's stream waits for it. The values
 are the job's own; the losses are the job's. The copies back are tensors of
 the backward pass, whose phase is open when they are made (the policy's
-class of its allocations places them).
+class of its allocations places them), on the job's stream, which the copies
+follow (_fetch).
 
 A tensor saved by two nodes (the same block, shape and type) has one copy,
 read by both. The copy out follows the save, not the work queued since: a
@@ -198,12 +199,18 @@ class SavedToHost:
 
     def _fetch(self, saved):
         """Copy SAVED back to the GPU on the copy-in stream, after its copy
-        out, for as many reads as it was saved."""
+        out, for as many reads as it was saved. The copy is made on the job's
+        stream, which reads it and lets it go, and the copy-in stream follows
+        that stream up to here (as weights ahead does, _ahead.py: made on the
+        copy stream and marked used by the job's, the job's next allocation
+        of its memory would wait for every copy back queued by then)."""
         torch = self.torch
         _, back = self._streams(saved.device)
+        job = torch.cuda.current_stream(saved.device)
+        gpu = torch.empty(saved.host.shape, dtype=saved.host.dtype, device=saved.device)
+        back.wait_stream(job)
         back.wait_event(saved.out)
         with torch.cuda.stream(back):
-            gpu = torch.empty(saved.host.shape, dtype=saved.host.dtype, device=saved.device)
             gpu.copy_(saved.host, non_blocking=True)
             saved.ready = torch.cuda.Event()
             saved.ready.record(back)
@@ -236,7 +243,8 @@ class SavedToHost:
     def backward_end(self):
         """The pass has returned: copies back it did not read are let go."""
         with self.lock:
-            for s in self.waiting:
+            for s in self.waiting:  # let go in the job's order, after their copies
+                self.torch.cuda.current_stream(s.device).wait_event(s.ready)
                 s.back = None
             self.coming, self.waiting, self.ahead = [], set(), 0
 
@@ -259,8 +267,7 @@ class SavedToHost:
                     self.waiting.discard(saved)
                     self.ahead -= saved.nbytes
             self._top_up()
-        job.wait_event(ready)
-        back.record_stream(job)
+        job.wait_event(ready)  # the copy is the job's own from here
         return back
 
     def summary(self):

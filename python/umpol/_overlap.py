@@ -22,7 +22,14 @@ is staged through device memory around each update (_Lane), so the update's
 kernels leave the GPU's threads to the backward pass and the link carries
 both directions beside it; after the first pass, the part of the state on
 the host goes to the parameters updated first (_host_state_first), whose
-copies then have the rest of the pass to run beside.
+copies then have the rest of the pass to run beside. The job's stream never
+waits for an update until the pass ends: a gradient is let go once the host
+sees its update done (_Lane.keep), or, past _LAG_BYTES of them, after the
+job's stream waits for the oldest; so the backward pass's compute runs
+ahead of the link by that much. (Marked used by the lane's streams with
+record_stream, a gradient freed under PyTorch's cudaMallocAsync backend made
+the job's stream wait for its update, and so for its state's copy in, at
+every batch.)
 
 The arithmetic is the optimizer's own, run on a few parameters at a time, so
 the losses are those of the job as written. The order is not: anything that
@@ -46,6 +53,10 @@ _BATCH_BYTES = 64 << 20
 # gradient this pass, as a branch not taken): past it, the oldest is updated
 # as it stands, so that the step's gradients are never all on the card.
 _HELD_BYTES = 2 * _BATCH_BYTES
+# The gradients kept past their queued update, on a GPU: the backward pass
+# runs this far ahead of the updates (and their copies) before its stream
+# waits for the oldest.
+_LAG_BYTES = 4 * _BATCH_BYTES
 
 # torch.optim classes whose update of a parameter reads only that parameter's
 # gradient and state (step() not overridden by a subclass).
@@ -143,8 +154,10 @@ class StepInBackward:
                 for stream in (lane.update, lane.copy_out):
                     self.torch.cuda.current_stream(device).wait_stream(stream)
             self.queued.clear()
-            for lane in self.lanes.values():
-                lane.ring = None  # freed once its copies are done: the forward pass has the room
+            for lane in self.lanes.values():  # after those waits: the forward pass has the room
+                lane.ring = None
+                lane.kept.clear()
+                lane.kept_bytes = 0
             if failed and self.state == "armed":
                 self._disarm("the backward pass raised: the parameters updated by then keep "
                              "their update, the gradients not yet applied are left to the "
@@ -379,10 +392,12 @@ class StepInBackward:
                 step(shim)
             self.calls += 1
             if staged is not None:
-                lane.stage_out([optimizer.state[p] for p in chunk], views, mine, region)
+                lane.stage_out([optimizer.state[p] for p in chunk], views, mine, region, job)
+            grads = []
             for p in chunk:  # applied: should a later part raise, the job's step skips them
-                p.grad.record_stream(lane.update)  # freed once the update has read it
+                grads.append(p.grad)
                 p.grad = None
+            lane.keep(lane.update, grads, sum(_nbytes(g) for g in grads), job)
 
     def _host_state_first(self):
         """After the pass that made the state (once its updates are done: the
@@ -551,7 +566,11 @@ class _Lane:
     update then read device memory, and the link carries both directions at
     once beside the backward pass (a kernel reading the host's memory itself
     would take the SMs the backward pass needs). Copies in run ahead as far as
-    the ring has room; a region is taken again once its copy out is done."""
+    the ring has room; a region is taken again once its copy out is done. What
+    the lane's streams read and the job's stream lets go (the gradients, a ring
+    let go before the pass ends) is kept until the host sees that work done
+    (keep): nothing is marked used by the lane's streams, so the job's stream
+    waits for none of it before the pass ends."""
 
     def __init__(self, torch, device):
         self.torch, self.device = torch, device
@@ -568,6 +587,27 @@ class _Lane:
         self.pass_staged = 0 # of them, staged in this pass: at HOSTS the ring is let go
         self.let_go = 0      # the backward pass it was last let go in before its end
         self.wraps = 0       # times a pass's regions went round the ring
+        self.kept = collections.deque()  # (event, tensors, bytes counted against _LAG_BYTES)
+        self.kept_bytes = 0  # the gradients among them
+
+    def keep(self, stream, tensors, nbytes, job):
+        """Keep TENSORS, which work just queued on STREAM reads, until the
+        host sees it done, and let go of those kept whose work is done; past
+        _LAG_BYTES kept (NBYTES counts against it), the job's stream waits
+        for the oldest before letting it go. Let go on the job's stream,
+        their own, after their readers: its next allocations may take them."""
+        event = self.torch.cuda.Event()
+        event.record(stream)
+        self.kept.append((event, tensors, nbytes))
+        self.kept_bytes += nbytes
+        while self.kept:
+            event, _, n = self.kept[0]
+            if not event.query():
+                if self.kept_bytes <= _LAG_BYTES:
+                    break
+                job.wait_event(event)
+            self.kept.popleft()
+            self.kept_bytes -= n
 
     def parts(self, sib, optimizer, hosts):
         """The indexes of HOSTS (a batch's state on the host, {key: tensor}
@@ -648,7 +688,7 @@ class _Lane:
         self.head = end
         return start
 
-    def stage_out(self, states, views, afters, region):
+    def stage_out(self, states, views, afters, region, job):
         """After an update: copy each view of VIEWS back to its tensor in
         STATES (the optimizer's, one a parameter), and keep in each what the
         update added or replaced (AFTERS: the shim's state of each parameter);
@@ -674,8 +714,9 @@ class _Lane:
             event.record(self.copy_out)
         self.busy.append((region[0], region[1], event))
         if self.pass_staged >= self.hosts:  # the pass staged all there is: the rest of it has the room
-            # Freed once nothing refers to it (the views of this part, when _run lets them go);
-            # the allocator hands its memory out again only after the work queued on it.
+            # Let go once its last copy out is done (which follows every use of it), with the
+            # views of this part, which _run drops; meanwhile the pass goes on.
+            self.keep(self.copy_out, [self.ring], 0, job)
             self.ring, self.busy, self.head = None, [], 0
             self.let_go = self.ordered
 
@@ -713,8 +754,6 @@ class _Lane:
                      f"through ({self.ring_bytes >> 20} MiB) in a backward pass: its updates read "
                      "the host's memory (said once)")
             return False
-        for stream in (self.copy_in, self.update, self.copy_out):
-            self.ring.record_stream(stream)
         if self.ordered == sib.passes:  # made again in a pass whose copies in already follow the job's
             self.copy_in.wait_stream(torch.cuda.current_stream(self.device))  # stream: from here on
         return True
