@@ -27,9 +27,10 @@ waits for an update until the pass ends: a gradient is let go once the host
 sees its update done (_Lane.keep), or, past _LAG_BYTES of them, after the
 job's stream waits for the oldest; so the backward pass's compute runs
 ahead of the link by that much. (Marked used by the lane's streams with
-record_stream, a gradient freed under PyTorch's cudaMallocAsync backend made
-the job's stream wait for its update, and so for its state's copy in, at
-every batch.)
+record_stream, a gradient is freed, under PyTorch's cudaMallocAsync
+backend, on a stream of PyTorch's that first waits for the updates queued
+by then, and the job's next allocation of its memory waits for that
+stream: for its update, and so for its state's copy in, at every batch.)
 
 The arithmetic is the optimizer's own, run on a few parameters at a time, so
 the losses are those of the job as written. The order is not: anything that
