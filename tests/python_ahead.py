@@ -135,10 +135,10 @@ check("each layer ran on a copy of its weight where it lay on the host, on its o
       [s[0].value for s in seen] == [0.0, 1.0, 2.0, 3.0] and seen[2][0] is own[2])
 check("a weight under the least size is read where it lies", seen[1][1] is small.data)
 check("each weight's own data is back after its layer", [w.data for w in weights] == own)
-check("copies ahead within the bytes allowed, each layer's after the job's work queued "
-      "before it, the job waiting for each before its layer",
+check("copies ahead within the bytes allowed, each after the job's work queued before it "
+      "(its allocation included), the job waiting for each before its layer",
       LOG == [("copy1", "wait job"), ("copy1", "copy 0x1000"), ("copy1", "record"),
-              ("copy1", "copy 0x2000"), ("copy1", "record"),
+              ("copy1", "wait job"), ("copy1", "copy 0x2000"), ("copy1", "record"),
               ("job", "wait event of copy1"),
               ("copy1", "wait job"), ("copy1", "copy 0x4000"), ("copy1", "record"),
               ("job", "wait event of copy1"),
@@ -150,6 +150,24 @@ check("each copy is made on the job's stream, which lets it go, and marked used 
       all(s[0].made_on == "job" and s[0].recorded == []
           for s in seen if type(s[0]).__name__ == "Copy"))
 check("the bytes copied ahead are counted", ahead.copied == 3 * 64 * MiB)
+
+# A layer run on another stream than the one current where its copy was made
+# marks the copy used by its own: the stream it was made on, which lets it
+# go, never waited for that layer.
+ahead = WeightsAhead(torch, rt)
+run(ahead, model)
+side = Stream("side")
+p = ahead.begin(model)
+p.pre(layers[0])
+first = layers[0]._parameters["p0"].data
+p.post(layers[0])
+with torch.cuda.stream(side):
+    p.pre(layers[1])
+    second = layers[1]._parameters["p0"].data
+    p.post(layers[1])
+p.end()
+check("a copy read on the stream it was made on is not marked; one read on another is, by it",
+      first.recorded == [] and second.recorded == ["side"] and second.made_on == "job")
 
 # Layers in another order: the rest of the pass reads them where they lie,
 # stderr says so once, the next pass records the order again, and the one

@@ -183,8 +183,13 @@ check("a tensor read comes back with its values", got is back and got.value == 1
 check("the job's stream waits for its copy back, which no other stream is marked as using",
       LOG[0] == ("job", "wait event of copy2") and got.recorded == [])
 check("the handle keeps no copy once read (backward frees it when done)", handles[1].back is None)
-got0 = off.unpack(handles[0])
+side = Stream("side")
+with torch.cuda.stream(side):
+    got0 = off.unpack(handles[0])
 check("the next one was ready too", got0.value == 0.0 and off.late == 0)
+check("read on another stream than the one it was made on, it is marked used by that stream "
+      "(the one it was made on lets it go, and never waited for the read)",
+      got0.recorded == ["side"] and got.recorded == [])
 check("nothing was read before its copy back", off.late == 0 and off.ahead == 0)
 off.backward_end()
 

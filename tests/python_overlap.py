@@ -255,7 +255,7 @@ sib.step_post()
 check("the job's step finds no gradient", opt.steps_run[-1][2] == [])
 backward(sib, params, [1.0, 1.0, 1.0])
 lane = sib.lanes["cuda:0"]
-update, copy_out = lane.update.name, lane.copy_out.name
+update, copy_out, copy_in = lane.update.name, lane.copy_out.name, lane.copy_in.name
 check("later updates in one call over the parameters complete one after another in the "
       "last pass, once the last is, on the side stream, in no phase",
       opt.steps_run[4:] == [([0x3000, 0x2000, 0x1000], update, [0x3000, 0x2000, 0x1000])] and
@@ -267,7 +267,7 @@ check("their gradients let go by the job's stream with nothing marked, the job's
       all(p.grad is None and p.made.recorded == [] for p in params))
 check("the side stream follows the stream each gradient was accumulated on; the job's waits "
       "for it and for the copies out",
-      lane.update.waited == ["main"] * 3 and torch.main.waited == [update, copy_out])
+      lane.update.waited == ["main"] * 3 and torch.main.waited == [copy_in, update, copy_out])
 check("no state on the host: nothing staged, no ring", torch.rings == [] and
       lane.copy_in.waited == [] and lane.copy_out.waited == [])
 check("state counts one update a step", all(opt.state[p]["step"] == 2 for p in params))
@@ -314,7 +314,7 @@ check("copies in after the job's stream once a pass; the update after the job's 
       "gradient), then after each part's copies in; each part's copies out after its update",
       lane.copy_in.waited == ["main"] and lane.update.waited == ["main"] * 3 + [c_in, c_in]
       and lane.copy_out.waited == [update, update])
-check("the job's stream waits for the copies out", torch.main.waited[-2:] == [update, c_out])
+check("the job's stream waits for the copies out", torch.main.waited[-3:] == [c_in, update, c_out])
 check("the ring is freed at the end of the pass, the room the forward pass has",
       lane.ring is None and lane.ring_bytes == ring.n)
 sib.step_post()
@@ -354,7 +354,8 @@ check("the ring let go after the last state on the host is staged: the later cal
       held == [([0x3000], True), ([0x2000, 0x1000], False)] and len(torch.rings) == 1 and
       [m.value for m in moments] == [11.0] * 3)
 check("and the job's stream waits for none of its copies before the pass ends",
-      torch.main.waited == [sib.lanes["cuda:0"].update.name, sib.lanes["cuda:0"].copy_out.name])
+      torch.main.waited == [sib.lanes["cuda:0"].copy_in.name, sib.lanes["cuda:0"].update.name,
+                            sib.lanes["cuda:0"].copy_out.name])
 sib.step_post()
 held.clear()
 auto.rt.host.add(0x9000)  # the first parameter's state lies on the host now too
@@ -602,7 +603,8 @@ except RuntimeError:
     text = said(lambda: sib.backward_end(failed=True))
 lane = sib.lanes["cuda:0"]
 check("a staged update that raises: the job waits for the lane, the ring is freed, it turns off",
-      raised and torch.main.waited[-2:] == [lane.update.name, lane.copy_out.name] and
+      raised and torch.main.waited[-3:] == [lane.copy_in.name, lane.update.name,
+                                            lane.copy_out.name] and
       lane.ring is None and len(torch.rings) == 1 and "off: the backward pass raised" in text)
 del type(opt).step
 
@@ -726,29 +728,89 @@ check("each waits for the copies out of every region it overlaps",
       waited == [[], [], [], ["event of out0", "event of out1"], ["event of out3"]])
 
 # What a lane's stream reads and the job's stream lets go is kept until the
-# host sees that work done; past _LAG_BYTES of gradients, the job's stream
-# waits for the oldest, then lets it go.
+# host sees that work done. Past _LAG_BYTES of gradients the oldest goes
+# anyway: after the stream it was made on waits for it where that stream is
+# the one current, else marked used by its reader (record_stream). At the
+# pass's end what is still kept, and the ring, are marked and let go.
 import umpol._overlap as overlap_module  # noqa: E402
 torch = make_torch()
 lane = _Lane(torch, "cuda:0")
 job_stream = Stream("job")
+g1, g2, g3, g4, ring = Grad(1.0), Grad(2.0), Grad(3.0), Grad(4.0), Grad(0.0)
 overlap_module._LAG_BYTES = 10
 Event.done = False
-lane.keep(lane.update, ["g1"], 6, job_stream)
-lane.keep(lane.copy_out, ["ring"], 0, job_stream)
+lane.keep(lane.update, [g1], 6, job_stream, job_stream)
+lane.keep(lane.copy_out, [ring], 0, job_stream, job_stream)
 check("kept while their work runs, under the bytes allowed: the job's stream waits for none",
-      [t for _, t, _ in lane.kept] == [["g1"], ["ring"]] and lane.kept_bytes == 6 and
-      job_stream.waited == [])
-lane.keep(lane.update, ["g2"], 6, job_stream)
-check("past them, the job's stream waits for the oldest and lets it go, and no more once "
-      "within them (a ring counts nothing)",
-      [t for _, t, _ in lane.kept] == [["ring"], ["g2"]] and lane.kept_bytes == 6 and
-      job_stream.waited == [f"event of {lane.update.name}"])
+      [t for _, _, t, _, _ in lane.kept] == [[g1], [ring]] and lane.kept_bytes == 6 and
+      job_stream.waited == [] and g1.recorded == [] and ring.recorded == [])
+lane.keep(lane.update, [g2], 6, job_stream, job_stream)
+check("past them, the job's stream (the one they were made on) waits for the oldest and lets it "
+      "go, and no more once within them (a ring counts nothing)",
+      [t for _, _, t, _, _ in lane.kept] == [[ring], [g2]] and lane.kept_bytes == 6 and
+      job_stream.waited == [f"event of {lane.update.name}"] and g1.recorded == [])
+lane = _Lane(torch, "cuda:0")
+job_stream = Stream("job")
+lane.keep(lane.update, [g3], 6, job_stream, None)  # made on a stream not known (the pass returned)
+lane.keep(lane.update, [g2], 6, job_stream, job_stream)
+check("one made on a stream not known goes marked used by its reader instead, with no wait",
+      [t for _, _, t, _, _ in lane.kept] == [[g2]] and g3.recorded == [lane.update.name] and
+      job_stream.waited == [] and g2.recorded == [])
+lane.ring = Grad(0.0)
+ring = lane.ring
+lane.let_go_all()
+check("at the pass's end what is still kept is marked used by its reader, the ring by the three "
+      "streams, and all let go", not lane.kept and lane.kept_bytes == 0 and lane.ring is None and
+      g2.recorded == [lane.update.name] and
+      ring.recorded == [lane.copy_in.name, lane.update.name, lane.copy_out.name])
 Event.done = True
-lane.keep(lane.update, ["g3"], 6, job_stream)
-check("what the host sees done is let go with no wait", not lane.kept and lane.kept_bytes == 0
-      and len(job_stream.waited) == 1)
+lane.keep(lane.update, [g4], 6, job_stream, job_stream)
+check("what the host sees done is let go with no wait and no mark", not lane.kept and
+      lane.kept_bytes == 0 and job_stream.waited == [] and g4.recorded == [])
+
+
+class CapturedEvent(Event):
+    def query(self):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+
+capturing = [True]
+torch.cuda.is_current_stream_capturing = lambda: capturing[0]
+torch.cuda.Event = CapturedEvent
+lane.keep(lane.update, [Grad(5.0)], 6, job_stream, job_stream)
+check("while a graph is captured no event is asked (a captured one cannot be): kept",
+      len(lane.kept) == 1)
+lane.keep(lane.update, [Grad(6.0)], 6, job_stream, job_stream)
+check("and past the bytes allowed the oldest goes after a wait, still without asking",
+      len(lane.kept) == 1 and len(job_stream.waited) == 1)
 overlap_module._LAG_BYTES = 4 * overlap_module._BATCH_BYTES
+
+# In a pass, staged: the gradients and the ring let go before the pass ends
+# are kept while their work runs, and marked used by the streams that read
+# them only when the pass ends, after the job's stream waited for the lane.
+torch, auto, sib, params, opt = staged_job()
+said(lambda: backward(sib, params, [1.0] * 3))
+sib.step_post()
+Event.done = False
+waits = len(torch.main.waited)
+sib.backward_begin()
+for p in reversed(params):
+    p.accumulate(1.0)
+lane = sib.lanes["cuda:0"]
+kept = [t for _, _, ts, _, _ in lane.kept for t in ts]
+grads = [p.made for p in params]
+rings = [t for t in kept if getattr(t, "dtype", None) == "uint8"]
+check("the ring, let go once the pass staged all there was, is kept too, unmarked",
+      lane.ring is None and len(rings) == 1 and rings[0].recorded == [])
+check("in the pass, the gradients of queued updates are kept, unmarked; the job's stream waits "
+      "for none", all(any(g is t for t in kept) for g in grads) and
+      all(g.recorded == [] for g in grads) and torch.main.waited[waits:] == [])
+sib.backward_end()
+Event.done = True
+check("at its end they are marked used by the update stream once the job's stream waited, and "
+      "let go", not lane.kept and all(g.recorded == [lane.update.name] for g in grads) and
+      torch.main.waited[waits:] == [lane.copy_in.name, lane.update.name, lane.copy_out.name] and
+      rings[0].recorded == [lane.copy_out.name])
 
 # What the job does that the updates in backward cannot follow, once armed:
 # each turns it off before anything else is applied, saying what was lost.
@@ -803,7 +865,7 @@ sib.step_post()
 runs = len(opt.steps_run)
 backward(sib, params, [1.0] * 3)
 check("a side stream per GPU", sorted(sib.lanes) == ["cuda:0", "cuda:1"] and
-      sorted(torch.main.waited) == ["side1", "side3", "side4", "side6"])
+      sorted(torch.main.waited) == ["side1", "side2", "side3", "side4", "side5", "side6"])
 check("a batch per GPU: the first GPU's two parameters together, though the second's came "
       "between them", [(ptrs, s) for ptrs, s, _ in opt.steps_run[runs:]] ==
       [([0x2000], sib.lanes["cuda:1"].update.name),

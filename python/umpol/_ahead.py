@@ -16,7 +16,9 @@ the copy engines beside the compute. A copy is a plain tensor of the forward
 pass (the class of the pass's allocations places it), freed once its layer
 has run; the values are the weight's own, so the autograd graph and the
 losses are the job's. A copy is made on the job's stream, which reads it and
-lets it go, and the copy stream follows the job's up to then. (Made on the
+lets it go, and the copy stream follows the job's up to then (a layer that
+runs on another stream than the one current where its copy was made marks
+the copy used by its own). (Made on the
 copy stream and marked used by the job's with record_stream, a copy is
 freed, under PyTorch's cudaMallocAsync backend, on a stream of PyTorch's
 that first waits for all the work queued by then on both, and the job's
@@ -115,12 +117,14 @@ class _Pass:
         self.next += 1
         if entry is None:
             return
-        event, pairs, nbytes = entry
+        event, pairs, nbytes, made_on = entry
         self.in_flight -= nbytes
         job = self.ahead.torch.cuda.current_stream(pairs[0][0].device)
-        job.wait_event(event)  # the copy is the job's own: freed in its order, after the layer
+        job.wait_event(event)
         swapped = []
         for p, copy in pairs:
+            if job != made_on:  # freed on MADE_ON, which never waited for this layer
+                copy.record_stream(job)
             swapped.append((p, p.data, copy))
             p.data = copy
         self.running.append((module, swapped))
@@ -142,7 +146,6 @@ class _Pass:
         """Queue the copies of the layers after the one about to run, and its
         own if not yet, as far as _AHEAD_BYTES allows."""
         ahead, torch = self.ahead, self.ahead.torch
-        ordered = set()  # devices whose copy stream follows the job's as it is now
         while self.issued < len(self.order) and \
                 (self.issued <= self.next or self.in_flight < _AHEAD_BYTES):
             index = self.issued
@@ -151,17 +154,18 @@ class _Pass:
             if module is None:
                 self._stop()
                 return
-            pairs, nbytes, stream = [], 0, None
+            pairs, nbytes, stream, job = [], 0, None, None
             for p in ahead.weights(module):
                 if ahead.rt.host_bytes(p.untyped_storage().data_ptr()) <= 0:
                     continue  # on the GPU, or not the runtime's
                 job = torch.cuda.current_stream(p.device)
                 with torch.no_grad():  # on the job's stream, which reads it and lets it go
                     copy = torch.empty_like(p, memory_format=torch.contiguous_format)
+                # The copy stream follows the job's as it is after that allocation (which
+                # may have made the job's wait for the memory's last user), and after the
+                # optimizer's writes.
                 stream = ahead.stream(p.device)
-                if p.device not in ordered:  # the copy stream follows the job's up to here:
-                    stream.wait_stream(job)  # the copies' memory, the optimizer's writes
-                    ordered.add(p.device)
+                stream.wait_stream(job)
                 with torch.cuda.stream(stream), torch.no_grad():
                     copy.copy_(p, non_blocking=True)
                 pairs.append((p, copy))
@@ -169,15 +173,15 @@ class _Pass:
             if pairs:
                 event = torch.cuda.Event()
                 event.record(stream)
-                self.copies[index] = (event, pairs, nbytes)
+                self.copies[index] = (event, pairs, nbytes, job)
                 self.in_flight += nbytes
                 ahead.copied += nbytes
 
     def _let_go(self):
-        """The copies no layer ran on: the job's stream waits for them before
-        letting them go, as it does for those it reads."""
-        for event, pairs, _ in self.copies.values():
-            self.ahead.torch.cuda.current_stream(pairs[0][0].device).wait_event(event)
+        """The copies no layer ran on: the stream they were made on waits for
+        them before letting them go, as the job's does for those it reads."""
+        for event, _, _, made_on in self.copies.values():
+            made_on.wait_event(event)
         self.copies.clear()
 
     def _put_back(self, swapped):

@@ -54,14 +54,15 @@ def _say(text):
 class _Saved:
     """A saved tensor: on the GPU (GPU), or in host memory (HOST, copied out
     once OUT, an event, is done), and maybe back on the GPU (BACK, ready once
-    READY, an event, is done, for UNREAD more reads). STREAM: the stream that
-    was current when it was saved, MADE an event recorded on it then; PACKS:
-    the times it was saved."""
-    __slots__ = ("gpu", "host", "out", "back", "ready", "device", "nbytes", "stream", "made",
-                 "packs", "unread", "__weakref__")
+    READY, an event, is done, for UNREAD more reads; made on BACK_ON, the
+    stream current then). STREAM: the stream that was current when it was
+    saved, MADE an event recorded on it then; PACKS: the times it was saved."""
+    __slots__ = ("gpu", "host", "out", "back", "ready", "back_on", "device", "nbytes", "stream",
+                 "made", "packs", "unread", "__weakref__")
 
     def __init__(self, tensor, nbytes, stream, made):
         self.gpu, self.host, self.out, self.back, self.ready = tensor, None, None, None, None
+        self.back_on = None
         self.device, self.nbytes, self.stream, self.made, self.packs, self.unread = \
             tensor.device, nbytes, stream, made, 1, 0
 
@@ -200,8 +201,8 @@ class SavedToHost:
     def _fetch(self, saved):
         """Copy SAVED back to the GPU on the copy-in stream, after its copy
         out, for as many reads as it was saved. The copy is made on the job's
-        stream, which reads it and lets it go, and the copy-in stream follows
-        that stream up to here (as weights ahead does, _ahead.py: made on the
+        stream, which reads it and lets it go (a read on another stream marks
+        it used there), and the copy-in stream follows that stream up to here (as weights ahead does, _ahead.py: made on the
         copy stream and marked used by the job's, it would be freed after
         every copy back queued by then, and the job's next allocation of its
         memory would wait for them all)."""
@@ -215,7 +216,7 @@ class SavedToHost:
             gpu.copy_(saved.host, non_blocking=True)
             saved.ready = torch.cuda.Event()
             saved.ready.record(back)
-        saved.back, saved.unread = gpu, saved.packs
+        saved.back, saved.back_on, saved.unread = gpu, job, saved.packs
 
     def _top_up(self):
         """Under the lock: copy back the next saved tensors, up to _AHEAD_BYTES
@@ -244,8 +245,8 @@ class SavedToHost:
     def backward_end(self):
         """The pass has returned: copies back it did not read are let go."""
         with self.lock:
-            for s in self.waiting:  # let go in the job's order, after their copies
-                self.torch.cuda.current_stream(s.device).wait_event(s.ready)
+            for s in self.waiting:  # let go in the order of the stream they were made on,
+                s.back_on.wait_event(s.ready)  # after their copies
                 s.back = None
             self.coming, self.waiting, self.ahead = [], set(), 0
 
@@ -260,7 +261,7 @@ class SavedToHost:
                 if saved in self.coming:
                     self.coming.remove(saved)
                 self._fetch(saved)
-            back, ready = saved.back, saved.ready
+            back, ready, back_on = saved.back, saved.ready, saved.back_on
             saved.unread -= 1
             if saved.unread <= 0:  # the job's now: its handle keeps no copy
                 saved.back = None
@@ -269,6 +270,8 @@ class SavedToHost:
                     self.ahead -= saved.nbytes
             self._top_up()
         job.wait_event(ready)  # the copy is the job's own from here
+        if job != back_on:  # freed on BACK_ON, which never waited for this read
+            back.record_stream(job)
         return back
 
     def summary(self):

@@ -4,7 +4,7 @@ An elementwise optimizer (AdamW, Adam, SGD, ...) updates a parameter from its
 own gradient and state alone, and autograd knows when a parameter's gradient
 is complete. From the job's first backward pass on, the parameters are
 updated as soon as autograd has accumulated their gradients, on a side
-stream of their GPU, and their gradients are freed there. The update of the
+stream of their GPU, and their gradients are let go once that is done. The update of the
 last layers then overlaps the backward pass of the first ones, and the step's
 gradients are never all on the card at once. They are updated in batches:
 the parameters of one group on one GPU whose gradients became complete one
@@ -22,11 +22,11 @@ is staged through device memory around each update (_Lane), so the update's
 kernels leave the GPU's threads to the backward pass and the link carries
 both directions beside it; after the first pass, the part of the state on
 the host goes to the parameters updated first (_host_state_first), whose
-copies then have the rest of the pass to run beside. The job's stream never
-waits for an update until the pass ends: a gradient is let go once the host
-sees its update done (_Lane.keep), or, past _LAG_BYTES of them, after the
-job's stream waits for the oldest; so the backward pass's compute runs
-ahead of the link by that much. (Marked used by the lane's streams with
+copies then have the rest of the pass to run beside. The package makes the
+job's stream wait for no update until the pass ends: a gradient is let go
+once the host sees its update done (_Lane.keep), or, past _LAG_BYTES of
+them, after the stream it was made on waits for the oldest; so the backward
+pass's compute runs ahead of the link by that much. (Marked used by the lane's streams with
 record_stream, a gradient is freed, under PyTorch's cudaMallocAsync
 backend, on a stream of PyTorch's that first waits for the updates queued
 by then, and the job's next allocation of its memory waits for that
@@ -145,20 +145,19 @@ class StepInBackward:
                 for index, ps in rest:  # after the pass, which the job's stream follows
                     device = ps[0].device
                     self._lane(device).update.wait_stream(self.torch.cuda.current_stream(device))
-                    self._run(optimizer, index, ps)
+                    self._run(optimizer, index, ps, hooked=False)
         except BaseException:
             failed = True
             raise
         finally:
-            for device in self.queued:
+            with self.lock:
+                queued, self.queued = list(self.queued), set()
+            for device in queued:
                 lane = self.lanes[device]
-                for stream in (lane.update, lane.copy_out):
+                for stream in (lane.copy_in, lane.update, lane.copy_out):
                     self.torch.cuda.current_stream(device).wait_stream(stream)
-            self.queued.clear()
-            for lane in self.lanes.values():  # after those waits: the forward pass has the room
-                lane.ring = None
-                lane.kept.clear()
-                lane.kept_bytes = 0
+            for lane in self.lanes.values():  # the forward pass has the room
+                lane.let_go_all()
             if failed and self.state == "armed":
                 self._disarm("the backward pass raised: the parameters updated by then keep "
                              "their update, the gradients not yet applied are left to the "
@@ -364,11 +363,13 @@ class StepInBackward:
         self.held[ps[0].device] -= sum(_nbytes(q) for q in ps)
         return self.group[id(ps[0])], ps
 
-    def _run(self, optimizer, index, ps):
+    def _run(self, optimizer, index, ps, hooked=True):
         """Update PS, parameters of OPTIMIZER's group INDEX on one GPU whose
         gradients are complete, on its lane: one call of the optimizer's step
         for each part of them whose state on the host fits half the ring (a
-        state larger than that is a part of its own)."""
+        state larger than that is a part of its own). HOOKED: from the hook
+        of the last of them, where the current stream is the one autograd
+        made their gradients on (not so when the pass has returned)."""
         torch = self.torch
         device = ps[0].device
         if self.auto.streaming:  # their pieces the stream brought leave only once copied back
@@ -398,7 +399,8 @@ class StepInBackward:
             for p in chunk:  # applied: should a later part raise, the job's step skips them
                 grads.append(p.grad)
                 p.grad = None
-            lane.keep(lane.update, grads, sum(_nbytes(g) for g in grads), job)
+            lane.keep(lane.update, grads, sum(_nbytes(g) for g in grads), job,
+                      job if hooked else None)
 
     def _host_state_first(self):
         """After the pass that made the state (once its updates are done: the
@@ -518,6 +520,14 @@ def _nbytes(t):
     return t.numel() * t.element_size()
 
 
+def _mark(tensors, *streams):
+    """TENSORS are not handed out again before the work queued on STREAMS
+    by now is done, whichever stream lets them go (record_stream)."""
+    for t in tensors:
+        for stream in streams:
+            t.record_stream(stream)
+
+
 def _per_element(state, p):
     """P's state in STATE that holds one value per element of P (moments, not
     the step count), {key: tensor}: contiguous GPU-addressable tensors of P's shape."""
@@ -570,8 +580,9 @@ class _Lane:
     the ring has room; a region is taken again once its copy out is done. What
     the lane's streams read and the job's stream lets go (the gradients, a ring
     let go before the pass ends) is kept until the host sees that work done
-    (keep): nothing is marked used by the lane's streams, so the job's stream
-    waits for none of it before the pass ends."""
+    (keep), not marked used by the lane's streams (record_stream), so the
+    job's stream waits for none of it before the pass ends; what is still
+    kept then is marked, and let go (let_go_all)."""
 
     def __init__(self, torch, device):
         self.torch, self.device = torch, device
@@ -588,27 +599,50 @@ class _Lane:
         self.pass_staged = 0 # of them, staged in this pass: at HOSTS the ring is let go
         self.let_go = 0      # the backward pass it was last let go in before its end
         self.wraps = 0       # times a pass's regions went round the ring
-        self.kept = collections.deque()  # (event, tensors, bytes counted against _LAG_BYTES)
-        self.kept_bytes = 0  # the gradients among them
+        self.kept = collections.deque()  # (event, its stream, tensors, bytes, the stream they were made on)
+        self.kept_bytes = 0  # the gradients among them, counted against _LAG_BYTES
+        self.kept_lock = threading.Lock()  # a failed pass ends while another GPU's thread may run
+        self.ring_made_on = None  # the stream current when the ring was made
 
-    def keep(self, stream, tensors, nbytes, job):
+    def keep(self, stream, tensors, nbytes, job, made_on):
         """Keep TENSORS, which work just queued on STREAM reads, until the
-        host sees it done, and let go of those kept whose work is done; past
-        _LAG_BYTES kept (NBYTES counts against it), the job's stream waits
-        for the oldest before letting it go. Let go on the job's stream,
-        their own, after their readers: its next allocations may take them."""
-        event = self.torch.cuda.Event()
+        host sees it done, and let go of those kept whose work is done. Past
+        _LAG_BYTES kept (NBYTES counts against it), the oldest is let go
+        anyway: after JOB waits for it, where JOB is the stream it was made on
+        (MADE_ON; None: not known), whose next allocations may take it; else
+        marked used by its reader (record_stream). While a CUDA graph is
+        captured nothing is asked of an event (a captured one cannot be)."""
+        torch = self.torch
+        event = torch.cuda.Event()
         event.record(stream)
-        self.kept.append((event, tensors, nbytes))
-        self.kept_bytes += nbytes
-        while self.kept:
-            event, _, n = self.kept[0]
-            if not event.query():
-                if self.kept_bytes <= _LAG_BYTES:
-                    break
-                job.wait_event(event)
-            self.kept.popleft()
-            self.kept_bytes -= n
+        capturing = getattr(torch.cuda, "is_current_stream_capturing", lambda: False)()
+        with self.kept_lock:
+            self.kept.append((event, stream, tensors, nbytes, made_on))
+            self.kept_bytes += nbytes
+            while self.kept:
+                event, reader, held, n, owner = self.kept[0]
+                if capturing or not event.query():
+                    if self.kept_bytes <= _LAG_BYTES:
+                        break
+                    if owner is not None and owner == job:
+                        job.wait_event(event)
+                    else:
+                        _mark(held, reader)
+                self.kept.popleft()
+                self.kept_bytes -= n
+
+    def let_go_all(self):
+        """The pass is over (the job's stream waited for this lane): what is
+        kept, and the ring, are marked used by the streams that read them and
+        let go, whichever stream they were made on."""
+        with self.kept_lock:
+            for _, reader, held, _, _ in self.kept:
+                _mark(held, reader)
+            self.kept.clear()
+            self.kept_bytes = 0
+            if self.ring is not None:
+                _mark([self.ring], self.copy_in, self.update, self.copy_out)
+                self.ring = None
 
     def parts(self, sib, optimizer, hosts):
         """The indexes of HOSTS (a batch's state on the host, {key: tensor}
@@ -717,7 +751,7 @@ class _Lane:
         if self.pass_staged >= self.hosts:  # the pass staged all there is: the rest of it has the room
             # Let go once its last copy out is done (which follows every use of it), with the
             # views of this part, which _run drops; meanwhile the pass goes on.
-            self.keep(self.copy_out, [self.ring], 0, job)
+            self.keep(self.copy_out, [self.ring], 0, job, self.ring_made_on)
             self.ring, self.busy, self.head = None, [], 0
             self.let_go = self.ordered
 
@@ -747,6 +781,7 @@ class _Lane:
         torch = self.torch
         try:
             self.ring = torch.empty(self.ring_bytes, dtype=torch.uint8, device=self.device)
+            self.ring_made_on = torch.cuda.current_stream(self.device)
         except RuntimeError:  # torch.cuda.OutOfMemoryError
             self.no_ring = sib.passes
             if not self.told:
