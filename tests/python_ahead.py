@@ -53,6 +53,7 @@ def make_torch():
 
     def empty_like(p, memory_format=None):
         Tensor.made += 1
+        LOG.append((current["stream"].name, "alloc"))
         return Copy(0xC000000 + Tensor.made * 0x1000, p.data.nbytes, None, current)
 
     class Copy(Tensor):
@@ -135,12 +136,13 @@ check("each layer ran on a copy of its weight where it lay on the host, on its o
       [s[0].value for s in seen] == [0.0, 1.0, 2.0, 3.0] and seen[2][0] is own[2])
 check("a weight under the least size is read where it lies", seen[1][1] is small.data)
 check("each weight's own data is back after its layer", [w.data for w in weights] == own)
-check("copies ahead within the bytes allowed, each after the job's work queued before it "
-      "(its allocation included), the job waiting for each before its layer",
-      LOG == [("copy1", "wait job"), ("copy1", "copy 0x1000"), ("copy1", "record"),
-              ("copy1", "wait job"), ("copy1", "copy 0x2000"), ("copy1", "record"),
+check("copies ahead within the bytes allowed, each turn's after the job's work queued before "
+      "them (their allocations included), the job waiting for each before its layer",
+      LOG == [("job", "alloc"), ("job", "alloc"),
+              ("copy1", "wait job"), ("copy1", "copy 0x1000"), ("copy1", "record"),
+              ("copy1", "copy 0x2000"), ("copy1", "record"),
               ("job", "wait event of copy1"),
-              ("copy1", "wait job"), ("copy1", "copy 0x4000"), ("copy1", "record"),
+              ("job", "alloc"), ("copy1", "wait job"), ("copy1", "copy 0x4000"), ("copy1", "record"),
               ("job", "wait event of copy1"),
               ("job", "wait event of copy1")])
 # Made on the copy stream and marked used by the job's, a copy freed under

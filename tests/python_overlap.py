@@ -4,6 +4,7 @@ PyTorch, no GPU. Each check names what a job would see go wrong.
 
 Run by tests/python_overlap.sh with PYTHONPATH on the package; prints one
 line a check and exits non-zero on the first failure."""
+import contextlib
 import types
 
 from python_fakes import Float32, check, said, stream_api
@@ -149,6 +150,7 @@ def make_torch(world=1):
     torch.uint8 = "uint8"
     torch.empty = empty
     torch.cuda = types.SimpleNamespace(Stream=new_stream, stream=stream, Event=Event,
+                                       device=lambda device: contextlib.nullcontext(),
                                        current_stream=lambda device=None: current["stream"])
     torch.main = main
     torch.current = current
@@ -428,7 +430,14 @@ params[4].accumulate(1.0)
 params[3].accumulate(1.0)  # the second parameter gets no gradient this pass
 check("updated once complete", [ptrs for ptrs, _, _ in opt.steps_run[runs:]] ==
       [[ptr[5], ptr[4]], [ptr[3]]])
+Event.done = False  # the updates still run when the pass returns
+hooked = [params[i].made for i in (5, 4, 3)]
+rest = [params[i].made for i in (2, 0)]
 sib.backward_end()
+Event.done = True
+check("at the pass's end the gradients updated from their hooks go unmarked; those of the rest, "
+      "updated after it returned (the stream they were made on not known), are marked",
+      all(g.recorded == [] for g in hooked) and all(g.recorded == [update] for g in rest))
 check("when backward returns, the rest of a batch whose members did not all get a gradient",
       [ptrs for ptrs, _, _ in opt.steps_run[runs:]] == [[ptr[5], ptr[4]], [ptr[3]], [ptr[0], ptr[2]]]
       and all(p.grad is None for p in params) and params[1].value == 19.0)
@@ -756,13 +765,21 @@ lane.keep(lane.update, [g2], 6, job_stream, job_stream)
 check("one made on a stream not known goes marked used by its reader instead, with no wait",
       [t for _, _, t, _, _ in lane.kept] == [[g2]] and g3.recorded == [lane.update.name] and
       job_stream.waited == [] and g2.recorded == [])
+g5 = Grad(5.0)
+lane.keep(lane.update, [g5], 1, job_stream, None)
 lane.ring = Grad(0.0)
 ring = lane.ring
-lane.let_go_all()
-check("at the pass's end what is still kept is marked used by its reader, the ring by the three "
-      "streams, and all let go", not lane.kept and lane.kept_bytes == 0 and lane.ring is None and
-      g2.recorded == [lane.update.name] and
+lane.let_go_all(job_stream, True)
+check("at the pass's end, the job's stream having waited for the lane, what was made on it goes "
+      "as it is; the rest is marked used by its reader, the ring (made elsewhere) by the three "
+      "streams", not lane.kept and lane.kept_bytes == 0 and lane.ring is None and
+      g2.recorded == [] and g5.recorded == [lane.update.name] and
       ring.recorded == [lane.copy_in.name, lane.update.name, lane.copy_out.name])
+g6 = Grad(6.0)
+lane.keep(lane.update, [g6], 1, job_stream, job_stream)
+lane.let_go_all(job_stream, False)
+check("where the job's stream did not wait for the lane, even that is marked",
+      g6.recorded == [lane.update.name])
 Event.done = True
 lane.keep(lane.update, [g4], 6, job_stream, job_stream)
 check("what the host sees done is let go with no wait and no mark", not lane.kept and
@@ -807,10 +824,10 @@ check("in the pass, the gradients of queued updates are kept, unmarked; the job'
       all(g.recorded == [] for g in grads) and torch.main.waited[waits:] == [])
 sib.backward_end()
 Event.done = True
-check("at its end they are marked used by the update stream once the job's stream waited, and "
-      "let go", not lane.kept and all(g.recorded == [lane.update.name] for g in grads) and
-      torch.main.waited[waits:] == [lane.copy_in.name, lane.update.name, lane.copy_out.name] and
-      rings[0].recorded == [lane.copy_out.name])
+check("at its end, once the job's stream waited for the lane, they and the ring (all made on "
+      "that stream) are let go unmarked", not lane.kept and
+      all(g.recorded == [] for g in grads) and rings[0].recorded == [] and
+      torch.main.waited[waits:] == [lane.copy_in.name, lane.update.name, lane.copy_out.name])
 
 # What the job does that the updates in backward cannot follow, once armed:
 # each turns it off before anything else is applied, saying what was lost.

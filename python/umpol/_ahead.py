@@ -18,7 +18,8 @@ has run; the values are the weight's own, so the autograd graph and the
 losses are the job's. A copy is made on the job's stream, which reads it and
 lets it go, and the copy stream follows the job's up to then (a layer that
 runs on another stream than the one current where its copy was made marks
-the copy used by its own). (Made on the
+the copy used by its own). The copies of one layer's turn are made first,
+then queued after one wait. (Made on the
 copy stream and marked used by the job's with record_stream, a copy is
 freed, under PyTorch's cudaMallocAsync backend, on a stream of PyTorch's
 that first waits for all the work queued by then on both, and the job's
@@ -98,7 +99,7 @@ class _Pass:
         self.next = 0        # the index in ORDER of the layer expected next
         self.issued = 0      # ORDER[:issued] have had their copies queued
         self.in_flight = 0   # bytes copied ahead of the layer running
-        self.copies = {}     # index in ORDER -> (event, [(param, copy)], bytes)
+        self.copies = {}     # index in ORDER -> (event, [(param, copy)], bytes, the stream they were made on)
         self.running = []    # (layer, [(param, its own data, copy)]) running on copies
         self.stopped = False
 
@@ -146,6 +147,7 @@ class _Pass:
         """Queue the copies of the layers after the one about to run, and its
         own if not yet, as far as _AHEAD_BYTES allows."""
         ahead, torch = self.ahead, self.ahead.torch
+        planned = []  # (index, [(param, copy)], bytes, the job's stream), made, not yet copied
         while self.issued < len(self.order) and \
                 (self.issued <= self.next or self.in_flight < _AHEAD_BYTES):
             index = self.issued
@@ -154,28 +156,32 @@ class _Pass:
             if module is None:
                 self._stop()
                 return
-            pairs, nbytes, stream, job = [], 0, None, None
+            pairs, nbytes, job = [], 0, None
             for p in ahead.weights(module):
                 if ahead.rt.host_bytes(p.untyped_storage().data_ptr()) <= 0:
                     continue  # on the GPU, or not the runtime's
                 job = torch.cuda.current_stream(p.device)
                 with torch.no_grad():  # on the job's stream, which reads it and lets it go
-                    copy = torch.empty_like(p, memory_format=torch.contiguous_format)
-                # The copy stream follows the job's as it is after that allocation (which
-                # may have made the job's wait for the memory's last user), and after the
-                # optimizer's writes.
-                stream = ahead.stream(p.device)
-                stream.wait_stream(job)
-                with torch.cuda.stream(stream), torch.no_grad():
-                    copy.copy_(p, non_blocking=True)
-                pairs.append((p, copy))
+                    pairs.append((p, torch.empty_like(p, memory_format=torch.contiguous_format)))
                 nbytes += p.numel() * p.element_size()
             if pairs:
+                planned.append((index, pairs, nbytes, job))
+                self.in_flight += nbytes
+        # The copy stream follows the job's as it is after those allocations (each of which
+        # may have made it wait for its memory's last user), and after the optimizer's writes.
+        ordered = set()
+        for index, pairs, nbytes, job in planned:
+            stream = ahead.stream(pairs[0][0].device)
+            if stream not in ordered:
+                stream.wait_stream(job)
+                ordered.add(stream)
+            with torch.cuda.stream(stream), torch.no_grad():
+                for p, copy in pairs:
+                    copy.copy_(p, non_blocking=True)
                 event = torch.cuda.Event()
                 event.record(stream)
-                self.copies[index] = (event, pairs, nbytes, job)
-                self.in_flight += nbytes
-                ahead.copied += nbytes
+            self.copies[index] = (event, pairs, nbytes, job)
+            ahead.copied += nbytes
 
     def _let_go(self):
         """The copies no layer ran on: the stream they were made on waits for

@@ -25,9 +25,10 @@ the host goes to the parameters updated first (_host_state_first), whose
 copies then have the rest of the pass to run beside. The package makes the
 job's stream wait for no update until the pass ends: a gradient is let go
 once the host sees its update done (_Lane.keep), or, past _LAG_BYTES of
-them, after the stream it was made on waits for the oldest; so the backward
-pass's compute runs ahead of the link by that much. (Marked used by the lane's streams with
-record_stream, a gradient is freed, under PyTorch's cudaMallocAsync
+them, after the job's stream waits for the oldest (marked used by the side
+stream instead where it was made on another); so the backward pass's
+compute runs ahead of the link by that much. (Marked used by the lane's
+streams with record_stream, a gradient is freed, under PyTorch's cudaMallocAsync
 backend, on a stream of PyTorch's that first waits for the updates queued
 by then, and the job's next allocation of its memory waits for that
 stream: for its update, and so for its state's copy in, at every batch.)
@@ -156,8 +157,8 @@ class StepInBackward:
                 lane = self.lanes[device]
                 for stream in (lane.copy_in, lane.update, lane.copy_out):
                     self.torch.cuda.current_stream(device).wait_stream(stream)
-            for lane in self.lanes.values():  # the forward pass has the room
-                lane.let_go_all()
+            for device, lane in self.lanes.items():  # the forward pass has the room
+                lane.let_go_all(self.torch.cuda.current_stream(device), device in queued)
             if failed and self.state == "armed":
                 self._disarm("the backward pass raised: the parameters updated by then keep "
                              "their update, the gradients not yet applied are left to the "
@@ -528,6 +529,16 @@ def _mark(tensors, *streams):
             t.record_stream(stream)
 
 
+def _capturing(torch, device):
+    """Whether DEVICE's current stream is capturing a CUDA graph (no event
+    may be queried then). Another thread's capture is not seen."""
+    check = getattr(torch.cuda, "is_current_stream_capturing", None)
+    if check is None:
+        return False
+    with torch.cuda.device(device):
+        return check()
+
+
 def _per_element(state, p):
     """P's state in STATE that holds one value per element of P (moments, not
     the step count), {key: tensor}: contiguous GPU-addressable tensors of P's shape."""
@@ -580,9 +591,9 @@ class _Lane:
     the ring has room; a region is taken again once its copy out is done. What
     the lane's streams read and the job's stream lets go (the gradients, a ring
     let go before the pass ends) is kept until the host sees that work done
-    (keep), not marked used by the lane's streams (record_stream), so the
-    job's stream waits for none of it before the pass ends; what is still
-    kept then is marked, and let go (let_go_all)."""
+    (keep), and not marked used by the lane's streams (record_stream) where
+    it was made on the job's stream, so that stream waits for none of it
+    before the pass ends (let_go_all)."""
 
     def __init__(self, torch, device):
         self.torch, self.device = torch, device
@@ -615,7 +626,7 @@ class _Lane:
         torch = self.torch
         event = torch.cuda.Event()
         event.record(stream)
-        capturing = getattr(torch.cuda, "is_current_stream_capturing", lambda: False)()
+        capturing = _capturing(torch, self.device)
         with self.kept_lock:
             self.kept.append((event, stream, tensors, nbytes, made_on))
             self.kept_bytes += nbytes
@@ -631,18 +642,19 @@ class _Lane:
                 self.kept.popleft()
                 self.kept_bytes -= n
 
-    def let_go_all(self):
-        """The pass is over (the job's stream waited for this lane): what is
-        kept, and the ring, are marked used by the streams that read them and
-        let go, whichever stream they were made on."""
+    def let_go_all(self, job, waited):
+        """The pass is over: what is kept, and the ring, are let go. Those
+        made on JOB, where JOB WAITED for this lane's streams, go as they are,
+        in its order; the rest are marked used by the streams that read them."""
         with self.kept_lock:
-            for _, reader, held, _, _ in self.kept:
-                _mark(held, reader)
+            for _, reader, held, _, owner in self.kept:
+                if not (waited and owner is not None and owner == job):
+                    _mark(held, reader)
             self.kept.clear()
             self.kept_bytes = 0
-            if self.ring is not None:
-                _mark([self.ring], self.copy_in, self.update, self.copy_out)
-                self.ring = None
+            ring, self.ring = self.ring, None
+            if ring is not None and not (waited and self.ring_made_on == job):
+                _mark([ring], self.copy_in, self.update, self.copy_out)
 
     def parts(self, sib, optimizer, hosts):
         """The indexes of HOSTS (a batch's state on the host, {key: tensor}
@@ -751,7 +763,9 @@ class _Lane:
         if self.pass_staged >= self.hosts:  # the pass staged all there is: the rest of it has the room
             # Let go once its last copy out is done (which follows every use of it), with the
             # views of this part, which _run drops; meanwhile the pass goes on.
-            self.keep(self.copy_out, [self.ring], 0, job, self.ring_made_on)
+            ring = self.ring  # None where a failed pass's end let it go meanwhile
+            if ring is not None:
+                self.keep(self.copy_out, [ring], 0, job, self.ring_made_on)
             self.ring, self.busy, self.head = None, [], 0
             self.let_go = self.ordered
 
