@@ -99,7 +99,8 @@ class _Pass:
         self.next = 0        # the index in ORDER of the layer expected next
         self.issued = 0      # ORDER[:issued] have had their copies queued
         self.in_flight = 0   # bytes copied ahead of the layer running
-        self.copies = {}     # index in ORDER -> (event, [(param, copy)], bytes, the stream they were made on)
+        # index in ORDER -> (event, [(param, copy)], bytes, the stream they were made on)
+        self.copies = {}
         self.running = []    # (layer, [(param, its own data, copy)]) running on copies
         self.stopped = False
 

@@ -202,10 +202,11 @@ class SavedToHost:
         """Copy SAVED back to the GPU on the copy-in stream, after its copy
         out, for as many reads as it was saved. The copy is made on the job's
         stream, which reads it and lets it go (a read on another stream marks
-        it used there), and the copy-in stream follows that stream up to here (as weights ahead does, _ahead.py: made on the
-        copy stream and marked used by the job's, it would be freed after
-        every copy back queued by then, and the job's next allocation of its
-        memory would wait for them all)."""
+        it used there), and the copy-in stream follows that stream up to here,
+        as weights ahead does (_ahead.py): made on the copy stream and marked
+        used by the job's, it would be freed after every copy back queued by
+        then, and the job's next allocation of its memory would wait for them
+        all."""
         torch = self.torch
         _, back = self._streams(saved.device)
         job = torch.cuda.current_stream(saved.device)

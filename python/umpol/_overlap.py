@@ -1,37 +1,37 @@
 """The optimizer's step inside the backward pass (UMPOL_STEP_IN_BACKWARD=1).
 
-An elementwise optimizer (AdamW, Adam, SGD, ...) updates a parameter from its
-own gradient and state alone, and autograd knows when a parameter's gradient
-is complete. From the job's first backward pass on, the parameters are
-updated as soon as autograd has accumulated their gradients, on a side
-stream of their GPU, and their gradients are let go once that is done. The update of the
-last layers then overlaps the backward pass of the first ones, and the step's
-gradients are never all on the card at once. They are updated in batches:
-the parameters of one group on one GPU whose gradients became complete one
-after another in the last pass (the step repeats), up to _BATCH_BYTES, in
-one call of the optimizer's step once the last of them is complete (one
-call for each part that fits half the ring where their state is staged), so
-that the optimizer's Python runs once a batch, not once a parameter; the
-first pass, which makes the state, updates each alone. Incomplete batches
-(a member with no gradient this pass) are updated when the pass returns, or
-earlier, the oldest first, while they hold more than _HELD_BYTES. The job's
-optimizer.step() finds
-no gradients left and does nothing; its learning-rate schedule, state and
-state_dict are the optimizer's own, unchanged. State that lies in host memory
-is staged through device memory around each update (_Lane), so the update's
-kernels leave the GPU's threads to the backward pass and the link carries
-both directions beside it; after the first pass, the part of the state on
-the host goes to the parameters updated first (_host_state_first), whose
-copies then have the rest of the pass to run beside. The package makes the
-job's stream wait for no update until the pass ends: a gradient is let go
-once the host sees its update done (_Lane.keep), or, past _LAG_BYTES of
-them, after the job's stream waits for the oldest (marked used by the side
-stream instead where it was made on another); so the backward pass's
-compute runs ahead of the link by that much. (Marked used by the lane's
-streams with record_stream, a gradient is freed, under PyTorch's cudaMallocAsync
-backend, on a stream of PyTorch's that first waits for the updates queued
-by then, and the job's next allocation of its memory waits for that
-stream: for its update, and so for its state's copy in, at every batch.)
+An elementwise optimizer (AdamW, Adam, SGD, ...) updates a parameter from
+its own gradient and state alone, and autograd knows when a parameter's
+gradient is complete. From the job's first backward pass on, the parameters
+are updated as soon as autograd has accumulated their gradients, on a side
+stream of their GPU, and their gradients are let go once that is done. The
+update of the last layers then overlaps the backward pass of the first ones,
+and the step's gradients are never all on the card at once. They are updated
+in batches: the parameters of one group on one GPU whose gradients became
+complete one after another in the last pass (the step repeats), up to
+_BATCH_BYTES, in one call of the optimizer's step once the last of them is
+complete (one call for each part that fits half the ring where their state
+is staged), so that the optimizer's Python runs once a batch, not once a
+parameter; the first pass, which makes the state, updates each alone.
+Incomplete batches (a member with no gradient this pass) are updated when
+the pass returns, or earlier, the oldest first, while they hold more than
+_HELD_BYTES. The job's optimizer.step() finds no gradients left and does
+nothing; its learning-rate schedule, state and state_dict are the
+optimizer's own, unchanged. State that lies in host memory is staged through
+device memory around each update (_Lane), so the update's kernels leave the
+GPU's threads to the backward pass and the link carries both directions
+beside it; after the first pass, the part of the state on the host goes to
+the parameters updated first (_host_state_first), whose copies then have the
+rest of the pass to run beside. The package makes the job's stream wait for
+no update until the pass ends: a gradient is let go once the host sees its
+update done (_Lane.keep), or, past _LAG_BYTES of them, after the job's
+stream waits for the oldest (marked used by the side stream instead where it
+was made on another); so the backward pass's compute runs ahead of the link
+by that much. (Marked used by the lane's streams with record_stream, a
+gradient is freed, under PyTorch's cudaMallocAsync backend, on a stream of
+PyTorch's that first waits for the updates queued by then, and the job's
+next allocation of its memory waits for that stream: for its update, and so
+for its state's copy in, at every batch.)
 
 The arithmetic is the optimizer's own, run on a few parameters at a time, so
 the losses are those of the job as written. The order is not: anything that
@@ -610,7 +610,8 @@ class _Lane:
         self.pass_staged = 0 # of them, staged in this pass: at HOSTS the ring is let go
         self.let_go = 0      # the backward pass it was last let go in before its end
         self.wraps = 0       # times a pass's regions went round the ring
-        self.kept = collections.deque()  # (event, its stream, tensors, bytes, the stream they were made on)
+        # (event, its stream, tensors, bytes, the stream they were made on)
+        self.kept = collections.deque()
         self.kept_bytes = 0  # the gradients among them, counted against _LAG_BYTES
         self.kept_lock = threading.Lock()  # a failed pass ends while another GPU's thread may run
         self.ring_made_on = None  # the stream current when the ring was made
