@@ -740,13 +740,13 @@ check("each waits for the copies out of every region it overlaps",
 # host sees that work done. Past _LAG_BYTES of gradients the oldest goes
 # anyway: after the stream it was made on waits for it where that stream is
 # the one current, else marked used by its reader (record_stream). At the
-# pass's end what is still kept, and the ring, are marked and let go.
-import umpol._overlap as overlap_module  # noqa: E402
+# pass's end what the job's stream made and has waited for goes as it is;
+# the rest, and a ring made elsewhere, are marked and let go.
 torch = make_torch()
 lane = _Lane(torch, "cuda:0")
 job_stream = Stream("job")
 g1, g2, g3, g4, ring = Grad(1.0), Grad(2.0), Grad(3.0), Grad(4.0), Grad(0.0)
-overlap_module._LAG_BYTES = 10
+lag_bytes, overlap._LAG_BYTES = overlap._LAG_BYTES, 10
 Event.done = False
 lane.keep(lane.update, [g1], 6, job_stream, job_stream)
 lane.keep(lane.copy_out, [ring], 0, job_stream, job_stream)
@@ -791,8 +791,7 @@ class CapturedEvent(Event):
         raise RuntimeError("operation not permitted when stream is capturing")
 
 
-capturing = [True]
-torch.cuda.is_current_stream_capturing = lambda: capturing[0]
+torch.cuda.is_current_stream_capturing = lambda: True
 torch.cuda.Event = CapturedEvent
 lane.keep(lane.update, [Grad(5.0)], 6, job_stream, job_stream)
 check("while a graph is captured no event is asked (a captured one cannot be): kept",
@@ -800,11 +799,11 @@ check("while a graph is captured no event is asked (a captured one cannot be): k
 lane.keep(lane.update, [Grad(6.0)], 6, job_stream, job_stream)
 check("and past the bytes allowed the oldest goes after a wait, still without asking",
       len(lane.kept) == 1 and len(job_stream.waited) == 1)
-overlap_module._LAG_BYTES = 4 * overlap_module._BATCH_BYTES
+overlap._LAG_BYTES = lag_bytes
 
 # In a pass, staged: the gradients and the ring let go before the pass ends
-# are kept while their work runs, and marked used by the streams that read
-# them only when the pass ends, after the job's stream waited for the lane.
+# are kept while their work runs, unmarked, and let go as they are when the
+# pass ends, after the job's stream (which made them) waited for the lane.
 torch, auto, sib, params, opt = staged_job()
 said(lambda: backward(sib, params, [1.0] * 3))
 sib.step_post()

@@ -19,13 +19,12 @@ losses are the job's. A copy is made on the job's stream, which reads it and
 lets it go, and the copy stream follows the job's up to then (a layer that
 runs on another stream than the one current where its copy was made marks
 the copy used by its own). The copies of one layer's turn are made first,
-then queued after one wait. (Made on the
-copy stream and marked used by the job's with record_stream, a copy is
-freed, under PyTorch's cudaMallocAsync backend, on a stream of PyTorch's
-that first waits for all the work queued by then on both, and the job's
-next allocation of its memory waits for that stream: for every copy queued
-by then. The first layer waited for all the pass's first copies, 8-11 ms
-at 1.75B.)
+then queued after one wait. (Made on the copy stream and marked used by the
+job's with record_stream, a copy is freed, under PyTorch's cudaMallocAsync
+backend, on a stream of PyTorch's that first waits for all the work queued
+by then on both, and the job's next allocation of its memory waits for that
+stream: for every copy queued by then. The first layer waited for all the
+pass's first copies, 8-11 ms at 1.75B.)
 
 Only training forward passes: the recomputation in backward and eval passes
 read the weights where they lie. A pass whose layers come in another order
