@@ -405,12 +405,30 @@ def train(args):
             except Exception:
                 pass
         return (stats.get("num_alloc_retries"), stats.get("num_device_alloc"))
+    def package_copies():
+        """The bytes the umpol package has copied so far, by the part of the
+        step that queues them: weights ahead (forward, in), saved tensors to
+        the host (forward, out) and back (backward, in), the optimizer's state
+        staged around the step in backward (backward, both ways; the last
+        copies out may run into the next forward pass). None without it."""
+        auto = getattr(sys.modules.get("umpol"), "_auto", None)
+        if auto is None:
+            return None
+        ahead, offload = getattr(auto, "ahead", None), getattr(auto, "offload", None)
+        overlap = getattr(auto, "overlap", None)
+        staged = overlap.staged_bytes() if hasattr(overlap, "staged_bytes") else (0, 0)
+        return {"forward_h2d_bytes": getattr(ahead, "copied", 0),
+                "forward_d2h_bytes": getattr(offload, "sent_bytes", 0),
+                "backward_h2d_bytes": (getattr(offload, "back_bytes", 0)
+                                       + getattr(offload, "late_bytes", 0) + staged[0]),
+                "backward_d2h_bytes": staged[1]}
     def pinned_counts():  # pinned host memory PyTorch's host allocator asked CUDA for: (times, µs)
         try:
             stats = torch.cuda.host_memory_stats()
         except Exception:  # an older PyTorch
             return None
         return (stats.get("num_host_alloc"), stats.get("host_alloc_time.total"))
+    copies0 = None
     for step in range(total):
         gc_step.update(ms=0.0, max=0.0, full=0)
         counts0 = allocator_counts()
@@ -418,6 +436,7 @@ def train(args):
         if step == args.warmup:  # the timed window starts: memory and link counters from here
             torch.cuda.synchronize()
             tracker.mark()
+            copies0 = package_copies()
             try:
                 torch.cuda.reset_peak_memory_stats()
             except Exception:
@@ -534,6 +553,14 @@ def train(args):
     if getattr(overlap, "calls", None) and overlap.passes:  # UMPOL_STEP_IN_BACKWARD=1
         print(f"step in backward: {overlap.calls} calls of the optimizer's step over "
               f"{overlap.passes} backward passes", flush=True)
+    copies = None
+    copies1 = package_copies()
+    if copies0 is not None and copies1 is not None and args.steps:
+        copies = {k: (copies1[k] - copies0[k]) / args.steps for k in copies1}
+        print("the package's copies a step (GiB): forward "
+              f"{copies['forward_h2d_bytes'] / 2**30:.2f} in, {copies['forward_d2h_bytes'] / 2**30:.2f} "
+              f"out; backward {copies['backward_h2d_bytes'] / 2**30:.2f} in, "
+              f"{copies['backward_d2h_bytes'] / 2**30:.2f} out", flush=True)
     print(f"median step {median_ms:.1f} ms over steps {args.warmup}..{total - 1}; card peak "
           f"{card / 2**30:.2f} GiB above start (whole run {card_whole / 2**30:.2f})"
           + (f"; max allocated {allocated / 2**30:.2f} GiB" if allocated is not None else "")
@@ -551,7 +578,7 @@ def train(args):
                        "median_step_ms": median_ms, "card_peak_bytes": card,
                        "card_peak_whole_run_bytes": card_whole, "max_allocated_bytes": allocated,
                        "fused_adamw": fused, "autocast_cache": autocast_cache, "link": link,
-                       "gpu_part_ms": parts, "thread_part_ms": cpu,
+                       "gpu_part_ms": parts, "thread_part_ms": cpu, "package_copies": copies,
                        "allocator": str(torch.cuda.get_allocator_backend())}, f, indent=1)
 
 

@@ -43,6 +43,18 @@ Per umpol cell:
               budget's best step is from the least the link needs there
               (umpol_over_bound_fewest_bytes; the key takes umpol_over_bound
               where one policy ran)
+  by part     the bound of each part of the step, summed: the forward pass
+              takes at least checkpointing alone's forward GPU time and at
+              least its own copies' time over the link (weights ahead in,
+              saved tensors out: grid.py's package_copies), the backward pass
+              at least checkpointing alone's backward and optimizer time and
+              at least the time of the rest of the step's bytes, each time
+              with the link both ways at once as in two-way. A step whose
+              backward pass carries most of the bytes cannot hide them behind
+              the forward pass's compute: this says how far umpol is from
+              what its placement of bytes by part allows (umpol_over_bound_by_part;
+              grid.max_umpol_over_bound_by_part), where bound says how far
+              from what its bytes allow anywhere in the step
   gh200       the same bytes over NVLink-C2C at 346 GB/s each way (a paper
               projection, compute unchanged)
   thread pace the parts of the step (forward, backward) whose job's thread
@@ -235,6 +247,35 @@ def payload(counted_in, counted_out, bw):
                       "direction's copies counted in the other (read requests)")
 
 
+def both_ways_ms(h2d, d2h, bw):
+    """The least time H2D bytes in and D2H out take over the link of BW (a
+    call's pinned copies): what both directions share at the rate measured
+    both ways at once, the rest at its own one-way rate."""
+    shared = min(h2d, d2h) if bw.get("both_ways_gbps_each") else 0
+    return (shared / (bw["both_ways_gbps_each"] * 1e6) if shared else 0.0) \
+        + (h2d - shared) / (bw["h2d_gbps"] * 1e6) + (d2h - shared) / (bw["d2h_gbps"] * 1e6)
+
+
+def phase_bound(copies, h2d, d2h, ckpt, bw):
+    """The bound by part of the step (ms), or None without the figures: each
+    part takes at least its compute (checkpointing alone's forward; its
+    backward and optimizer step, which the step in backward runs inside
+    backward) and at least the time its own bytes take over the link both
+    ways at once (both_ways_ms). COPIES are the package's copies a step by
+    part (grid.py's package_copies); the rest of what crossed the link (H2D,
+    D2H: reads and writes where the memory lies, the runtime's moves) is
+    counted in backward, where the recomputation and the updates read it."""
+    parts = (ckpt or {}).get("gpu_part_ms") or {}
+    if not copies or "forward" not in parts or "backward" not in parts:
+        return None
+    f_in, f_out = copies["forward_h2d_bytes"], copies["forward_d2h_bytes"]
+    b_in = max(copies["backward_h2d_bytes"], h2d - f_in)
+    b_out = max(copies["backward_d2h_bytes"], d2h - f_out)
+    forward = max(parts["forward"], both_ways_ms(f_in, f_out, bw))
+    backward = max(parts["backward"] + parts.get("optimizer", 0.0), both_ways_ms(b_in, b_out, bw))
+    return forward + backward
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] in ("-h", "--help"):
         print(__doc__.strip())
@@ -352,7 +393,7 @@ def main():
                 source += ", + modelled zero-copy"
                 h2d = mig_h2d + rep["zero_copy_h2d_bytes_per_step"]
                 d2h = mig_d2h + rep["zero_copy_d2h_bytes_per_step"]
-            bound = gh = in_order = two_way = None
+            bound = gh = in_order = two_way = phase = None
             if h2d is not None and cbw and ckpt:
                 compute = ckpt["median_step_ms"]
                 link_ms = max(h2d / (cbw["h2d_gbps"] * 1e6), d2h / (cbw["d2h_gbps"] * 1e6))
@@ -363,6 +404,7 @@ def main():
                                   + (h2d - shared) / (cbw["h2d_gbps"] * 1e6)
                                   + (d2h - shared) / (cbw["d2h_gbps"] * 1e6))
                 gh = max(compute, max(h2d, d2h) / GH200_BPS * 1e3)
+                phase = phase_bound(run.get("package_copies"), h2d, d2h, ckpt, cbw)
                 if params:
                     in_step = max(0, OPTIMIZER_BYTES_PER_PARAM * params - run["card_peak_bytes"])
                     in_order = max(bound, compute + in_step / (cbw["h2d_gbps"] * 1e6))
@@ -396,6 +438,10 @@ def main():
                 "bound_in_order_ms": None if in_order is None else round(in_order, 1),
                 "umpol_over_bound_in_order": None if in_order is None else round(ms / in_order, 3),
                 "max_loss_diff": loss_diff(run)})
+            if run.get("package_copies"):  # grids since the package counted its copies by part
+                cell.update({"package_copies": run["package_copies"],
+                             "bound_by_part_ms": None if phase is None else round(phase, 1),
+                             "umpol_over_bound_by_part": None if phase is None else round(ms / phase, 3)})
             paced = thread_paced(run)
             if run.get("thread_part_ms") is not None:
                 cell["paced_by_thread"] = [part for part, _, _ in paced]
@@ -410,6 +456,7 @@ def main():
                    f"x{cell['umpol_over_best_at_card_memory']:.2f}" if card_best else "")
                 + (f"; bound {bound:.1f} ms (umpol / bound {ms / bound:.2f})" if bound else "")
                 + (f", both ways at once {two_way:.1f} ms (umpol / it {ms / two_way:.2f})" if two_way else "")
+                + (f"; by part of the step {phase:.1f} ms (umpol / it {ms / phase:.2f})" if phase else "")
                 + (f"; GH200 projection {gh:.1f} ms" if gh else "")
                 + (f"; in the job's order {in_order:.1f} ms (umpol / it {ms / in_order:.2f})" if in_order else "")
                 + ("; at the job's thread's pace: " + ", ".join(
@@ -429,6 +476,9 @@ def main():
     out["grid.max_umpol_over_bound"] = max(bounds) if bounds else None
     two = [c["umpol_over_bound_two_way"] for c in grid_cells if c.get("umpol_over_bound_two_way") is not None]
     out["grid.max_umpol_over_bound_two_way"] = max(two) if two else None
+    by_part = [c["umpol_over_bound_by_part"] for c in grid_cells if c.get("umpol_over_bound_by_part") is not None]
+    if by_part:
+        out["grid.max_umpol_over_bound_by_part"] = max(by_part)
     ordered = [c["umpol_over_bound_in_order"] for c in grid_cells if c.get("umpol_over_bound_in_order") is not None]
     out["grid.max_umpol_over_bound_in_order"] = max(ordered) if ordered else None
     if any("umpol_over_bound_fewest_bytes" in c for c in grid_cells):
@@ -459,6 +509,8 @@ def main():
           f"backward can go below {out['grid.max_bound_in_order_over_bound']}, where it is "
           f"{out['grid.max_umpol_over_bound_in_order']}; by the link both ways at once "
           f"{out['grid.max_umpol_over_bound_two_way']}"
+          + (f"; by part of the step {out['grid.max_umpol_over_bound_by_part']}"
+             if "grid.max_umpol_over_bound_by_part" in out else "")
           + (f"; by the bound of the policy that moved fewest bytes where several ran "
              f"{out['grid.max_umpol_over_bound_fewest_bytes']}" if "grid.max_umpol_over_bound_fewest_bytes" in out else "")
           + "); "

@@ -208,8 +208,9 @@ off.unpack(sent[6])
 check("reading one copies back the next", sent[4].back is not None and sent[3].back is None)
 LOG.clear()
 got = off.unpack(sent[1])
-check("one read out of order is copied back at once, and counted late",
-      got.value == 1.0 and off.late == 1 and ("job", "wait event of copy2") in LOG)
+check("one read out of order is copied back at once, and counted late, with its bytes",
+      got.value == 1.0 and off.late == 1 and off.late_bytes == 100 * MiB
+      and ("job", "wait event of copy2") in LOG)
 check("it is not copied back a second time", sent[1] not in off.coming)
 LOG.clear()
 off.backward_end()
@@ -217,7 +218,8 @@ check("the copies back no read took are let go at the end of the pass, the job's
       "after their copies", sent[4].back is None and sent[5].back is None and not off.waiting
       and not off.coming and LOG == [("job", "wait event of copy2")] * 2)
 again = off.unpack(sent[6])
-check("a tensor read again (retain_graph) is copied back again", again.value == 6.0 and off.late == 2)
+check("a tensor read again (retain_graph) is copied back again", again.value == 6.0 and off.late == 2
+      and off.late_bytes == 2 * 100 * MiB)
 
 # ---- the same block in another shape ----
 torch, off = fresh()

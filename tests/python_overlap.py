@@ -809,10 +809,13 @@ said(lambda: backward(sib, params, [1.0] * 3))
 sib.step_post()
 Event.done = False
 waits = len(torch.main.waited)
+counted = sib.staged_bytes()
 sib.backward_begin()
 for p in reversed(params):
     p.accumulate(1.0)
 lane = sib.lanes["cuda:0"]
+check("the bytes staged in a pass are counted each way: each parameter's moment in and out",
+      [b - a for a, b in zip(counted, sib.staged_bytes())] == [3 * 4000, 3 * 4000])
 kept = [t for _, _, ts, _, _ in lane.kept for t in ts]
 grads = [p.made for p in params]
 rings = [t for t in kept if getattr(t, "dtype", None) == "uint8"]

@@ -89,7 +89,8 @@ class SavedToHost:
         self.ahead = 0                # and their bytes
         self.sent_bytes = 0           # so far: copied out,
         self.back_bytes = 0           # copied back ahead,
-        self.late = 0                 # and read before their copy back was made
+        self.late = 0                 # and read before their copy back was made,
+        self.late_bytes = 0           # copied back when read
         self.off = False              # host memory ran out: nothing leaves from then on
 
     def _streams(self, device):
@@ -259,6 +260,7 @@ class SavedToHost:
         with self.lock:
             if saved.back is None:  # read out of order, or again: copied back now
                 self.late += 1
+                self.late_bytes += saved.nbytes
                 if saved in self.coming:
                     self.coming.remove(saved)
                 self._fetch(saved)

@@ -463,6 +463,12 @@ class StepInBackward:
              f"first in backward ({nbytes / 2**30:.2f} GiB copied each way, once): its copies "
              "run beside the backward pass")
 
+    def staged_bytes(self):
+        """(in, out): the state copied in to the lanes' rings and back out
+        of them so far, in bytes, over every GPU."""
+        lanes = list(self.lanes.values())
+        return sum(lane.in_bytes for lane in lanes), sum(lane.out_bytes for lane in lanes)
+
     def host_state(self, optimizer, p):
         """P's state tensors in OPTIMIZER that lie in host memory the GPU reads
         across the link (a `memory host` class), {key: tensor}, contiguous ones only."""
@@ -610,6 +616,8 @@ class _Lane:
         self.pass_staged = 0 # of them, staged in this pass: at HOSTS the ring is let go
         self.let_go = 0      # the backward pass it was last let go in before its end
         self.wraps = 0       # times a pass's regions went round the ring
+        self.in_bytes = 0    # state copied in to the ring, so far
+        self.out_bytes = 0   # and back out of it
         # (event, its stream, tensors, bytes, the stream they were made on)
         self.kept = collections.deque()
         self.kept_bytes = 0  # the gradients among them, counted against _LAG_BYTES
@@ -703,6 +711,7 @@ class _Lane:
                     views[-1][key] = self.ring[at:at + n].view(t.dtype).view(t.shape)
                     views[-1][key].copy_(t, non_blocking=True)
                     at += _aligned(n)
+                    self.in_bytes += n
         self.update.wait_stream(self.copy_in)
         staged = sum(1 for host in hosts if host)
         self.staged += staged
@@ -758,6 +767,7 @@ class _Lane:
                 for key, view in staged.items():
                     if after.get(key) is view:
                         state[key].copy_(view, non_blocking=True)
+                        self.out_bytes += _nbytes(view)
             event = torch.cuda.Event()
             event.record(self.copy_out)
         self.busy.append((region[0], region[1], event))
