@@ -515,11 +515,20 @@ def train(args):
     median_ms = statistics.median(timed) * 1e3
     where = os.environ.get("GRID_HOST_MAP")
     rt = getattr(sys.modules.get("umpol"), "_rt", None)  # under umpol run only
-    if where and rt is not None and rt.active:  # how much of each parameter lies on the host
-        with open(where, "w") as f:
-            json.dump([[name, p.numel() * p.element_size(),
-                        rt.host_bytes(p.untyped_storage().data_ptr())]
-                       for name, p in model.named_parameters()], f)
+    on_host = None
+    if rt is not None and rt.active:  # how much of each parameter lies on the host
+        host_map = [[name, p.numel() * p.element_size(),
+                     max(0, rt.host_bytes(p.untyped_storage().data_ptr()))]
+                    for name, p in model.named_parameters()]
+        on_host = sum(h for _, _, h in host_map)
+        # Each step reads a weight on the host in the forward pass (ahead, or where it lies),
+        # again in the recomputation and in its update, which also writes it there.
+        print(f"weights on the host after the last step: {on_host / 2**30:.2f} GiB of "
+              f"{sum(n for _, n, _ in host_map) / 2**30:.2f}, in "
+              f"{sum(1 for _, _, h in host_map if h)} parameters", flush=True)
+        if where:
+            with open(where, "w") as f:
+                json.dump(host_map, f)
     allocated = None
     if caching:
         allocated = torch.cuda.max_memory_allocated(device)
@@ -579,6 +588,7 @@ def train(args):
                        "card_peak_whole_run_bytes": card_whole, "max_allocated_bytes": allocated,
                        "fused_adamw": fused, "autocast_cache": autocast_cache, "link": link,
                        "gpu_part_ms": parts, "thread_part_ms": cpu, "package_copies": copies,
+                       "weights_on_host_bytes": on_host,
                        "allocator": str(torch.cuda.get_allocator_backend())}, f, indent=1)
 
 
