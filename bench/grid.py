@@ -406,18 +406,20 @@ def train(args):
                 pass
         return (stats.get("num_alloc_retries"), stats.get("num_device_alloc"))
     def package_copies():
-        """The bytes the umpol package has copied so far, by the part of the
-        step that queues them: weights ahead (forward, in), saved tensors to
-        the host (forward, out) and back (backward, in), the optimizer's state
-        staged around the step in backward (backward, both ways; the last
-        copies out may run into the next forward pass). None without it."""
+        """The bytes the umpol package has copied across the link so far, by
+        the part of the step that runs the copies: weights ahead, the part of
+        each weight that lay on the host (forward, in), saved tensors to the
+        host (forward, out) and back (backward, in), the optimizer's state
+        staged around the step in backward (backward, both ways: the job's
+        stream waits for the last copies out when backward returns). None
+        without the package."""
         auto = getattr(sys.modules.get("umpol"), "_auto", None)
         if auto is None:
             return None
         ahead, offload = getattr(auto, "ahead", None), getattr(auto, "offload", None)
         overlap = getattr(auto, "overlap", None)
         staged = overlap.staged_bytes() if hasattr(overlap, "staged_bytes") else (0, 0)
-        return {"forward_h2d_bytes": getattr(ahead, "copied", 0),
+        return {"forward_h2d_bytes": getattr(ahead, "link_bytes", 0),
                 "forward_d2h_bytes": getattr(offload, "sent_bytes", 0),
                 "backward_h2d_bytes": (getattr(offload, "back_bytes", 0)
                                        + getattr(offload, "late_bytes", 0) + staged[0]),
@@ -518,7 +520,8 @@ def train(args):
     on_host = None
     if rt is not None and rt.active:  # how much of each parameter lies on the host
         host_map = [[name, p.numel() * p.element_size(),
-                     max(0, rt.host_bytes(p.untyped_storage().data_ptr()))]
+                     min(p.numel() * p.element_size(),
+                         max(0, rt.host_bytes(p.untyped_storage().data_ptr())))]
                     for name, p in model.named_parameters()]
         on_host = sum(h for _, _, h in host_map)
         # Each step reads a weight on the host in the forward pass (ahead, or where it lies),

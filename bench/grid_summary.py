@@ -48,13 +48,22 @@ Per umpol cell:
               least its own copies' time over the link (weights ahead in,
               saved tensors out: grid.py's package_copies), the backward pass
               at least checkpointing alone's backward and optimizer time and
-              at least the time of the rest of the step's bytes, each time
-              with the link both ways at once as in two-way. A step whose
+              at least its own copies' time (saved tensors back, the
+              optimizer state staged in and out), each with the link both
+              ways at once as in two-way. The rest of what NVML counted (reads
+              and writes where the memory lies, the runtime's moves) may have
+              crossed in either part, and is put where it costs least; the
+              figure is never below two-way. Only where NVML counted the
+              bytes (the package's copies are among them). A step whose
               backward pass carries most of the bytes cannot hide them behind
               the forward pass's compute: this says how far umpol is from
               what its placement of bytes by part allows (umpol_over_bound_by_part;
               grid.max_umpol_over_bound_by_part), where bound says how far
-              from what its bytes allow anywhere in the step
+              from what its bytes allow anywhere in the step. Backward's
+              compute is checkpointing alone's backward plus its optimizer
+              step, though with the step in backward the updates may overlap
+              backward's kernels (bound counts the whole step's compute the
+              same way)
   gh200       the same bytes over NVLink-C2C at 346 GB/s each way (a paper
               projection, compute unchanged)
   thread pace the parts of the step (forward, backward) whose job's thread
@@ -256,24 +265,33 @@ def both_ways_ms(h2d, d2h, bw):
         + (h2d - shared) / (bw["h2d_gbps"] * 1e6) + (d2h - shared) / (bw["d2h_gbps"] * 1e6)
 
 
-def phase_bound(copies, h2d, d2h, ckpt, bw):
+def phase_bound(copies, h2d, d2h, ckpt, bw, steps=50):
     """The bound by part of the step (ms), or None without the figures: each
     part takes at least its compute (checkpointing alone's forward; its
     backward and optimizer step, which the step in backward runs inside
     backward) and at least the time its own bytes take over the link both
     ways at once (both_ways_ms). COPIES are the package's copies a step by
-    part (grid.py's package_copies); the rest of what crossed the link (H2D,
-    D2H: reads and writes where the memory lies, the runtime's moves) is
-    counted in backward, where the recomputation and the updates read it."""
+    part (grid.py's package_copies), which stay in their part; the rest of
+    what crossed the link each way (H2D, D2H less the copies: reads and
+    writes where the memory lies, the runtime's moves) may have crossed in
+    either, and goes where it costs least (searched in STEPS shares each
+    way), so that this stays a lower bound wherever those bytes crossed."""
     parts = (ckpt or {}).get("gpu_part_ms") or {}
     if not copies or "forward" not in parts or "backward" not in parts:
         return None
     f_in, f_out = copies["forward_h2d_bytes"], copies["forward_d2h_bytes"]
-    b_in = max(copies["backward_h2d_bytes"], h2d - f_in)
-    b_out = max(copies["backward_d2h_bytes"], d2h - f_out)
-    forward = max(parts["forward"], both_ways_ms(f_in, f_out, bw))
-    backward = max(parts["backward"] + parts.get("optimizer", 0.0), both_ways_ms(b_in, b_out, bw))
-    return forward + backward
+    b_in, b_out = copies["backward_h2d_bytes"], copies["backward_d2h_bytes"]
+    r_in, r_out = max(0.0, h2d - f_in - b_in), max(0.0, d2h - f_out - b_out)
+    c_forward = parts["forward"]
+    c_backward = parts["backward"] + parts.get("optimizer", 0.0)
+    best = None
+    for i in range(steps + 1):
+        for j in range(steps + 1):
+            x_in, x_out = r_in * i / steps, r_out * j / steps  # of the rest, in forward
+            total = max(c_forward, both_ways_ms(f_in + x_in, f_out + x_out, bw)) + \
+                max(c_backward, both_ways_ms(b_in + r_in - x_in, b_out + r_out - x_out, bw))
+            best = total if best is None else min(best, total)
+    return best
 
 
 def main():
@@ -404,7 +422,10 @@ def main():
                                   + (h2d - shared) / (cbw["h2d_gbps"] * 1e6)
                                   + (d2h - shared) / (cbw["d2h_gbps"] * 1e6))
                 gh = max(compute, max(h2d, d2h) / GH200_BPS * 1e3)
-                phase = phase_bound(run.get("package_copies"), h2d, d2h, ckpt, cbw)
+                if measured:  # the package's copies are among what NVML counted
+                    phase = phase_bound(run.get("package_copies"), h2d, d2h, ckpt, cbw)
+                    if phase is not None and two_way is not None:  # both are floors
+                        phase = max(phase, two_way)
                 if params:
                     in_step = max(0, OPTIMIZER_BYTES_PER_PARAM * params - run["card_peak_bytes"])
                     in_order = max(bound, compute + in_step / (cbw["h2d_gbps"] * 1e6))

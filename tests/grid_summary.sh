@@ -157,28 +157,40 @@ assert keys["grid.cells_paced_by_thread"] == [
 PY
 # By part of the step: where a run has the package's copies by part and
 # checkpointing alone its GPU time by part, each part's bound is its compute or
-# its own bytes over the link both ways at once, whichever is longer; the bytes
-# the copies do not account for count in backward; a run without them (every
-# recorded grid above) gets no such key.
+# its own bytes over the link both ways at once, whichever is longer, and the
+# bytes the copies do not account for go to the part where they cost least;
+# never below the bound both ways at once; a run without them (every recorded
+# grid above) gets no such key. Two made-up cases, each with an exact answer:
+#   rest: the forward pass's compute (10 s) has room for all the rest, so the
+#         step is that and backward's own copies (60 GB out, more than NVML
+#         counted in the whole step);
+#   link: the forward pass's copies (5 GB in) take longer than its compute
+#         (1 ms), and backward's compute (10 s) has room for the rest.
 g="$top_srcdir/bench/results/2026-11-23-h100-grid-8ef32ed"
-mkdir -p "$tmp/part" && cp -r "$g/l16" "$tmp/part/" && chmod -R u+w "$tmp/part" &&
-python3 - "$tmp/part/l16/cells.jsonl" <<'PY' || fail "grid_summary.py: the copies by part could not be added"
+for case in rest link; do
+    mkdir -p "$tmp/part-$case" && cp -r "$g/l16" "$tmp/part-$case/" && chmod -R u+w "$tmp/part-$case" &&
+    python3 - "$tmp/part-$case/l16/cells.jsonl" "$case" <<'PY' || fail "grid_summary.py: the copies by part could not be added"
 import json, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
+rest = sys.argv[2] == "rest"
 for row in rows:
     run = row.get("run") or {}
     if row["tag"] == "ckpt":
-        run["gpu_part_ms"] = {"forward": 50.0, "backward": 130.0, "optimizer": 8.0}
+        run["gpu_part_ms"] = ({"forward": 1e4, "backward": 130.0, "optimizer": 8.0} if rest
+                              else {"forward": 1.0, "backward": 1e4, "optimizer": 0.0})
     elif row["tag"] == "umpol-7.59GiB":
-        run["package_copies"] = {"forward_h2d_bytes": 1e8, "forward_d2h_bytes": 9e8,
-                                 "backward_h2d_bytes": 8e9, "backward_d2h_bytes": 6e10}
+        run["package_copies"] = (
+            {"forward_h2d_bytes": 0, "forward_d2h_bytes": 0,
+             "backward_h2d_bytes": 8e9, "backward_d2h_bytes": 6e10} if rest else
+            {"forward_h2d_bytes": 5e9, "forward_d2h_bytes": 9e8,
+             "backward_h2d_bytes": 1e8, "backward_d2h_bytes": 1e8})
 with open(sys.argv[1], "w") as f:
     for row in rows:
         f.write(json.dumps(row) + "\n")
 PY
-(cd "$tmp/part" && python3 "$top_srcdir/bench/grid_summary.py" "a card" "a commit" "$tmp/part/latest.json" l16) \
-    >"$tmp/part/summary.md" 2>"$tmp/err" || { cat "$tmp/err" >&2; fail "grid_summary.py failed on copies by part"; }
-python3 - "$tmp/part/latest.json" "$g/l16/bandwidth.json" <<'PY' && pass || fail "grid_summary.py: the bound by part is wrong"
+    (cd "$tmp/part-$case" && python3 "$top_srcdir/bench/grid_summary.py" "a card" "a commit" latest.json l16) \
+        >"$tmp/part-$case/summary.md" 2>"$tmp/err" || { cat "$tmp/err" >&2; fail "grid_summary.py failed on copies by part"; }
+    python3 - "$tmp/part-$case/latest.json" "$g/l16/bandwidth.json" "$case" <<'PY' && pass || fail "grid_summary.py: the bound by part is wrong ($case)"
 import json, sys
 keys = json.load(open(sys.argv[1]))
 bw = json.load(open(sys.argv[2]))
@@ -189,16 +201,20 @@ one_in, one_out, both = bw["h2d_gbps"] * 1e6, bw["d2h_gbps"] * 1e6, bw["both_way
 def link(i, o):
     s = min(i, o)
     return s / both + (i - s) / one_in + (o - s) / one_out
-# Forward: 0.1 GB in, 0.9 out, under its 50 ms of compute. Backward: all the
-# rest of what crossed in, and the copies' 60 GB out, above what NVML counted.
-assert h - 1e8 > 8e9 and d - 9e8 < 6e10, (h, d)
-want = 50.0 + max(138.0, link(h - 1e8, 6e10))
+if sys.argv[3] == "rest":
+    assert h > 8e9 and d < 6e10 and link(h - 8e9, 0) < 1e4, (h, d)
+    want = 1e4 + link(8e9, 6e10)
+else:
+    assert link(5e9, 9e8) > 1.0 and link(h - 5e9, max(d - 9e8, 1e8)) < 1e4, (h, d)
+    want = link(5e9, 9e8) + 1e4
 assert abs(c["bound_by_part_ms"] - round(want, 1)) <= 0.05, (c["bound_by_part_ms"], want)
+assert c["bound_by_part_ms"] >= c["bound_two_way_ms"], c
 assert c["umpol_over_bound_by_part"] == round(c["umpol_ms"] / c["bound_by_part_ms"], 3), c
 assert keys["grid.max_umpol_over_bound_by_part"] == c["umpol_over_bound_by_part"], keys
 assert all("bound_by_part_ms" not in x for b, x in cells.items() if b != 8153726976), cells
 PY
-grep -q "by part of the step [0-9.]* ms (umpol / it " "$tmp/part/summary.md" && pass ||
+done
+grep -q "by part of the step [0-9.]* ms (umpol / it " "$tmp/part-link/summary.md" && pass ||
     fail "grid_summary.py: the bound by part not in the summary"
 # --help prints the usage; too few arguments get a one-line usage and a non-zero exit.
 python3 "$top_srcdir/bench/grid_summary.py" --help >"$tmp/help" 2>&1 &&

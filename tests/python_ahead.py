@@ -152,6 +152,19 @@ check("each copy is made on the job's stream, which lets it go, and marked used 
       all(s[0].made_on == "job" and s[0].recorded == []
           for s in seen if type(s[0]).__name__ == "Copy"))
 check("the bytes copied ahead are counted", ahead.copied == 3 * 64 * MiB)
+check("and those that crossed the link: all of each, whole on the host",
+      ahead.link_bytes == 3 * 64 * MiB)
+
+# A weight only partly on the host is copied whole; only its host part crosses the link.
+partly = types.SimpleNamespace(host_bytes=lambda ptr: 16 * MiB if ptr == 0x1000 else
+                               (64 * MiB if ptr in host else 0))
+ahead = WeightsAhead(torch, partly)
+run(ahead, model)
+run(ahead, model)
+for w, data in zip(weights, own):
+    w.data = data
+check("a weight partly on the host counts its host part as crossing the link",
+      ahead.copied == 3 * 64 * MiB and ahead.link_bytes == 16 * MiB + 2 * 64 * MiB)
 
 # A layer run on another stream than the one current where its copy was made
 # marks the copy used by its own: the stream it was made on, which lets it

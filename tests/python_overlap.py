@@ -583,8 +583,11 @@ def replacing(self):
 
 type(opt).step = replacing
 copies = len(COPIES)
+counted = sib.staged_bytes()
 backward(sib, params, [1.0] * 3)
 lane = sib.lanes["cuda:0"]
+check("a replaced staged tensor counts its copy in and no copy out",
+      [b - a for a, b in zip(counted, sib.staged_bytes())] == [3 * 4000, 0])
 check("a replaced staged tensor and a removed key: the optimizer's state follows",
       all(opt.state[p]["m"].ptr == 0xA000 + p.ptr and "gone" not in opt.state[p] for p in params))
 check("the replaced tensor waits for its copy in; nothing is copied back into it",

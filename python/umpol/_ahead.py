@@ -53,7 +53,8 @@ class WeightsAhead:
         self.when = when    # what says when to begin (None: at once)
         self.orders = {}    # id(model) -> (weak reference to it, [weak reference to a layer])
         self.streams = {}   # device -> the copy stream
-        self.copied = 0     # bytes copied ahead so far
+        self.copied = 0     # bytes copied ahead so far,
+        self.link_bytes = 0  # of which lay on the host (crossed the link)
         self.told = False   # that a pass's order changed, on stderr
 
     def begin(self, model):
@@ -158,8 +159,10 @@ class _Pass:
                 return
             pairs, nbytes, job = [], 0, None
             for p in ahead.weights(module):
-                if ahead.rt.host_bytes(p.untyped_storage().data_ptr()) <= 0:
+                host = ahead.rt.host_bytes(p.untyped_storage().data_ptr())
+                if host <= 0:
                     continue  # on the GPU, or not the runtime's
+                ahead.link_bytes += min(host, p.numel() * p.element_size())
                 job = torch.cuda.current_stream(p.device)
                 with torch.no_grad():  # on the job's stream, which reads it and lets it go
                     pairs.append((p, torch.empty_like(p, memory_format=torch.contiguous_format)))

@@ -259,11 +259,11 @@ class SavedToHost:
         job = self.torch.cuda.current_stream(saved.device)
         with self.lock:
             if saved.back is None:  # read out of order, or again: copied back now
-                self.late += 1
-                self.late_bytes += saved.nbytes
                 if saved in self.coming:
                     self.coming.remove(saved)
                 self._fetch(saved)
+                self.late += 1
+                self.late_bytes += saved.nbytes
             back, ready, back_on = saved.back, saved.ready, saved.back_on
             saved.unread -= 1
             if saved.unread <= 0:  # the job's now: its handle keeps no copy
