@@ -59,7 +59,10 @@ Per umpol cell:
               the forward pass's compute: this says how far umpol is from
               what its placement of bytes by part allows (umpol_over_bound_by_part;
               grid.max_umpol_over_bound_by_part), where bound says how far
-              from what its bytes allow anywhere in the step. Backward's
+              from what its bytes allow anywhere in the step. The best
+              split's parts (bound_by_part_forward_ms, _backward_ms) are
+              printed against umpol's GPU time by part, which shows the part
+              that is further from its floor. Backward's
               compute is checkpointing alone's backward plus its optimizer
               step, though with the step in backward the updates may overlap
               backward's kernels (bound counts the whole step's compute the
@@ -275,7 +278,8 @@ def phase_bound(copies, h2d, d2h, ckpt, bw, steps=50):
     what crossed the link each way (H2D, D2H less the copies: reads and
     writes where the memory lies, the runtime's moves) may have crossed in
     either, and goes where it costs least (searched in STEPS shares each
-    way), so that this stays a lower bound wherever those bytes crossed."""
+    way), so that this stays a lower bound wherever those bytes crossed.
+    Returns (step, forward, backward) of the best split, or None."""
     parts = (ckpt or {}).get("gpu_part_ms") or {}
     if not copies or "forward" not in parts or "backward" not in parts:
         return None
@@ -288,10 +292,23 @@ def phase_bound(copies, h2d, d2h, ckpt, bw, steps=50):
     for i in range(steps + 1):
         for j in range(steps + 1):
             x_in, x_out = r_in * i / steps, r_out * j / steps  # of the rest, in forward
-            total = max(c_forward, both_ways_ms(f_in + x_in, f_out + x_out, bw)) + \
-                max(c_backward, both_ways_ms(b_in + r_in - x_in, b_out + r_out - x_out, bw))
-            best = total if best is None else min(best, total)
+            forward = max(c_forward, both_ways_ms(f_in + x_in, f_out + x_out, bw))
+            backward = max(c_backward, both_ways_ms(b_in + r_in - x_in, b_out + r_out - x_out, bw))
+            if best is None or forward + backward < best[0]:
+                best = (forward + backward, forward, backward)
     return best
+
+
+def by_part_detail(parts, gpu):
+    """', forward F against umpol's G GPU ms, backward ...' from the best
+    split's PARTS (forward, backward ms) and umpol's GPU time by part (GPU:
+    grid.py's gpu_part_ms, the optimizer's inside backward with the step in
+    backward); empty without either."""
+    if not parts or not gpu or "forward" not in gpu or "backward" not in gpu:
+        return ""
+    backward = gpu["backward"] + gpu.get("optimizer", 0.0)
+    return (f"; forward {parts[0]:.1f} against umpol's {gpu['forward']:.1f} GPU ms, "
+            f"backward {parts[1]:.1f} against {backward:.1f}")
 
 
 def main():
@@ -411,7 +428,7 @@ def main():
                 source += ", + modelled zero-copy"
                 h2d = mig_h2d + rep["zero_copy_h2d_bytes_per_step"]
                 d2h = mig_d2h + rep["zero_copy_d2h_bytes_per_step"]
-            bound = gh = in_order = two_way = phase = None
+            bound = gh = in_order = two_way = phase = phase_parts = None
             if h2d is not None and cbw and ckpt:
                 compute = ckpt["median_step_ms"]
                 link_ms = max(h2d / (cbw["h2d_gbps"] * 1e6), d2h / (cbw["d2h_gbps"] * 1e6))
@@ -423,9 +440,11 @@ def main():
                                   + (d2h - shared) / (cbw["d2h_gbps"] * 1e6))
                 gh = max(compute, max(h2d, d2h) / GH200_BPS * 1e3)
                 if measured:  # the package's copies are among what NVML counted
-                    phase = phase_bound(run.get("package_copies"), h2d, d2h, ckpt, cbw)
-                    if phase is not None and two_way is not None:  # both are floors
-                        phase = max(phase, two_way)
+                    split = phase_bound(run.get("package_copies"), h2d, d2h, ckpt, cbw)
+                    if split is not None:
+                        phase, phase_parts = split[0], split[1:]
+                        if two_way is not None:  # both are floors
+                            phase = max(phase, two_way)
                 if params:
                     in_step = max(0, OPTIMIZER_BYTES_PER_PARAM * params - run["card_peak_bytes"])
                     in_order = max(bound, compute + in_step / (cbw["h2d_gbps"] * 1e6))
@@ -462,7 +481,11 @@ def main():
             if run.get("package_copies"):  # grids since the package counted its copies by part
                 cell.update({"package_copies": run["package_copies"],
                              "bound_by_part_ms": None if phase is None else round(phase, 1),
-                             "umpol_over_bound_by_part": None if phase is None else round(ms / phase, 3)})
+                             "umpol_over_bound_by_part": None if phase is None else round(ms / phase, 3),
+                             "bound_by_part_forward_ms": None if phase_parts is None
+                             else round(phase_parts[0], 1),
+                             "bound_by_part_backward_ms": None if phase_parts is None
+                             else round(phase_parts[1], 1)})
             paced = thread_paced(run)
             if run.get("thread_part_ms") is not None:
                 cell["paced_by_thread"] = [part for part, _, _ in paced]
@@ -477,7 +500,8 @@ def main():
                    f"x{cell['umpol_over_best_at_card_memory']:.2f}" if card_best else "")
                 + (f"; bound {bound:.1f} ms (umpol / bound {ms / bound:.2f})" if bound else "")
                 + (f", both ways at once {two_way:.1f} ms (umpol / it {ms / two_way:.2f})" if two_way else "")
-                + (f"; by part of the step {phase:.1f} ms (umpol / it {ms / phase:.2f})" if phase else "")
+                + (f"; by part of the step {phase:.1f} ms (umpol / it {ms / phase:.2f}"
+                   + by_part_detail(phase_parts, run.get("gpu_part_ms")) + ")" if phase else "")
                 + (f"; GH200 projection {gh:.1f} ms" if gh else "")
                 + (f"; in the job's order {in_order:.1f} ms (umpol / it {ms / in_order:.2f})" if in_order else "")
                 + ("; at the job's thread's pace: " + ", ".join(

@@ -179,6 +179,7 @@ for row in rows:
         run["gpu_part_ms"] = ({"forward": 1e4, "backward": 130.0, "optimizer": 8.0} if rest
                               else {"forward": 1.0, "backward": 1e4, "optimizer": 0.0})
     elif row["tag"] == "umpol-7.59GiB":
+        run["gpu_part_ms"] = {"forward": 60.0, "backward": 190.0, "optimizer": 10.0}
         run["package_copies"] = (
             {"forward_h2d_bytes": 0, "forward_d2h_bytes": 0,
              "backward_h2d_bytes": 8e9, "backward_d2h_bytes": 6e10} if rest else
@@ -208,14 +209,18 @@ else:
     assert link(5e9, 9e8) > 1.0 and link(h - 5e9, max(d - 9e8, 1e8)) < 1e4, (h, d)
     want = link(5e9, 9e8) + 1e4
 assert abs(c["bound_by_part_ms"] - round(want, 1)) <= 0.05, (c["bound_by_part_ms"], want)
+parts = (1e4, link(8e9, 6e10)) if sys.argv[3] == "rest" else (link(5e9, 9e8), 1e4)
+assert abs(c["bound_by_part_forward_ms"] - round(parts[0], 1)) <= 0.05, (c, parts)
+assert abs(c["bound_by_part_backward_ms"] - round(parts[1], 1)) <= 0.05, (c, parts)
 assert c["bound_by_part_ms"] >= c["bound_two_way_ms"], c
 assert c["umpol_over_bound_by_part"] == round(c["umpol_ms"] / c["bound_by_part_ms"], 3), c
 assert keys["grid.max_umpol_over_bound_by_part"] == c["umpol_over_bound_by_part"], keys
 assert all("bound_by_part_ms" not in x for b, x in cells.items() if b != 8153726976), cells
 PY
 done
-grep -q "by part of the step [0-9.]* ms (umpol / it " "$tmp/part-link/summary.md" && pass ||
-    fail "grid_summary.py: the bound by part not in the summary"
+grep -q "by part of the step [0-9.]* ms (umpol / it [0-9.]*; forward [0-9.]* against umpol's 60.0 GPU ms, backward 10000.0 against 200.0)" \
+    "$tmp/part-link/summary.md" && pass ||
+    fail "grid_summary.py: the bound by part, and each part against umpol's, not in the summary"
 # --help prints the usage; too few arguments get a one-line usage and a non-zero exit.
 python3 "$top_srcdir/bench/grid_summary.py" --help >"$tmp/help" 2>&1 &&
     grep -q '^usage: grid_summary.py DEVICE COMMIT' "$tmp/help" && pass || fail "grid_summary.py --help: no usage"
