@@ -434,10 +434,7 @@ def main():
                 link_ms = max(h2d / (cbw["h2d_gbps"] * 1e6), d2h / (cbw["d2h_gbps"] * 1e6))
                 bound = max(compute, link_ms)
                 if cbw.get("both_ways_gbps_each"):
-                    shared = min(h2d, d2h)
-                    two_way = max(compute, shared / (cbw["both_ways_gbps_each"] * 1e6)
-                                  + (h2d - shared) / (cbw["h2d_gbps"] * 1e6)
-                                  + (d2h - shared) / (cbw["d2h_gbps"] * 1e6))
+                    two_way = max(compute, both_ways_ms(h2d, d2h, cbw))
                 gh = max(compute, max(h2d, d2h) / GH200_BPS * 1e3)
                 if measured:  # the package's copies are among what NVML counted
                     split = phase_bound(run.get("package_copies"), h2d, d2h, ckpt, cbw)
