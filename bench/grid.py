@@ -410,9 +410,10 @@ def train(args):
         the part of the step that runs the copies: weights ahead, the part of
         each weight that lay on the host (forward, in), saved tensors to the
         host (forward, out) and back (backward, in), the optimizer's state
-        staged around the step in backward (backward, both ways: the job's
-        stream waits for the last copies out when backward returns). None
-        without the package."""
+        staged around the step in backward and the recomputation's copies of
+        weights on the host, which their updates write back (backward, both
+        ways: the job's stream waits for the last copies out when backward
+        returns). None without the package."""
         auto = getattr(sys.modules.get("umpol"), "_auto", None)
         if auto is None:
             return None
@@ -422,7 +423,8 @@ def train(args):
         return {"forward_h2d_bytes": getattr(ahead, "link_bytes", 0),
                 "forward_d2h_bytes": getattr(offload, "sent_bytes", 0),
                 "backward_h2d_bytes": (getattr(offload, "back_bytes", 0)
-                                       + getattr(offload, "late_bytes", 0) + staged[0]),
+                                       + getattr(offload, "late_bytes", 0) + staged[0]
+                                       + getattr(ahead, "kept_bytes", 0)),
                 "backward_d2h_bytes": staged[1]}
     def pinned_counts():  # pinned host memory PyTorch's host allocator asked CUDA for: (times, µs)
         try:

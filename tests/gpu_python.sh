@@ -176,7 +176,13 @@ for m in ("plain", "sib"):
     # biases are under 1 MiB); the first pass records, the eval pass reads.
     assert r[f"{m}-1"]["copied"] == 5 * 3 * 4 * 1024 * 1024, (m, r[f"{m}-1"]["copied"])
     assert r[f"{m}-0"]["copied"] == 0
-print("weights ahead: same weights and losses, 60 MiB copied ahead, storages put back")
+# With the step in backward, each of the six recomputations of the checkpointed
+# block copies its two 4 MiB weights for their updates (the same weights bit
+# for bit, above); without it, none.
+assert r["sib-1"]["recompute_kept"] == 6 * 2 * 4 * 1024 * 1024, r["sib-1"]["recompute_kept"]
+assert r["plain-1"]["recompute_kept"] == 0 and r["sib-0"]["recompute_kept"] == 0
+print("weights ahead: same weights and losses, 60 MiB copied ahead, 48 MiB recomputed copies "
+      "updated in backward, storages put back")
 PY
 
 # Saved activations in host memory until backward: the same weights and losses

@@ -248,3 +248,41 @@ check("at the first pass after one it says it is on, once, and records the order
       text.count("weights ahead: on") == 1 and ahead.orders and LOG == [])
 text = said(lambda: run(ahead, model))
 check("and the pass after copies ahead, saying nothing more", text == "" and ahead.copied > 0)
+
+# The recomputation in backward: only where the updates in backward take its
+# copies (handoff) and weights ahead has begun. Then each Linear's weights
+# that lie on the host are copied on the job's stream as the layer begins, the
+# layer runs on its copy, the weight's own data is back after it, and the copy
+# is kept for the weight's update (take: once), with the bytes that lay on the
+# host; a weight on the GPU is read where it lies; the pass's end lets go of
+# what no update took.
+ahead = WeightsAhead(torch, rt, when=lambda: False)
+ahead.handoff = True
+check("no recomputation copies before weights ahead has begun", ahead.recompute(model) is None)
+ahead = WeightsAhead(torch, rt)
+check("nor where no update takes them", ahead.recompute(model) is None)
+ahead.handoff = True
+own = [w.data for w in weights]
+LOG.clear()
+r = ahead.recompute(model)
+seen = []
+for layer in layers[:3]:
+    r.pre(layer)
+    seen.append(layer._parameters["p0"].data)
+    r.post(layer)
+r.end()
+check("the recomputation runs each layer on a copy of its weights on the host, made and "
+      "filled on the job's stream",
+      [type(s).__name__ for s in seen] == ["Copy", "Copy", "Tensor"] and
+      [s.value for s in seen] == [0.0, 1.0, 2.0] and seen[2] is own[2] and
+      LOG == [("job", "alloc"), ("job", "copy 0x1000"), ("job", "alloc"), ("job", "copy 0x2000")])
+check("each weight's own data is back after its layer", [w.data for w in weights] == own)
+got = ahead.take(weights[0])
+check("the copy is kept for the weight's update, once, with its bytes on the host",
+      got is not None and got[0] is seen[0] and got[1].name == "job" and got[2] == 64 * MiB and
+      ahead.take(weights[0]) is None and ahead.take(weights[2]) is None)
+check("and counted as crossing the link (the small bias is read where it lies)",
+      ahead.kept_bytes == 2 * 64 * MiB)
+ahead.let_go()
+check("the pass's end lets go of the copies no update took", not ahead.kept and
+      ahead.take(weights[1]) is None)

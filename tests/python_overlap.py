@@ -57,6 +57,9 @@ class Tensor:
     def untyped_storage(self):
         return Storage(self.ptr)
 
+    def data_ptr(self):
+        return self.ptr
+
     def record_stream(self, stream):
         self.recorded.append(stream.name)
 
@@ -1045,4 +1048,71 @@ for i, p in enumerate(params):  # a state the job loaded before its first backwa
 text = said(lambda: backward(sib, params, [1.0] * 6))
 check("a state loaded before the first pass is not traded either", not bounces and "went to" not in text)
 restore()
+
+# The recomputation's copies of weights on the host (weights ahead's handoff,
+# _ahead._Recompute): armed, the step in backward takes them; an update runs
+# on its parameters' copies, which are then copied back to the weights on the
+# copy-out stream after it and kept until that is done, unmarked; the weights
+# are their own again at once; the copies no update took are let go when the
+# pass ends; disarmed, the handoff stops.
+class Ahead:
+    def __init__(self):
+        self.kept, self.handoff, self.lets = {}, False, 0
+
+    def take(self, p):
+        kept = self.kept.pop(id(p), None)
+        return None if kept is None else kept[1:]
+
+    def let_go(self):
+        self.lets += 1
+        self.kept.clear()
+
+
+torch, auto, sib, params, opt = job()
+auto.ahead = Ahead()
+for p in params:
+    p.data = Tensor(p.ptr, 1000, current=torch.current)
+said(lambda: backward(sib, params, [1.0] * 3))
+sib.step_post()
+check("armed, the step in backward takes the recomputation's copies", auto.ahead.handoff)
+own = [p.data for p in params]
+copies = [Tensor(0xC000 + i, 1000, current=torch.current) for i in range(3)]
+for i in (0, 2):  # the first and last parameters' weights lay on the host
+    auto.ahead.kept[id(params[i])] = (params[i], copies[i], torch.main, 4000)
+ran_on = {}
+
+
+def recording(self):
+    for group in self.param_groups:
+        for q in group["params"]:
+            ran_on[q.ptr] = q.data.ptr
+
+
+type(opt).step = recording
+lets, out0, copied = auto.ahead.lets, getattr(sib.lanes.get("cuda:0"), "out_bytes", 0), len(COPIES)
+Event.done = False
+sib.backward_begin()
+for p in reversed(params):
+    p.accumulate(1.0)
+lane = sib.lanes["cuda:0"]
+kept = [t for _, _, ts, _, _ in lane.kept for t in ts]
+check("an update runs on the recomputation's copies where it has them, on the weight else",
+      ran_on == {0x1000: 0xC000, 0x2000: 0x2000, 0x3000: 0xC002})
+check("the weights are their own again once the update is queued",
+      all(p.data is d for p, d in zip(params, own)))
+check("each copy is copied back to its weight on the copy-out stream, after the update",
+      [c for c in COPIES[copied:]] == [(lane.copy_out.name, 0xC002, 0x3000),
+                                       (lane.copy_out.name, 0xC000, 0x1000)] and
+      lane.copy_out.waited[-1] == lane.update.name)
+check("and kept meanwhile, counted as crossing the link out",
+      any(t is copies[0] for t in kept) and any(t is copies[2] for t in kept) and
+      lane.out_bytes - out0 == 2 * 4000)
+auto.ahead.kept[id(params[1])] = (params[1], copies[1], torch.main, 4000)  # taken by no update
+sib.backward_end()
+Event.done = True
+check("at the pass's end the copies are let go unmarked, and those no update took too",
+      all(c.recorded == [] for c in copies) and not auto.ahead.kept and auto.ahead.lets == lets + 1)
+del type(opt).step
+said(lambda: sib.gradients_cleared())
+check("disarmed, the recomputation keeps no copy for the updates", not auto.ahead.handoff)
 print("python_overlap: all checks passed")

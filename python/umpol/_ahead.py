@@ -26,8 +26,14 @@ by then on both, and the job's next allocation of its memory waits for that
 stream: for every copy queued by then. The first layer waited for all the
 pass's first copies, 8-11 ms at 1.75B.)
 
-Only training forward passes: the recomputation in backward and eval passes
-read the weights where they lie. A pass whose layers come in another order
+Only training forward passes copy ahead; eval passes read the weights where
+they lie. Where the optimizer's step runs in backward (_overlap) and takes
+them (handoff), the recomputation in backward copies each Linear's weights
+that lie on the host to device memory as the layer begins, on the job's
+stream, runs the layer on the copy and keeps the copy for the weight's
+update, which then reads and writes it there and copies it back: the link
+carries the weight in once for the recomputation and the update, not twice
+(_Recompute). A pass whose layers come in another order
 stops copying for the rest of it, and the next pass records the order again.
 Weights under _MIN_BYTES are read where they lie (a copy costs more than the
 read); so is everything but a Linear's weight and bias (an Embedding reads a
@@ -56,6 +62,10 @@ class WeightsAhead:
         self.copied = 0     # bytes copied ahead so far,
         self.link_bytes = 0  # of which lay on the host (crossed the link)
         self.told = False   # that a pass's order changed, on stderr
+        self.handoff = False  # the updates in backward take the recomputation's copies
+        # id(param) -> (param, its copy, the stream it was made on, its bytes on the host)
+        self.kept = {}
+        self.kept_bytes = 0  # the recomputation's copies' bytes that lay on the host, so far
 
     def begin(self, model):
         """A training forward pass of MODEL (the outermost module called)
@@ -71,6 +81,29 @@ class WeightsAhead:
         known = self.orders.get(id(model))
         order = known[1] if known is not None and known[0]() is model else None
         return _Pass(self, model, order)
+
+    def recompute(self, module):
+        """A recomputation in backward (MODULE, the outermost module called)
+        begins: the _Recompute that copies its layers' weights on the host
+        for their updates, or None where no update takes them or weights
+        ahead has not begun."""
+        if not self.handoff or self.when is not None:
+            return None
+        return _Recompute(self)
+
+    def take(self, p):
+        """The recomputation's copy of P, for P's update, which must let it
+        go: (copy, the stream it was made on, the bytes of P that lay on the
+        host), or None."""
+        kept = self.kept.pop(id(p), None)
+        if kept is None or kept[0] is not p:
+            return None
+        return kept[1:]
+
+    def let_go(self):
+        """The backward pass is over: the copies no update took are let go,
+        on the stream they were made on, which alone read them."""
+        self.kept.clear()
 
     def weights(self, module):
         """MODULE's parameters that are copied ahead where they lie on the
@@ -194,9 +227,7 @@ class _Pass:
         self.copies.clear()
 
     def _put_back(self, swapped):
-        for p, own, copy in swapped:
-            if p.data.data_ptr() == copy.data_ptr():  # else the job set it meanwhile: its own stays
-                p.data = own
+        _put_back(swapped)
 
     def _stop(self):
         """The layers run in another order than recorded: the rest of this
@@ -208,3 +239,48 @@ class _Pass:
             self.ahead.told = True
             _say("a forward pass ran its layers in another order than the one before: it read "
                  "them where they lie, and the order is recorded again (said once)")
+
+
+class _Recompute:
+    """One recomputation in backward of a checkpointed segment: each Linear's
+    weights that lie on the host are copied to device memory on the job's
+    stream as the layer begins (where the layer would have read them across
+    the link anyway), the layer runs on the copy, and the copy is kept for
+    the weight's update in this backward pass (WeightsAhead.take)."""
+
+    def __init__(self, ahead):
+        self.ahead = ahead
+        self.running = []    # (layer, [(param, its own data, copy)])
+
+    def pre(self, module):
+        ahead, torch = self.ahead, self.ahead.torch
+        swapped = []
+        for p in ahead.weights(module):
+            host = ahead.rt.host_bytes(p.untyped_storage().data_ptr())
+            if host <= 0:
+                continue  # on the GPU, or not the runtime's
+            job = torch.cuda.current_stream(p.device)
+            with torch.no_grad():
+                copy = torch.empty_like(p, memory_format=torch.contiguous_format)
+                copy.copy_(p, non_blocking=True)
+            host = min(host, p.numel() * p.element_size())
+            ahead.kept_bytes += host
+            ahead.kept[id(p)] = (p, copy, job, host)
+            swapped.append((p, p.data, copy))
+            p.data = copy
+        if swapped:
+            self.running.append((module, swapped))
+
+    def post(self, module):
+        if self.running and self.running[-1][0] is module:
+            _put_back(self.running.pop()[1])
+
+    def end(self):
+        while self.running:
+            _put_back(self.running.pop()[1])
+
+
+def _put_back(swapped):
+    for p, own, copy in swapped:
+        if p.data.data_ptr() == copy.data_ptr():  # else the job set it meanwhile: its own stays
+            p.data = own

@@ -22,7 +22,10 @@ device memory around each update (_Lane), so the update's kernels leave the
 GPU's threads to the backward pass and the link carries both directions
 beside it; after the first pass, the part of the state on the host goes to
 the parameters updated first (_host_state_first), whose copies then have the
-rest of the pass to run beside. The package makes the job's stream wait for
+rest of the pass to run beside. A weight that lies on the host and that the
+recomputation in backward copied to the GPU (_ahead._Recompute) is updated on
+that copy, which is then copied back to it (_take_copies, _Lane.write_back):
+the link carries it in once. The package makes the job's stream wait for
 no update until the pass ends: a gradient is let go once the host sees its
 update done (_Lane.keep), or, past _LAG_BYTES of them, after the job's
 stream waits for the oldest (marked used by the side stream instead where it
@@ -159,6 +162,9 @@ class StepInBackward:
                     self.torch.cuda.current_stream(device).wait_stream(stream)
             for device, lane in self.lanes.items():  # the forward pass has the room
                 lane.let_go_all(self.torch.cuda.current_stream(device), device in queued)
+            ahead = getattr(self.auto, "ahead", None)
+            if ahead is not None:  # the recomputation's copies no update took
+                ahead.let_go()
             if failed and self.state == "armed":
                 self._disarm("the backward pass raised: the parameters updated by then keep "
                              "their update, the gradients not yet applied are left to the "
@@ -274,6 +280,9 @@ class StepInBackward:
                     self.handles.append(p.register_post_accumulate_grad_hook(self._update))
         self.optimizer = optimizer
         self.state = "armed"
+        ahead = getattr(self.auto, "ahead", None)
+        if ahead is not None:  # the recomputation keeps its copies of weights on the host
+            ahead.handoff = True
         _say(f"on: {len(self.handles)} parameters of {type(optimizer).__name__} are updated in "
              "backward, on a side stream")
 
@@ -286,6 +295,10 @@ class StepInBackward:
             self.pending, self.ran, self.held = {}, {}, {}
         self.optimizer = None
         self.state = "off"
+        ahead = getattr(self.auto, "ahead", None)
+        if ahead is not None:
+            ahead.handoff = False
+            ahead.let_go()
         _say(f"off: {why}")
 
     # ---- the updates, from autograd's hooks ----
@@ -391,9 +404,17 @@ class StepInBackward:
                 for p, v in zip(chunk, views):
                     mine.append({**optimizer.state[p], **v} if v else optimizer.state[p])
                 shim.state = collections.defaultdict(dict, zip(chunk, mine))
-            with torch.cuda.stream(lane.update):
-                step(shim)
+            taken = self._take_copies(chunk)
+            try:
+                with torch.cuda.stream(lane.update):
+                    step(shim)
+            finally:
+                for p, own, copy, _, _ in taken:  # the weights are their own again
+                    if p.data.data_ptr() == copy.data_ptr():
+                        p.data = own
             self.calls += 1
+            if taken:
+                lane.write_back(taken, job)
             if staged is not None:
                 lane.stage_out([optimizer.state[p] for p in chunk], views, mine, region, job)
             grads = []
@@ -402,6 +423,23 @@ class StepInBackward:
                 p.grad = None
             lane.keep(lane.update, grads, sum(_nbytes(g) for g in grads), job,
                       job if hooked else None)
+
+    def _take_copies(self, ps):
+        """The recomputation's copies of PS's weights that lay on the host
+        (_ahead.WeightsAhead.take), swapped in for their update:
+        [(param, its own data, copy, the stream the copy was made on, the
+        bytes of it that lay on the host)]."""
+        ahead = getattr(self.auto, "ahead", None)
+        if ahead is None or not ahead.kept:
+            return []
+        taken = []
+        for p in ps:
+            got = ahead.take(p)
+            if got is not None:
+                copy, made_on, host = got
+                taken.append((p, p.data, copy, made_on, host))
+                p.data = copy
+        return taken
 
     def _host_state_first(self):
         """After the pass that made the state (once its updates are done: the
@@ -779,6 +817,19 @@ class _Lane:
                 self.keep(self.copy_out, [ring], 0, job, self.ring_made_on)
             self.ring, self.busy, self.head = None, [], 0
             self.let_go = self.ordered
+
+    def write_back(self, taken, job):
+        """After an update that ran on the recomputation's copies of weights
+        that lie on the host (TAKEN, _take_copies): each copy is copied back
+        to its weight on COPY_OUT, and kept until that is done."""
+        torch = self.torch
+        self.copy_out.wait_stream(self.update)
+        with torch.cuda.stream(self.copy_out):
+            for _, own, copy, _, host in taken:
+                own.copy_(copy, non_blocking=True)
+                self.out_bytes += host
+        for _, _, copy, made_on, _ in taken:
+            self.keep(self.copy_out, [copy], 0, job, made_on)
 
     def _copied_first(self, tensor, staged):
         """The optimizer's state no longer holds TENSOR: if it was copied in,

@@ -142,10 +142,10 @@ class Auto:
         if name == FORWARD and self.saved and type(module).__name__ != "OptimizedModule" \
                 and getattr(module, "_compiled_call_impl", None) is None:
             self._push_saved_hooks()
-        if name == FORWARD and self.ahead is not None:
+        if name in (FORWARD, FORWARD_RECOMPUTE) and self.ahead is not None:
             if t.ahead is not None:  # a pass whose end no hook saw (it raised, old PyTorch)
                 t.ahead.end()
-            t.ahead = self.ahead.begin(module)
+            t.ahead = self.ahead.begin(module) if name == FORWARD else self.ahead.recompute(module)
             if t.ahead is not None:
                 t.ahead.pre(module)
         return None

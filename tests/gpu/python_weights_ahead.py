@@ -7,7 +7,8 @@ Six steps of fused AdamW on a small MLP under bf16 autocast, its middle
 layers checkpointed (reentrant), with an eval pass after step 2; MODE sib:
 with the optimizer's step in backward as well. The JSON has a digest of the
 weights and the losses (the same bit for bit with weights ahead on or off),
-the bytes copied ahead, and whether each weight's own storage was back after
+the bytes copied ahead, the bytes the recomputation copied for the updates
+in backward (MODE sib), and whether each weight's own storage was back after
 every pass."""
 import hashlib
 import json
@@ -61,6 +62,7 @@ for p in model.parameters():
     digest.update(p.detach().cpu().numpy().tobytes())
 ahead = umpol._auto.ahead if umpol._auto is not None else None
 json.dump({"losses": losses, "digest": digest.hexdigest(), "own_storage": kept,
-           "copied": ahead.copied if ahead else 0}, open(out, "w"))
+           "copied": ahead.copied if ahead else 0,
+           "recompute_kept": ahead.kept_bytes if ahead else 0}, open(out, "w"))
 print(f"{mode}: losses {losses[0]:.6f} .. {losses[-1]:.6f}, copied ahead "
       f"{(ahead.copied if ahead else 0) >> 20} MiB")
