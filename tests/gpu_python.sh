@@ -147,15 +147,15 @@ PY
 # where they lie, with the step in backward or without; each weight's own
 # storage back after every pass.
 # on_and_off NAME VARIABLE POLICY SCRIPT MODE...: SCRIPT MODE OUT.json under
-# POLICY with VARIABLE=0 and =1, for each MODE (sib: with the step in backward
-# too); its output in $out/NAME-MODE-ON.json and .log.
+# POLICY with VARIABLE=0 and =1, for each MODE (sib, sibnr: with the step in
+# backward too); its output in $out/NAME-MODE-ON.json and .log.
 on_and_off() {
     oo_name=$1 oo_variable=$2 oo_policy=$3 oo_script=$4
     shift 4
     for m in "$@"; do
         for on in 0 1; do
             expect_status 0 "$oo_name ($m, $on)" env "$oo_variable=$on" \
-                UMPOL_STEP_IN_BACKWARD=$([ "$m" = sib ] && echo 1 || echo 0) \
+                UMPOL_STEP_IN_BACKWARD=$(case $m in sib*) echo 1 ;; *) echo 0 ;; esac) \
                 "$UMPOL_BIN" run -p "$oo_policy" -- python3 "$oo_script" "$m" "$out/$oo_name-$m-$on.json"
             cp "$tmp/out" "$out/$oo_name-$m-$on.log"
             cat "$tmp/out"
@@ -163,12 +163,12 @@ on_and_off() {
     done
 }
 on_and_off ahead UMPOL_WEIGHTS_AHEAD "$top_srcdir/tests/gpu/weights-host.umpol" \
-    "$top_srcdir/tests/gpu/python_weights_ahead.py" plain sib
+    "$top_srcdir/tests/gpu/python_weights_ahead.py" plain sib sibnr
 python3 - "$out" <<'PY' && pass || fail "weights ahead"
 import json, sys
 r = {f"{m}-{on}": json.load(open(f"{sys.argv[1]}/ahead-{m}-{on}.json"))
-     for m in ("plain", "sib") for on in (0, 1)}
-for m in ("plain", "sib"):
+     for m in ("plain", "sib", "sibnr") for on in (0, 1)}
+for m in ("plain", "sib", "sibnr"):
     assert r[f"{m}-1"]["digest"] == r[f"{m}-0"]["digest"], f"{m}: different weights"
     assert r[f"{m}-1"]["losses"] == r[f"{m}-0"]["losses"], f"{m}: different losses"
     assert all(r[f"{m}-1"]["own_storage"]), f"{m}: a weight's storage was not put back"
@@ -176,13 +176,17 @@ for m in ("plain", "sib"):
     # biases are under 1 MiB); the first pass records, the eval pass reads.
     assert r[f"{m}-1"]["copied"] == 5 * 3 * 4 * 1024 * 1024, (m, r[f"{m}-1"]["copied"])
     assert r[f"{m}-0"]["copied"] == 0
-# With the step in backward, each of the six recomputations of the checkpointed
-# block copies its two 4 MiB weights for their updates (the same weights bit
-# for bit, above); without it, none.
-assert r["sib-1"]["recompute_kept"] == 6 * 2 * 4 * 1024 * 1024, r["sib-1"]["recompute_kept"]
-assert r["plain-1"]["recompute_kept"] == 0 and r["sib-0"]["recompute_kept"] == 0
-print("weights ahead: same weights and losses, 60 MiB copied ahead, 48 MiB recomputed copies "
-      "updated in backward, storages put back")
+# With the step in backward, each recomputation of the checkpointed block after
+# the first (whose updates make the state, alone) copies its two 4 MiB weights,
+# and their updates take the copies (the same weights bit for bit, above), with
+# reentrant and non-reentrant checkpointing; without it, none.
+for m in ("sib", "sibnr"):
+    assert r[f"{m}-1"]["recompute_kept"] == 5 * 2 * 4 * 1024 * 1024, (m, r[f"{m}-1"])
+    assert r[f"{m}-1"]["recompute_taken"] == r[f"{m}-1"]["recompute_kept"], (m, r[f"{m}-1"])
+    assert r[f"{m}-0"]["recompute_kept"] == 0
+assert r["plain-1"]["recompute_kept"] == 0
+print("weights ahead: same weights and losses, 60 MiB copied ahead, 40 MiB of the "
+      "recomputation's copies updated in backward (reentrant and not), storages put back")
 PY
 
 # Saved activations in host memory until backward: the same weights and losses

@@ -249,40 +249,58 @@ check("at the first pass after one it says it is on, once, and records the order
 text = said(lambda: run(ahead, model))
 check("and the pass after copies ahead, saying nothing more", text == "" and ahead.copied > 0)
 
-# The recomputation in backward: only where the updates in backward take its
-# copies (handoff) and weights ahead has begun. Then each Linear's weights
-# that lie on the host are copied on the job's stream as the layer begins, the
-# layer runs on its copy, the weight's own data is back after it, and the copy
-# is kept for the weight's update (take: once), with the bytes that lay on the
-# host; a weight on the GPU is read where it lies; the pass's end lets go of
-# what no update took.
+# The recomputation in backward: only where the step in backward will update
+# a weight from its copy in this pass (handoff says which), weights ahead has
+# begun and a backward pass runs on this thread. Then each Linear's weights
+# that lie on the host are copied on the job's stream as the layer begins, up
+# to _AHEAD_BYTES held, the layer runs on its copy, the weight's own data is
+# back as the layer returns, and the copy is kept for the weight's update
+# (take: once), with the bytes that lay on the host; a weight on the GPU, or
+# one no update of the pass takes, is read where it lies; the pass's end lets
+# go of what no update took.
+ahead_module._AHEAD_BYTES = 512 << 20  # the package's own
 ahead = WeightsAhead(torch, rt, when=lambda: False)
-ahead.handoff = True
+ahead.handoff = lambda p: True
 check("no recomputation copies before weights ahead has begun", ahead.recompute(model) is None)
 ahead = WeightsAhead(torch, rt)
 check("nor where no update takes them", ahead.recompute(model) is None)
-ahead.handoff = True
+ahead.handoff = lambda p: p is not weights[1]
+torch._C = types.SimpleNamespace(_current_graph_task_id=lambda: -1)
+check("nor on a thread that runs no backward pass", ahead.recompute(model) is None)
+torch._C = types.SimpleNamespace(_current_graph_task_id=lambda: 7)
 own = [w.data for w in weights]
 LOG.clear()
 r = ahead.recompute(model)
-seen = []
-for layer in layers[:3]:
+seen, back = [], []
+for layer in layers:
     r.pre(layer)
     seen.append(layer._parameters["p0"].data)
     r.post(layer)
+    back.append(layer._parameters["p0"].data)
 r.end()
-check("the recomputation runs each layer on a copy of its weights on the host, made and "
-      "filled on the job's stream",
-      [type(s).__name__ for s in seen] == ["Copy", "Copy", "Tensor"] and
-      [s.value for s in seen] == [0.0, 1.0, 2.0] and seen[2] is own[2] and
-      LOG == [("job", "alloc"), ("job", "copy 0x1000"), ("job", "alloc"), ("job", "copy 0x2000")])
-check("each weight's own data is back after its layer", [w.data for w in weights] == own)
+check("the recomputation runs each layer on a copy of its weights on the host that an update "
+      "takes, made and filled on the job's stream",
+      [type(x).__name__ for x in seen] == ["Copy", "Tensor", "Tensor", "Copy"] and
+      [x.value for x in seen] == [0.0, 1.0, 2.0, 3.0] and seen[1] is own[1] and seen[2] is own[2]
+      and LOG == [("job", "alloc"), ("job", "copy 0x1000"), ("job", "alloc"), ("job", "copy 0x4000")])
+check("each weight's own data is back as its layer returns", back == own)
 got = ahead.take(weights[0])
 check("the copy is kept for the weight's update, once, with its bytes on the host",
       got is not None and got[0] is seen[0] and got[1].name == "job" and got[2] == 64 * MiB and
       ahead.take(weights[0]) is None and ahead.take(weights[2]) is None)
-check("and counted as crossing the link (the small bias is read where it lies)",
-      ahead.kept_bytes == 2 * 64 * MiB)
+check("and counted as crossing the link, and as taken",
+      ahead.kept_bytes == 2 * 64 * MiB and ahead.taken_bytes == 64 * MiB)
 ahead.let_go()
 check("the pass's end lets go of the copies no update took", not ahead.kept and
-      ahead.take(weights[1]) is None)
+      ahead.take(weights[3]) is None and ahead.held == 0)
+ahead_module._AHEAD_BYTES = 100 * MiB  # one 64 MiB copy held at most
+r = ahead.recompute(model)
+seen = []
+for layer in layers:
+    r.pre(layer)
+    seen.append(type(layer._parameters["p0"].data).__name__)
+    r.post(layer)
+r.end()
+check("past the bytes allowed, the recomputation reads the rest where it lies",
+      seen == ["Copy", "Tensor", "Tensor", "Tensor"] and len(ahead.kept) == 1)
+ahead.let_go()

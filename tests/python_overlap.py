@@ -1057,7 +1057,7 @@ restore()
 # pass ends; disarmed, the handoff stops.
 class Ahead:
     def __init__(self):
-        self.kept, self.handoff, self.lets = {}, False, 0
+        self.kept, self.handoff, self.lets = {}, None, 0
 
     def take(self, p):
         kept = self.kept.pop(id(p), None)
@@ -1072,9 +1072,16 @@ torch, auto, sib, params, opt = job()
 auto.ahead = Ahead()
 for p in params:
     p.data = Tensor(p.ptr, 1000, current=torch.current)
-said(lambda: backward(sib, params, [1.0] * 3))
+asked = []
+sib.backward_begin()
+asked.append(auto.ahead.handoff(params[0]))  # armed, in the pass that makes the state
+for p in reversed(params):
+    p.accumulate(1.0)
+said(lambda: sib.backward_end())
 sib.step_post()
-check("armed, the step in backward takes the recomputation's copies", auto.ahead.handoff)
+check("armed, the step in backward says which weights it takes the recomputation's copies of: "
+      "none in the pass that makes their state, none outside a pass",
+      auto.ahead.handoff == sib.takes_copy and asked == [False] and not sib.takes_copy(params[0]))
 own = [p.data for p in params]
 copies = [Tensor(0xC000 + i, 1000, current=torch.current) for i in range(3)]
 for i in (0, 2):  # the first and last parameters' weights lay on the host
@@ -1092,6 +1099,13 @@ type(opt).step = recording
 lets, out0, copied = auto.ahead.lets, getattr(sib.lanes.get("cuda:0"), "out_bytes", 0), len(COPIES)
 Event.done = False
 sib.backward_begin()
+waits_at = []  # (stream waited for, copies queued by then) of the copy-out stream
+lane_out = sib._lane("cuda:0").copy_out
+plain_wait = lane_out.wait_stream
+lane_out.wait_stream = lambda other: (waits_at.append((other.name, len(COPIES))),
+                                      plain_wait(other))
+check("in the next pass, it takes those of the parameters it updates",
+      all(sib.takes_copy(p) for p in params))
 for p in reversed(params):
     p.accumulate(1.0)
 lane = sib.lanes["cuda:0"]
@@ -1103,7 +1117,7 @@ check("the weights are their own again once the update is queued",
 check("each copy is copied back to its weight on the copy-out stream, after the update",
       [c for c in COPIES[copied:]] == [(lane.copy_out.name, 0xC002, 0x3000),
                                        (lane.copy_out.name, 0xC000, 0x1000)] and
-      lane.copy_out.waited[-1] == lane.update.name)
+      waits_at == [(lane.update.name, copied)])
 check("and kept meanwhile, counted as crossing the link out",
       any(t is copies[0] for t in kept) and any(t is copies[2] for t in kept) and
       lane.out_bytes - out0 == 2 * 4000)
@@ -1112,7 +1126,39 @@ sib.backward_end()
 Event.done = True
 check("at the pass's end the copies are let go unmarked, and those no update took too",
       all(c.recorded == [] for c in copies) and not auto.ahead.kept and auto.ahead.lets == lets + 1)
+# A copy made on another stream than the one the gradient was accumulated on:
+# the update follows that stream too. An update that raises: the weights are
+# their own again and what it wrote goes back to them all the same.
+side = torch.cuda.Stream("cuda:0")
+auto.ahead.kept[id(params[2])] = (params[2], copies[2], side, 4000)
+sib.step_post()
+sib.backward_begin()
+lane.update.waited.clear()
+for p in reversed(params):
+    p.accumulate(1.0)
+check("an update follows the stream its copy was made on", side.name in lane.update.waited)
+sib.backward_end()
+sib.step_post()
+
+
+def raising(self):
+    raise RuntimeError("the update failed")
+
+
+type(opt).step = raising
+sib.backward_begin()
+auto.ahead.kept[id(params[1])] = (params[1], copies[1], torch.main, 4000)
+copied = len(COPIES)
+try:
+    for p in reversed(params):
+        p.accumulate(1.0)
+    raised = False
+except RuntimeError:
+    raised = True
+check("an update that raises: the weight is its own again, its copy copied back all the same",
+      raised and params[1].data is own[1] and
+      COPIES[copied:] == [(lane.copy_out.name, 0xC001, 0x2000)])
+said(lambda: sib.backward_end(failed=True))
 del type(opt).step
-said(lambda: sib.gradients_cleared())
-check("disarmed, the recomputation keeps no copy for the updates", not auto.ahead.handoff)
+check("disarmed, the recomputation keeps no copy for the updates", auto.ahead.handoff is None)
 print("python_overlap: all checks passed")

@@ -27,12 +27,13 @@ stream: for every copy queued by then. The first layer waited for all the
 pass's first copies, 8-11 ms at 1.75B.)
 
 Only training forward passes copy ahead; eval passes read the weights where
-they lie. Where the optimizer's step runs in backward (_overlap) and takes
-them (handoff), the recomputation in backward copies each Linear's weights
-that lie on the host to device memory as the layer begins, on the job's
-stream, runs the layer on the copy and keeps the copy for the weight's
-update, which then reads and writes it there and copies it back: the link
-carries the weight in once for the recomputation and the update, not twice
+they lie. Where the optimizer's step runs in backward (_overlap) and will
+update a weight from the copy in this pass (handoff), the recomputation in
+backward copies each Linear's weights that lie on the host to device memory
+as the layer begins, on the job's stream, _AHEAD_BYTES of them held at most,
+runs the layer on the copy and keeps the copy for the weight's update, which
+then reads and writes it there and copies it back: the link carries the
+weight in once for the recomputation and the update, not twice
 (_Recompute). A pass whose layers come in another order
 stops copying for the rest of it, and the next pass records the order again.
 Weights under _MIN_BYTES are read where they lie (a copy costs more than the
@@ -41,6 +42,7 @@ few rows of its table). Off where the policy streams weights itself (`stream
 written`): the stream moves them, and the two would fight. See
 umpol-python(7)."""
 import sys
+import threading
 import weakref
 
 _MIN_BYTES = 1 << 20     # a layer's parameters copied ahead: this size or more
@@ -62,10 +64,16 @@ class WeightsAhead:
         self.copied = 0     # bytes copied ahead so far,
         self.link_bytes = 0  # of which lay on the host (crossed the link)
         self.told = False   # that a pass's order changed, on stderr
-        self.handoff = False  # the updates in backward take the recomputation's copies
-        # id(param) -> (param, its copy, the stream it was made on, its bytes on the host)
+        # The step in backward, while armed: says which weights it will update from
+        # the recomputation's copies in the pass running (wants(p)); None: none.
+        self.handoff = None
+        self.lock = threading.Lock()  # autograd runs a thread per GPU
+        # id(param) -> (param, its copy, the stream it was made on, its bytes on the
+        # host, its bytes)
         self.kept = {}
-        self.kept_bytes = 0  # the recomputation's copies' bytes that lay on the host, so far
+        self.kept_bytes = 0  # the recomputation's copies' bytes that lay on the host, so far,
+        self.taken_bytes = 0  # and of them, taken by an update
+        self.held = 0        # bytes of the copies kept now
 
     def begin(self, model):
         """A training forward pass of MODEL (the outermost module called)
@@ -85,9 +93,14 @@ class WeightsAhead:
     def recompute(self, module):
         """A recomputation in backward (MODULE, the outermost module called)
         begins: the _Recompute that copies its layers' weights on the host
-        for their updates, or None where no update takes them or weights
-        ahead has not begun."""
-        if not self.handoff or self.when is not None:
+        for their updates, or None where no update takes them, weights ahead
+        has not begun, or this thread runs no backward pass (a forward pass
+        on another thread while one runs)."""
+        if self.handoff is None or self.when is not None:
+            return None
+        task = getattr(self.torch._C, "_current_graph_task_id", None) \
+            if hasattr(self.torch, "_C") else None
+        if task is not None and task() == -1:
             return None
         return _Recompute(self)
 
@@ -95,15 +108,22 @@ class WeightsAhead:
         """The recomputation's copy of P, for P's update, which must let it
         go: (copy, the stream it was made on, the bytes of P that lay on the
         host), or None."""
-        kept = self.kept.pop(id(p), None)
-        if kept is None or kept[0] is not p:
-            return None
-        return kept[1:]
+        with self.lock:
+            kept = self.kept.pop(id(p), None)
+            if kept is None:
+                return None
+            self.held -= kept[4]
+            if kept[0] is not p:
+                return None
+            self.taken_bytes += kept[3]
+        return kept[1:4]
 
     def let_go(self):
         """The backward pass is over: the copies no update took are let go,
         on the stream they were made on, which alone read them."""
-        self.kept.clear()
+        with self.lock:
+            self.kept.clear()
+            self.held = 0
 
     def weights(self, module):
         """MODULE's parameters that are copied ahead where they lie on the
@@ -255,17 +275,27 @@ class _Recompute:
     def pre(self, module):
         ahead, torch = self.ahead, self.ahead.torch
         swapped = []
+        wants = ahead.handoff
         for p in ahead.weights(module):
             host = ahead.rt.host_bytes(p.untyped_storage().data_ptr())
-            if host <= 0:
-                continue  # on the GPU, or not the runtime's
+            if host <= 0 or wants is None or not wants(p):
+                continue  # on the GPU, not the runtime's, or no update of this pass takes it
+            nbytes = p.numel() * p.element_size()
+            with ahead.lock:
+                if ahead.held + nbytes > _AHEAD_BYTES:
+                    continue  # read where it lies, as before
+                ahead.held += nbytes
             job = torch.cuda.current_stream(p.device)
             with torch.no_grad():
                 copy = torch.empty_like(p, memory_format=torch.contiguous_format)
                 copy.copy_(p, non_blocking=True)
-            host = min(host, p.numel() * p.element_size())
-            ahead.kept_bytes += host
-            ahead.kept[id(p)] = (p, copy, job, host)
+            host = min(host, nbytes)
+            with ahead.lock:
+                ahead.kept_bytes += host
+                old = ahead.kept.get(id(p))
+                if old is not None:  # a weight recomputed twice: the newer copy serves
+                    ahead.held -= old[4]
+                ahead.kept[id(p)] = (p, copy, job, host, nbytes)
             swapped.append((p, p.data, copy))
             p.data = copy
         if swapped:

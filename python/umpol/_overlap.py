@@ -107,6 +107,7 @@ class StepInBackward:
         self.calls = 0            # calls of the optimizer's step in backward passes
         self.arranged = False     # the state on the host went to the parameters updated first
         self.made = set()         # ids of the parameters whose state their first update made
+        self.in_pass = False      # inside an armed backward pass (between its begin and end)
         self.lock = threading.Lock()  # autograd runs a thread per GPU
 
     # ---- what the job does ----
@@ -136,6 +137,7 @@ class StepInBackward:
                 self.pending, self.ran, self.held = {}, {}, {}
             if order != self.planned:
                 self.batch_of, self.planned = _batches(order), order
+            self.in_pass = True
 
     def backward_end(self, failed=False):
         """The pass has returned, its hooks have queued their updates: the
@@ -162,6 +164,7 @@ class StepInBackward:
                     self.torch.cuda.current_stream(device).wait_stream(stream)
             for device, lane in self.lanes.items():  # the forward pass has the room
                 lane.let_go_all(self.torch.cuda.current_stream(device), device in queued)
+            self.in_pass = False
             ahead = getattr(self.auto, "ahead", None)
             if ahead is not None:  # the recomputation's copies no update took
                 ahead.let_go()
@@ -282,7 +285,7 @@ class StepInBackward:
         self.state = "armed"
         ahead = getattr(self.auto, "ahead", None)
         if ahead is not None:  # the recomputation keeps its copies of weights on the host
-            ahead.handoff = True
+            ahead.handoff = self.takes_copy
         _say(f"on: {len(self.handles)} parameters of {type(optimizer).__name__} are updated in "
              "backward, on a side stream")
 
@@ -297,7 +300,7 @@ class StepInBackward:
         self.state = "off"
         ahead = getattr(self.auto, "ahead", None)
         if ahead is not None:
-            ahead.handoff = False
+            ahead.handoff = None
             ahead.let_go()
         _say(f"off: {why}")
 
@@ -405,6 +408,9 @@ class StepInBackward:
                     mine.append({**optimizer.state[p], **v} if v else optimizer.state[p])
                 shim.state = collections.defaultdict(dict, zip(chunk, mine))
             taken = self._take_copies(chunk)
+            for made_on in {id(t[3]): t[3] for t in taken}.values():
+                if made_on != job:  # the copy was made on another stream than the hook's
+                    lane.update.wait_stream(made_on)
             try:
                 with torch.cuda.stream(lane.update):
                     step(shim)
@@ -412,9 +418,9 @@ class StepInBackward:
                 for p, own, copy, _, _ in taken:  # the weights are their own again
                     if p.data.data_ptr() == copy.data_ptr():
                         p.data = own
+                if taken:  # what the update wrote, even in part, goes back to the weights
+                    lane.write_back(taken, job)
             self.calls += 1
-            if taken:
-                lane.write_back(taken, job)
             if staged is not None:
                 lane.stage_out([optimizer.state[p] for p in chunk], views, mine, region, job)
             grads = []
@@ -423,6 +429,15 @@ class StepInBackward:
                 p.grad = None
             lane.keep(lane.update, grads, sum(_nbytes(g) for g in grads), job,
                       job if hooked else None)
+
+    def takes_copy(self, p):
+        """Will an update of this backward pass run on the recomputation's
+        copy of P's weight (_take_copies)? Not in the pass that makes its
+        state (updated alone, on the job's stream), nor for a parameter the
+        optimizer does not update, nor outside an armed pass (a forward pass
+        that autograd.grad recomputes)."""
+        return self.state == "armed" and self.in_pass and id(p) in self.updated and \
+            id(p) in self.group
 
     def _take_copies(self, ps):
         """The recomputation's copies of PS's weights that lay on the host
@@ -503,7 +518,8 @@ class StepInBackward:
 
     def staged_bytes(self):
         """(in, out): the state copied in to the lanes' rings and back out
-        of them so far, in bytes, over every GPU."""
+        of them so far, and the weights updated on the recomputation's
+        copies copied back (out), in bytes, over every GPU."""
         lanes = list(self.lanes.values())
         return sum(lane.in_bytes for lane in lanes), sum(lane.out_bytes for lane in lanes)
 

@@ -5,7 +5,8 @@ python_weights_ahead.py MODE OUT.json
 
 Six steps of fused AdamW on a small MLP under bf16 autocast, its middle
 layers checkpointed (reentrant), with an eval pass after step 2; MODE sib:
-with the optimizer's step in backward as well. The JSON has a digest of the
+with the optimizer's step in backward as well; sibnr: that, with
+non-reentrant checkpointing. The JSON has a digest of the
 weights and the losses (the same bit for bit with weights ahead on or off),
 the bytes copied ahead, the bytes the recomputation copied for the updates
 in backward (MODE sib), and whether each weight's own storage was back after
@@ -35,7 +36,8 @@ class Net(torch.nn.Module):
 
     def forward(self, x):
         h = F.gelu(self.a(x))
-        h = ckpt.checkpoint(self.b, h, use_reentrant=True) if torch.is_grad_enabled() else self.b(h)
+        h = ckpt.checkpoint(self.b, h, use_reentrant=mode != "sibnr") if torch.is_grad_enabled() \
+            else self.b(h)
         return self.head(F.gelu(h))
 
 
@@ -63,6 +65,7 @@ for p in model.parameters():
 ahead = umpol._auto.ahead if umpol._auto is not None else None
 json.dump({"losses": losses, "digest": digest.hexdigest(), "own_storage": kept,
            "copied": ahead.copied if ahead else 0,
-           "recompute_kept": ahead.kept_bytes if ahead else 0}, open(out, "w"))
+           "recompute_kept": ahead.kept_bytes if ahead else 0,
+           "recompute_taken": ahead.taken_bytes if ahead else 0}, open(out, "w"))
 print(f"{mode}: losses {losses[0]:.6f} .. {losses[-1]:.6f}, copied ahead "
       f"{(ahead.copied if ahead else 0) >> 20} MiB")
