@@ -15,7 +15,9 @@ head, random initialisation from a fixed seed (no download); 16 layers are
 GRID_AUTOCAST_CACHE=0 opens the autocast region with cache_enabled=False (no
 bf16 copy of every weight held through the loss) in every variant.
 GRID_SEGMENTS=1 also prints the forward pass's GPU and thread time by segment
-(the embedding, each decoder layer, the head and loss).
+(the embedding, each decoder layer, the head and loss). GRID_LINK_BY_PART=1
+prints the link's bytes (NVML's count) in forward and in the rest of the step,
+draining the GPU at the forward pass's end to split them.
 
 Variants of `train`:
     ckpt          checkpointing alone (plain PyTorch)
@@ -378,6 +380,10 @@ def train(args):
     marks = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
     segments = Segments(torch, model) if os.environ.get("GRID_SEGMENTS") == "1" else None
     gpu_parts = {"forward": [], "backward": [], "optimizer": []}
+    # GRID_LINK_BY_PART=1: NVML's link counters read at the forward pass's end, after draining
+    # the GPU there (which takes away any overlap across that point): bytes in, out by part.
+    by_part = os.environ.get("GRID_LINK_BY_PART") == "1" and link_counter.ok
+    link_parts = {"forward": [0, 0], "rest": [0, 0]}
     cpu_parts = {"forward": [], "backward": [], "optimizer": []}  # the job's thread issuing each
     cpu_marks = [0.0] * 4
     total = args.warmup + args.steps
@@ -453,6 +459,9 @@ def train(args):
                                                           torch.profiler.ProfilerActivity.CUDA],
                                               with_stack=bool(os.environ.get("GRID_TORCH_STACK")))
             profiler.__enter__()
+        if by_part and step >= args.warmup:  # the link's counters at the step's start
+            link_counter.sample()
+            at_start = (link_counter.h2d, link_counter.d2h)
         t0 = cpu_marks[0] = time.perf_counter()
         marks[0].record()
         if segments is not None:
@@ -468,6 +477,10 @@ def train(args):
         cpu_marks[1] = time.perf_counter()
         if segments is not None:
             segments.end(marks[1], cpu_marks[1])
+        if by_part and step >= args.warmup:  # forward's bytes: the GPU drained, then the counters
+            torch.cuda.synchronize()
+            link_counter.sample()
+            at_forward = (link_counter.h2d, link_counter.d2h)
         nvtx.range_push("backward")
         if engine is not None:
             engine.backward(loss)
@@ -495,6 +508,12 @@ def train(args):
         cpu_marks[3] = time.perf_counter()
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
+        if by_part and step >= args.warmup:
+            link_counter.sample()
+            at_end = (link_counter.h2d, link_counter.d2h)
+            for k in range(2):  # in, out
+                link_parts["forward"][k] += at_forward[k] - at_start[k]
+                link_parts["rest"][k] += at_end[k] - at_forward[k]
         if trace:
             profiler.__exit__(None, None, None)
             profiler.export_chrome_trace(trace)
@@ -547,6 +566,12 @@ def train(args):
         else:  # a wrap may have been missed: no figure rather than a wrong one
             print(f"NVML's link counters were read {link_counter.max_gap * 1e3:.0f} ms apart at "
                   "most; a wrap may have been missed: no link figures for this run", flush=True)
+    if by_part and args.steps and link_counter.trusted():
+        print("the link by part of the step, as NVML counts it (GiB a step, in / out; the GPU "
+              "drained at the forward pass's end): forward "
+              + " / ".join(f"{b / args.steps / 2**30:.2f}" for b in link_parts["forward"])
+              + "; backward and optimizer " + " / ".join(f"{b / args.steps / 2**30:.2f}" for b in link_parts["rest"]),
+              flush=True)
     link_counter.close()
     parts = {k: statistics.median(v[args.warmup:] or v) for k, v in gpu_parts.items()}
     print("GPU time by part of the step (median): " + ", ".join(f"{k} {v:.1f} ms" for k, v in parts.items())
