@@ -1130,6 +1130,68 @@ static void test_runtime_step_plan(void **state)
     assert_int_equal(f->rt.devices[0].resident_bytes, st->slab_bytes);
     teardown(f);
 }
+/* A step that strays from the plan under a budget: its block whose planned
+ * place is still held goes to the pool, whose new slab takes the card past
+ * the budget beside the arena. The plan is then given up as the next step
+ * begins: the arena goes back, the pool serves the class from then on (no
+ * planned block, no new plan), the report says so, and every block keeps its
+ * data throughout. */
+static void test_runtime_step_plan_given_up_past_budget(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nbudget gpu 24MiB;\nslab 4MiB;\nlearn step \"forward\";\n"
+                              "class acts { match any; memory device; }\n");
+    const struct class_stats *st = &f->rt.class_stats[0];
+    const size_t MiB = 1u << 20;
+    for (int step = 0; step < 9; step++) {
+        bool hold = step == 5; /* keeps a past d's allocation: d's planned place is a's */
+        uint64_t planned = st->planned_allocations, skips = st->budget_skips;
+        phase_enter(&f->rt, "forward");
+        if (step == 6) { /* the step after the stray one began: the plan is given up */
+            assert_true(st->plan_given_up);
+            assert_int_equal(st->plan_bytes, 0);
+        }
+        void *a = alloc(f, 8 * MiB, API_CUDA_MALLOC_ASYNC, S1);
+        fill(a, 8 * MiB, 1);
+        void *b = alloc(f, 3 * MiB, API_CUDA_MALLOC_ASYNC, S1);
+        fill(b, 3 * MiB, 2);
+        if (!hold) {
+            assert_true(filled(a, 8 * MiB, 1));
+            release(f, a, S1, MODE_STREAM);
+        }
+        void *c = alloc(f, 6 * MiB, API_CUDA_MALLOC_ASYNC, S1);
+        fill(c, 6 * MiB, 3);
+        assert_true(filled(b, 3 * MiB, 2));
+        release(f, b, S1, MODE_STREAM);
+        void *d = alloc(f, 12 * MiB, API_CUDA_MALLOC_ASYNC, S1);
+        fill(d, 12 * MiB, 4);
+        assert_true(filled(c, 6 * MiB, 3));
+        if (hold) {
+            assert_true(filled(a, 8 * MiB, 1));
+            release(f, a, S1, MODE_STREAM);
+        }
+        assert_true(filled(d, 12 * MiB, 4));
+        release(f, c, S1, MODE_STREAM);
+        release(f, d, S1, MODE_STREAM);
+        phase_exit(&f->rt);
+        if (step >= 2 && step <= 5) /* planned: the arena (18 MiB) holds the step within the budget */
+            assert_int_equal(st->planned_allocations - planned, hold ? 3 : 4);
+        if (step >= 2 && step < 5)
+            assert_int_equal(st->budget_skips, skips);
+        if (step == 5) { /* d's pool slab went past the budget beside the arena */
+            assert_true(st->budget_skips > skips);
+            assert_int_equal(st->plan_misses, 1);
+            assert_false(st->plan_given_up);
+        }
+        if (step >= 6)
+            assert_int_equal(st->planned_allocations, planned);
+    }
+    assert_int_equal(st->plans_made, 1); /* none after it was given up */
+    assert_int_equal(st->plan_bytes, 0);
+    assert_int_equal(f->rt.devices[0].resident_bytes, st->slab_bytes);
+    teardown(f);
+}
+
 /* Placement's pressure takes the streamed piece whose next use in the
  * learned cycle is farthest, whatever the order the slabs were made in. */
 static void test_runtime_stream_yields_farthest(void **state)
@@ -3534,6 +3596,7 @@ int main(void)
         cmocka_unit_test(test_runtime_stream_drops_once_while_leaving),
         cmocka_unit_test(test_runtime_stream_yields_farthest),
         cmocka_unit_test(test_runtime_step_plan),
+        cmocka_unit_test(test_runtime_step_plan_given_up_past_budget),
         cmocka_unit_test(test_runtime_step_plan_streams),
         cmocka_unit_test(test_runtime_step_plan_not_per_thread),
         cmocka_unit_test(test_runtime_step_plan_follows_a_new_step),

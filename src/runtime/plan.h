@@ -42,7 +42,10 @@ struct plan_arena {
     struct slab *slab; /* made when the first planned block comes; NULL until then */
     void *stream;      /* the stream most of the step's blocks came on: the others go to the pool */
     uint64_t served;   /* planned blocks served since the step began */
-    bool failed;       /* no memory for it: the pool serves the class */
+    bool failed;       /* no memory for it, or given up: the pool serves the class */
+    /* The class's plan misses and budget skips as the step began: a step
+     * whose misses grew the pool past the budget gives the plan up. */
+    uint64_t misses_before, skips_before;
 };
 
 /* A block of the current step a plan could hold: its event, GPU, class,

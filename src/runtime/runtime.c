@@ -353,6 +353,28 @@ static void release_arena(struct runtime *rt, struct plan_arena *a)
     a->slab = NULL;
 }
 
+/* The step that ended strayed from A's plan (blocks whose planned place was
+ * still held went to the pool) and the pool's growth for them went past the
+ * budget: the arena and the pool's slabs together held more than the budget
+ * allows, as a job whose step varies (updates batched by timing) does from
+ * step to step. The plan is given up, said once per class, and the pool
+ * serves CLS from then on, within the budget as without a plan. */
+static void give_up_plan(struct runtime *rt, struct plan_arena *a, size_t cls)
+{
+    struct class_stats *st = &rt->class_stats[cls];
+    uint64_t bytes = a->slab->size;
+    release_arena(rt, a);
+    if (a->slab) /* not given back (a capture): tried again next step */
+        return;
+    a->failed = true;
+    plan_free(&a->plan);
+    st->plan_given_up = true;
+    LOG(LOG_WARN, "the step's plan of class '%s' is given up: a step strayed from it and the "
+        "blocks it could not place took the card past its budget beside its %llu-byte arena; "
+        "the class's pool serves it from now on", rt->program->classes[cls].name,
+        (unsigned long long)bytes);
+}
+
 /* The block the step's plan put the current step's EVENT at, WANT bytes of
  * POOL's class on STREAM: NULL where there is none, or its place is held. */
 static struct block *planned_block(struct runtime *rt, struct pool *p, long event, size_t want,
@@ -440,11 +462,17 @@ static void plan_step(struct runtime *rt, bool repeated)
     size_t classes = rt->program->class_count, len = step_ref_len(m);
     for (size_t a = 0; a < RT_MAX_DEVICES * classes; a++) {
         struct plan_arena *arena = &rt->arenas[a];
+        struct class_stats *st = &rt->class_stats[a % classes];
+        if (arena->slab && st->plan_misses > arena->misses_before &&
+            st->budget_skips > arena->skips_before && !plan_in_use(&arena->plan))
+            give_up_plan(rt, arena, a % classes);
         if (arena->plan.offset)
             plan_reindex(&arena->plan, step_ref_at(m), len); /* false: unplanned, the pool serves */
         if (arena->slab && !arena->served && !plan_in_use(&arena->plan))
             release_arena(rt, arena);
         arena->served = 0;
+        arena->misses_before = st->plan_misses;
+        arena->skips_before = st->budget_skips;
     }
     if (repeated && rt->note_count) {
         struct plan_block *blocks = malloc(rt->note_count * sizeof *blocks);
