@@ -1130,6 +1130,46 @@ static void test_runtime_step_plan(void **state)
     assert_int_equal(f->rt.devices[0].resident_bytes, st->slab_bytes);
     teardown(f);
 }
+/* A step that strays from the plan but holds no more at once: a block whose
+ * planned place is still held takes free pages elsewhere in the arena (a
+ * refit), and the pool grows by nothing. Plan: p at 0, q at 4 MiB, r at 0
+ * (p is freed before r); the stray step frees q before r and p after it. */
+static void test_runtime_step_plan_refits_a_stray_block(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nslab 4MiB;\nlearn step \"forward\";\n"
+                              "class acts { match any; memory device; }\n");
+    const struct class_stats *st = &f->rt.class_stats[0];
+    const size_t MiB = 1u << 20;
+    for (int step = 0; step < 8; step++) {
+        bool stray = step == 6;
+        phase_enter(&f->rt, "forward");
+        void *p = alloc(f, 4 * MiB, API_CUDA_MALLOC_ASYNC, S1);
+        fill(p, 4 * MiB, 1);
+        void *q = alloc(f, 4 * MiB, API_CUDA_MALLOC_ASYNC, S1);
+        fill(q, 4 * MiB, 2);
+        assert_true(filled(stray ? q : p, 4 * MiB, stray ? 2 : 1));
+        release(f, stray ? q : p, S1, MODE_STREAM);
+        void *r = alloc(f, 4 * MiB, API_CUDA_MALLOC_ASYNC, S1);
+        fill(r, 4 * MiB, 3);
+        if (stray) /* r's planned place is p's, still held: it took q's */
+            assert_ptr_equal(r, q);
+        assert_true(filled(stray ? p : q, 4 * MiB, stray ? 1 : 2));
+        release(f, stray ? p : q, S1, MODE_STREAM);
+        assert_true(filled(r, 4 * MiB, 3));
+        release(f, r, S1, MODE_STREAM);
+        phase_exit(&f->rt);
+        if (step == 5 || step == 7)
+            assert_int_equal(st->slab_bytes, 8 * MiB); /* the arena alone */
+    }
+    assert_int_equal(st->plan_bytes, 8 * MiB);
+    assert_int_equal(st->plan_refits, 1);
+    assert_int_equal(st->plan_misses, 0);
+    assert_false(st->plan_given_up);
+    assert_int_equal(f->rt.devices[0].resident_bytes, st->slab_bytes);
+    teardown(f);
+}
+
 /* A step that strays from the plan under a budget: its block whose planned
  * place is still held goes to the pool, whose new slab takes the card past
  * the budget beside the arena. The plan is then given up as the next step
@@ -3597,6 +3637,7 @@ int main(void)
         cmocka_unit_test(test_runtime_stream_yields_farthest),
         cmocka_unit_test(test_runtime_step_plan),
         cmocka_unit_test(test_runtime_step_plan_given_up_past_budget),
+        cmocka_unit_test(test_runtime_step_plan_refits_a_stray_block),
         cmocka_unit_test(test_runtime_step_plan_streams),
         cmocka_unit_test(test_runtime_step_plan_not_per_thread),
         cmocka_unit_test(test_runtime_step_plan_follows_a_new_step),

@@ -719,6 +719,31 @@ static void test_plan_reuses_and_refuses(void **state)
 }
 
 /* Pages held by a live block are refused to another until given back. */
+/* A block whose planned place is held takes the free pages nearest the
+ * arena's end that hold it, or none. */
+static void test_plan_claims_free(void **state)
+{
+    (void)state;
+    struct plan_block blocks[] = {{0, 2, 4 * MiB}, {1, 3, 2 * MiB}}; /* a 6 MiB arena */
+    struct step_plan plan = {0};
+    uint64_t off = 99;
+    assert_true(plan_build(&plan, blocks, 2, 3));
+    assert_true(plan_claim(&plan, 0, 4 * MiB));
+    assert_true(plan_claim_free(&plan, 2 * MiB, &off));
+    assert_int_equal(off, 4 * MiB);
+    assert_false(plan_claim_free(&plan, 1, &off)); /* every page held */
+    plan_release(&plan, 4 * MiB, 2 * MiB);
+    assert_true(plan_claim_free(&plan, MiB, &off)); /* the last of the free pages */
+    assert_int_equal(off, 5 * MiB);
+    assert_false(plan_claim_free(&plan, 2 * MiB, &off)); /* 1 MiB free, at 4 MiB */
+    assert_true(plan_claim_free(&plan, PLAN_PAGE + 1, &off)); /* two pages */
+    assert_int_equal(off, 4 * MiB);
+    plan_release(&plan, 0, 4 * MiB);
+    plan_release(&plan, 4 * MiB, 2 * MiB);
+    assert_false(plan_in_use(&plan));
+    plan_free(&plan);
+}
+
 static void test_plan_claims(void **state)
 {
     (void)state;
@@ -772,6 +797,7 @@ int main(void)
         cmocka_unit_test(test_plan_blocks_apart),
         cmocka_unit_test(test_plan_reuses_and_refuses),
         cmocka_unit_test(test_plan_claims),
+        cmocka_unit_test(test_plan_claims_free),
         cmocka_unit_test(test_plan_reindexed),
         cmocka_unit_test(test_step_model_predicts_from_the_second_step),
         cmocka_unit_test(test_step_model_frees_in_any_order),

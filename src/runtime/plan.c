@@ -137,6 +137,21 @@ bool plan_claim(struct step_plan *plan, uint64_t offset, uint64_t size)
     return true;
 }
 
+bool plan_claim_free(struct step_plan *plan, uint64_t size, uint64_t *offset)
+{
+    uint64_t need = pages_of(size), run = 0;
+    for (uint64_t p = plan->pages; p-- > 0;) {
+        run = page_busy(plan, p) ? 0 : run + 1;
+        if (run == need && need) {
+            for (uint64_t q = p; q < p + need; q++)
+                plan->busy[q / 64] |= 1ull << (q % 64);
+            *offset = p * PLAN_PAGE;
+            return true;
+        }
+    }
+    return false;
+}
+
 void plan_release(struct step_plan *plan, uint64_t offset, uint64_t size)
 {
     uint64_t first = offset / PLAN_PAGE, end = first + pages_of(size);

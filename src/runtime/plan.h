@@ -6,8 +6,9 @@
  * the same time holds). The arena is then as large as the most the step
  * ever holds at once plus a little, where a pool that serves each request
  * as it comes keeps the fragments of the sizes it saw. A block whose place
- * is still held (a step that strays) is served by the pool instead; the
- * plan only says where, the caller checks that it is free. No CUDA, no lock. */
+ * is still held (a step that strays) takes free pages elsewhere in the
+ * arena where there are enough, else the pool serves it; the plan only says
+ * where, the caller checks that it is free. No CUDA, no lock. */
 #ifndef UMPOL_RUNTIME_PLAN_H
 #define UMPOL_RUNTIME_PLAN_H
 
@@ -70,7 +71,12 @@ bool plan_reindex(struct step_plan *plan, const int32_t *at, size_t len);
 /* The pages SIZE bytes at OFFSET need: all free, now held (true), or not
  * (false, nothing changed). */
 bool plan_claim(struct step_plan *plan, uint64_t offset, uint64_t size);
-/* Give back what plan_claim took for SIZE bytes at OFFSET. */
+/* A place for SIZE bytes where the plan's own is held (a step that strays):
+ * the free pages nearest the arena's end that hold it, now held, at *OFFSET
+ * (true), or none (false). The plan lays the largest blocks out from the
+ * start, so a stray block there takes the pages of the smaller ones. */
+bool plan_claim_free(struct step_plan *plan, uint64_t size, uint64_t *offset);
+/* Give back what plan_claim or plan_claim_free took for SIZE bytes at OFFSET. */
 void plan_release(struct step_plan *plan, uint64_t offset, uint64_t size);
 /* Does a live block hold any page of the arena? */
 bool plan_in_use(const struct step_plan *plan);

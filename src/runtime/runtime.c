@@ -392,9 +392,12 @@ static struct block *planned_block(struct runtime *rt, struct pool *p, long even
     }
     if (!a->slab && !make_arena(rt, p, a))
         return NULL;
-    if (!plan_claim(&a->plan, off, want)) {
-        st->plan_misses++;
-        return NULL;
+    if (!plan_claim(&a->plan, off, want)) { /* the step strays: elsewhere in the arena, or the pool */
+        if (!plan_claim_free(&a->plan, want, &off)) {
+            st->plan_misses++;
+            return NULL;
+        }
+        st->plan_refits++;
     }
     struct block *b = block_new();
     if (!b) {

@@ -50,10 +50,11 @@ struct class_stats {
     uint64_t stream_fetch_bytes, stream_drop_bytes, stream_save_bytes, stream_unlearned;
     /* `learn step`, device memory: blocks served where the step's plan put
      * them, blocks it planned whose place was still held (served by the
-     * pool), the plan's arena (its bytes, times it was laid out), and
+     * pool), those that took other free pages of the arena instead
+     * (refits), the plan's arena (its bytes, times it was laid out), and
      * whether it was given up (a step that strayed from it went past the
      * budget). */
-    uint64_t planned_allocations, plan_misses, plan_bytes, plans_made;
+    uint64_t planned_allocations, plan_misses, plan_refits, plan_bytes, plans_made;
     bool plan_given_up;
     struct um_counters um;
 };
