@@ -1068,6 +1068,48 @@ static void test_runtime_step_plan_idle_arena_goes(void **state)
     teardown(f);
 }
 
+/* One step of the plan tests, in phase "forward" on S1, every block's data
+ * checked: a 8 MiB [a, c), b 3 MiB [b, d), c 6 MiB [c, end), d 12 MiB
+ * [d, end); HOLD keeps a past d's allocation (d's planned place is a's);
+ * EXTRAS adds a 64 KiB block and a cudaMalloc one, which no plan holds. */
+static void abcd_step(struct fixture *f, bool hold, bool extras)
+{
+    const size_t MiB = 1u << 20;
+    void *small = NULL, *any = NULL;
+    phase_enter(&f->rt, "forward");
+    void *a = alloc(f, 8 * MiB, API_CUDA_MALLOC_ASYNC, S1);
+    fill(a, 8 * MiB, 1);
+    void *b = alloc(f, 3 * MiB, API_CUDA_MALLOC_ASYNC, S1);
+    fill(b, 3 * MiB, 2);
+    if (extras) {
+        small = alloc(f, 64u << 10, API_CUDA_MALLOC_ASYNC, S1);
+        any = alloc(f, 2 * MiB, API_CUDA_MALLOC, S1);
+    }
+    if (!hold) {
+        assert_true(filled(a, 8 * MiB, 1));
+        release(f, a, S1, MODE_STREAM);
+    }
+    void *c = alloc(f, 6 * MiB, API_CUDA_MALLOC_ASYNC, S1);
+    fill(c, 6 * MiB, 3);
+    assert_true(filled(b, 3 * MiB, 2));
+    release(f, b, S1, MODE_STREAM);
+    void *d = alloc(f, 12 * MiB, API_CUDA_MALLOC_ASYNC, S1);
+    fill(d, 12 * MiB, 4);
+    assert_true(filled(c, 6 * MiB, 3));
+    if (hold) { /* d's place was a's: the pool serves it */
+        assert_true(filled(a, 8 * MiB, 1));
+        release(f, a, S1, MODE_STREAM);
+    }
+    assert_true(filled(d, 12 * MiB, 4));
+    release(f, c, S1, MODE_STREAM);
+    release(f, d, S1, MODE_STREAM);
+    if (extras) {
+        release(f, small, S1, MODE_STREAM);
+        release(f, any, S1, MODE_ANY);
+    }
+    phase_exit(&f->rt);
+}
+
 /* `learn step` and device memory: once a step has repeated the one before,
  * its blocks go where the step's plan put them, in one arena as large as the
  * step's peak (18 MiB here, where the pool's slabs came to 28 MiB or more); a block
@@ -1084,35 +1126,7 @@ static void test_runtime_step_plan(void **state)
     for (int step = 0; step < 6; step++) {
         bool hold = step == 5; /* a step that keeps its first block longer */
         uint64_t planned = st->planned_allocations;
-        phase_enter(&f->rt, "forward");
-        /* lifetimes: a 8 MiB [a, c), b 3 MiB [b, d), c 6 MiB [c, end), d 12 MiB [d, end) */
-        void *a = alloc(f, 8 * MiB, API_CUDA_MALLOC_ASYNC, S1);
-        fill(a, 8 * MiB, 1);
-        void *b = alloc(f, 3 * MiB, API_CUDA_MALLOC_ASYNC, S1);
-        fill(b, 3 * MiB, 2);
-        void *small = alloc(f, 64u << 10, API_CUDA_MALLOC_ASYNC, S1);
-        void *any = alloc(f, 2 * MiB, API_CUDA_MALLOC, S1);
-        if (!hold) {
-            assert_true(filled(a, 8 * MiB, 1));
-            release(f, a, S1, MODE_STREAM);
-        }
-        void *c = alloc(f, 6 * MiB, API_CUDA_MALLOC_ASYNC, S1);
-        fill(c, 6 * MiB, 3);
-        assert_true(filled(b, 3 * MiB, 2));
-        release(f, b, S1, MODE_STREAM);
-        void *d = alloc(f, 12 * MiB, API_CUDA_MALLOC_ASYNC, S1);
-        fill(d, 12 * MiB, 4);
-        assert_true(filled(c, 6 * MiB, 3));
-        if (hold) { /* d's place was a's: the pool serves it */
-            assert_true(filled(a, 8 * MiB, 1));
-            release(f, a, S1, MODE_STREAM);
-        }
-        assert_true(filled(d, 12 * MiB, 4));
-        release(f, c, S1, MODE_STREAM);
-        release(f, d, S1, MODE_STREAM);
-        release(f, small, S1, MODE_STREAM);
-        release(f, any, S1, MODE_ANY);
-        phase_exit(&f->rt);
+        abcd_step(f, hold, true);
         if (step < 2) { /* no plan yet: the first step is the reference, the second repeats it */
             assert_int_equal(st->planned_allocations, 0);
             slab_peak_unplanned = st->slab_peak_bytes;
@@ -1182,38 +1196,14 @@ static void test_runtime_step_plan_given_up_past_budget(void **state)
     struct fixture *f = setup("umpol 1;\nbudget gpu 24MiB;\nslab 4MiB;\nlearn step \"forward\";\n"
                               "class acts { match any; memory device; }\n");
     const struct class_stats *st = &f->rt.class_stats[0];
-    const size_t MiB = 1u << 20;
     for (int step = 0; step < 9; step++) {
         bool hold = step == 5; /* keeps a past d's allocation: d's planned place is a's */
         uint64_t planned = st->planned_allocations, skips = st->budget_skips;
-        phase_enter(&f->rt, "forward");
-        if (step == 6) { /* the step after the stray one began: the plan is given up */
+        abcd_step(f, hold, false);
+        if (step == 6) { /* given up as this step began: it planned nothing (below) */
             assert_true(st->plan_given_up);
             assert_int_equal(st->plan_bytes, 0);
         }
-        void *a = alloc(f, 8 * MiB, API_CUDA_MALLOC_ASYNC, S1);
-        fill(a, 8 * MiB, 1);
-        void *b = alloc(f, 3 * MiB, API_CUDA_MALLOC_ASYNC, S1);
-        fill(b, 3 * MiB, 2);
-        if (!hold) {
-            assert_true(filled(a, 8 * MiB, 1));
-            release(f, a, S1, MODE_STREAM);
-        }
-        void *c = alloc(f, 6 * MiB, API_CUDA_MALLOC_ASYNC, S1);
-        fill(c, 6 * MiB, 3);
-        assert_true(filled(b, 3 * MiB, 2));
-        release(f, b, S1, MODE_STREAM);
-        void *d = alloc(f, 12 * MiB, API_CUDA_MALLOC_ASYNC, S1);
-        fill(d, 12 * MiB, 4);
-        assert_true(filled(c, 6 * MiB, 3));
-        if (hold) {
-            assert_true(filled(a, 8 * MiB, 1));
-            release(f, a, S1, MODE_STREAM);
-        }
-        assert_true(filled(d, 12 * MiB, 4));
-        release(f, c, S1, MODE_STREAM);
-        release(f, d, S1, MODE_STREAM);
-        phase_exit(&f->rt);
         if (step >= 2 && step <= 5) /* planned: the arena (18 MiB) holds the step within the budget */
             assert_int_equal(st->planned_allocations - planned, hold ? 3 : 4);
         if (step >= 2 && step < 5)
