@@ -46,6 +46,7 @@ static struct fixture *setup(const char *policy_text)
     fake_set_busy_stream(NULL);
     fake_set_capturing(0);
     fake_set_card_full_at(0); /* a failed test may have left it set */
+    fake_set_held_base();
     fake_set_vmm_hold(0);
     cudaSetDevice(0);
     return f;
@@ -1071,12 +1072,19 @@ static void test_runtime_step_plan_idle_arena_goes(void **state)
 /* One step of the plan tests, in phase "forward" on S1, every block's data
  * checked: a 8 MiB [a, c), b 3 MiB [b, d), c 6 MiB [c, end), d 12 MiB
  * [d, end); HOLD keeps a past d's allocation (d's planned place is a's);
- * EXTRAS adds a 64 KiB block and a cudaMalloc one, which no plan holds. */
-static void abcd_step(struct fixture *f, bool hold, bool extras)
+ * EXTRAS adds a 64 KiB block and a cudaMalloc one, which no plan holds.
+ * Where CARRY is given, c is not freed but left there, for the next step to
+ * free first (its CARRY); *CARRY is NULL where nothing is left. */
+static void abcd_step_carry(struct fixture *f, bool hold, bool extras, void **carry)
 {
     const size_t MiB = 1u << 20;
     void *small = NULL, *any = NULL;
     phase_enter(&f->rt, "forward");
+    if (carry && *carry) {
+        assert_true(filled(*carry, 6 * MiB, 3));
+        release(f, *carry, S1, MODE_STREAM);
+        *carry = NULL;
+    }
     void *a = alloc(f, 8 * MiB, API_CUDA_MALLOC_ASYNC, S1);
     fill(a, 8 * MiB, 1);
     void *b = alloc(f, 3 * MiB, API_CUDA_MALLOC_ASYNC, S1);
@@ -1101,13 +1109,21 @@ static void abcd_step(struct fixture *f, bool hold, bool extras)
         release(f, a, S1, MODE_STREAM);
     }
     assert_true(filled(d, 12 * MiB, 4));
-    release(f, c, S1, MODE_STREAM);
+    if (carry && hold)
+        *carry = c;
+    else
+        release(f, c, S1, MODE_STREAM);
     release(f, d, S1, MODE_STREAM);
     if (extras) {
         release(f, small, S1, MODE_STREAM);
         release(f, any, S1, MODE_ANY);
     }
     phase_exit(&f->rt);
+}
+
+static void abcd_step(struct fixture *f, bool hold, bool extras)
+{
+    abcd_step_carry(f, hold, extras, NULL);
 }
 
 /* `learn step` and device memory: once a step has repeated the one before,
@@ -1184,42 +1200,101 @@ static void test_runtime_step_plan_refits_a_stray_block(void **state)
     teardown(f);
 }
 
+/* Nine steps of abcd_step under a `learn step` POLICY; step 5 strays as HOW
+ * says. The plan is given up as step GIVEN_UP_AT begins (never where 0):
+ * from then on it serves nothing, its arena is gone and the card holds no
+ * more than the budget (BUDGET_MIB); before, it served every step from the
+ * third. Every block keeps its data throughout (abcd_step). */
+enum stray {
+    STRAY_HOLD,       /* a held past d's allocation: d misses, the pool grows for it */
+    STRAY_HOLD_CARRY, /* the same, and c lives into the next step, which frees it first */
+    STRAY_UNPLANNED,  /* an unplanned cudaMalloc block grows the pool past the budget: no miss */
+};
+static void plan_stray_steps(const char *policy, enum stray how, int given_up_at,
+                             uint64_t budget_mib)
+{
+    struct fixture *f = setup(policy);
+    const struct class_stats *st = &f->rt.class_stats[0];
+    const uint64_t MiB = 1u << 20;
+    void *carry = NULL;
+    for (int step = 0; step < 9; step++) {
+        bool stray = step == 5;
+        uint64_t planned = st->planned_allocations;
+        abcd_step_carry(f, stray && how != STRAY_UNPLANNED, false,
+                        how == STRAY_HOLD_CARRY ? &carry : NULL);
+        if (stray && how == STRAY_UNPLANNED) { /* in the step's tail, after its phase */
+            void *x = alloc(f, 8 * MiB, API_CUDA_MALLOC, S1);
+            release(f, x, S1, MODE_ANY);
+        }
+        bool gone = given_up_at && step >= given_up_at;
+        assert_int_equal(st->plan_given_up, gone);
+        if (gone) {
+            assert_int_equal(st->planned_allocations, planned);
+            assert_int_equal(st->plan_bytes, 0);
+            assert_true(f->rt.devices[0].resident_bytes <= budget_mib * MiB);
+        } else if (step >= 2) {
+            assert_true(st->planned_allocations - planned >= 3);
+        }
+    }
+    assert_int_equal(st->plans_made, 1); /* none after it was given up */
+    assert_int_equal(st->plan_misses, how == STRAY_UNPLANNED ? 0 : 1);
+    assert_int_equal(f->rt.devices[0].resident_bytes, st->slab_bytes);
+    assert_residency_exact(f);
+    char path[] = "/tmp/umpol-test-plan-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(report_write(&f->rt, path), 0);
+    FILE *in = fopen(path, "r");
+    assert_non_null(in);
+    static char buf[1 << 16];
+    buf[fread(buf, 1, sizeof buf - 1, in)] = '\0';
+    fclose(in);
+    unlink(path);
+    char want[160];
+    snprintf(want, sizeof want, "\"misses\": %d, \"refits\": 0, \"given_up\": %s}",
+             how == STRAY_UNPLANNED ? 0 : 1, given_up_at ? "true" : "false");
+    assert_non_null(strstr(buf, want));
+    teardown(f);
+}
+
+#define PLAN_POLICY(budget)                                                                        \
+    "umpol 1;\nbudget gpu " budget ";\nslab 4MiB;\nlearn step \"forward\";\n"                        \
+    "class acts { match any; memory device; }\n"
+
 /* A step that strays from the plan under a budget: its block whose planned
  * place is still held goes to the pool, whose new slab takes the card past
- * the budget beside the arena. The plan is then given up as the next step
- * begins: the arena goes back, the pool serves the class from then on (no
- * planned block, no new plan), the report says so, and every block keeps its
- * data throughout. */
+ * the budget beside the arena (18 MiB of the plan and d's 12 MiB, against
+ * 24). The plan is given up as the next step begins, and the pool serves
+ * the class within the budget; the report says so. */
 static void test_runtime_step_plan_given_up_past_budget(void **state)
 {
     (void)state;
-    struct fixture *f = setup("umpol 1;\nbudget gpu 24MiB;\nslab 4MiB;\nlearn step \"forward\";\n"
-                              "class acts { match any; memory device; }\n");
-    const struct class_stats *st = &f->rt.class_stats[0];
-    for (int step = 0; step < 9; step++) {
-        bool hold = step == 5; /* keeps a past d's allocation: d's planned place is a's */
-        uint64_t planned = st->planned_allocations, skips = st->budget_skips;
-        abcd_step(f, hold, false);
-        if (step == 6) { /* given up as this step began: it planned nothing (below) */
-            assert_true(st->plan_given_up);
-            assert_int_equal(st->plan_bytes, 0);
-        }
-        if (step >= 2 && step <= 5) /* planned: the arena (18 MiB) holds the step within the budget */
-            assert_int_equal(st->planned_allocations - planned, hold ? 3 : 4);
-        if (step >= 2 && step < 5)
-            assert_int_equal(st->budget_skips, skips);
-        if (step == 5) { /* d's pool slab went past the budget beside the arena */
-            assert_true(st->budget_skips > skips);
-            assert_int_equal(st->plan_misses, 1);
-            assert_false(st->plan_given_up);
-        }
-        if (step >= 6)
-            assert_int_equal(st->planned_allocations, planned);
-    }
-    assert_int_equal(st->plans_made, 1); /* none after it was given up */
-    assert_int_equal(st->plan_bytes, 0);
-    assert_int_equal(f->rt.devices[0].resident_bytes, st->slab_bytes);
-    teardown(f);
+    plan_stray_steps(PLAN_POLICY("24MiB"), STRAY_HOLD, 6, 24);
+}
+
+/* The same stray where the budget has room for d's slab beside the arena:
+ * the plan stays. */
+static void test_runtime_step_plan_kept_within_budget(void **state)
+{
+    (void)state;
+    plan_stray_steps(PLAN_POLICY("40MiB"), STRAY_HOLD, 0, 40);
+}
+
+/* A block of the arena still live as the step after the stray one begins:
+ * the plan is given up at the next step that begins with none. */
+static void test_runtime_step_plan_given_up_when_arena_empty(void **state)
+{
+    (void)state;
+    plan_stray_steps(PLAN_POLICY("24MiB"), STRAY_HOLD_CARRY, 7, 24);
+}
+
+/* A block no plan holds takes the class past its budget, with no miss: the
+ * plan stays. */
+static void test_runtime_step_plan_kept_past_budget_without_miss(void **state)
+{
+    (void)state;
+    plan_stray_steps(PLAN_POLICY("24MiB"), STRAY_UNPLANNED, 0, 24);
 }
 
 /* Placement's pressure takes the streamed piece whose next use in the
@@ -3627,6 +3702,9 @@ int main(void)
         cmocka_unit_test(test_runtime_stream_yields_farthest),
         cmocka_unit_test(test_runtime_step_plan),
         cmocka_unit_test(test_runtime_step_plan_given_up_past_budget),
+        cmocka_unit_test(test_runtime_step_plan_kept_within_budget),
+        cmocka_unit_test(test_runtime_step_plan_given_up_when_arena_empty),
+        cmocka_unit_test(test_runtime_step_plan_kept_past_budget_without_miss),
         cmocka_unit_test(test_runtime_step_plan_refits_a_stray_block),
         cmocka_unit_test(test_runtime_step_plan_streams),
         cmocka_unit_test(test_runtime_step_plan_not_per_thread),

@@ -44,9 +44,10 @@ struct plan_arena {
     void *stream;      /* the stream most of the step's blocks came on: the others go to the pool */
     uint64_t served;   /* planned blocks served since the step began */
     bool failed;       /* no memory for it, or given up: the pool serves the class */
-    /* The class's plan misses and budget skips as the step began: a step
-     * whose misses grew the pool past the budget gives the plan up. */
-    uint64_t misses_before, skips_before;
+    /* A block the plan turned away (a miss) grew the class's pool on this
+     * GPU past the budget: the plan is given up at the first step that
+     * begins with no block in the arena. */
+    bool stray_past_budget;
 };
 
 /* A block of the current step a plan could hold: its event, GPU, class,

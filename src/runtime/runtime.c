@@ -106,7 +106,8 @@ void runtime_after_fork_child(struct runtime *rt)
                                                   .slabs = s->slabs,
                                                   .slab_bytes = s->slab_bytes,
                                                   .slab_peak_bytes = s->slab_bytes,
-                                                  .plan_bytes = s->plan_bytes};
+                                                  .plan_bytes = s->plan_bytes,
+                                                  .plan_given_up = s->plan_given_up};
     }
     for (int d = 0; d < RT_MAX_DEVICES; d++) { /* the child's peak on each card, from the fork on */
         struct device_state *dev = &rt->devices[d];
@@ -353,32 +354,33 @@ static void release_arena(struct runtime *rt, struct plan_arena *a)
     a->slab = NULL;
 }
 
-/* The step that ended strayed from A's plan (blocks whose planned place was
- * still held went to the pool) and the pool's growth for them went past the
- * budget: the arena and the pool's slabs together held more than the budget
- * allows, as a job whose step varies (updates batched by timing) does from
- * step to step. The plan is given up, said once per class, and the pool
- * serves CLS from then on, within the budget as without a plan. */
-static void give_up_plan(struct runtime *rt, struct plan_arena *a, size_t cls)
+/* A step strayed from A's plan on DEVICE (a block it turned away went to the
+ * pool) and the pool grew past the budget for it, beside the arena: a job
+ * whose step varies (updates batched by timing) does so from step to step.
+ * The plan is given up (said once; the arena holds no block now), and the
+ * pool serves class CLS on DEVICE from then on, as without a plan. */
+static void give_up_plan(struct runtime *rt, struct plan_arena *a, int device, size_t cls)
 {
-    struct class_stats *st = &rt->class_stats[cls];
     uint64_t bytes = a->slab->size;
     release_arena(rt, a);
-    if (a->slab) /* not given back (a capture): tried again next step */
+    if (a->slab) /* not given back (a capture): tried again as the next step begins */
         return;
     a->failed = true;
+    a->stray_past_budget = false;
     plan_free(&a->plan);
-    st->plan_given_up = true;
-    LOG(LOG_WARN, "the step's plan of class '%s' is given up: a step strayed from it and the "
-        "blocks it could not place took the card past its budget beside its %llu-byte arena; "
-        "the class's pool serves it from now on", rt->program->classes[cls].name,
-        (unsigned long long)bytes);
+    rt->class_stats[cls].plan_given_up = true;
+    LOG(LOG_WARN, "the step's plan of class '%s' on GPU %d is given up: a step strayed from it "
+        "and a block it could not place grew the class's pool past the budget beside its "
+        "%llu-byte arena; the pool serves the class from now on",
+        rt->program->classes[cls].name, device, (unsigned long long)bytes);
 }
 
 /* The block the step's plan put the current step's EVENT at, WANT bytes of
- * POOL's class on STREAM: NULL where there is none, or its place is held. */
+ * POOL's class on STREAM: NULL where there is none, or (*MISSED) where the
+ * plan has one but its place is held and the arena has no other, or it came
+ * on another stream: a miss, which the pool serves. */
 static struct block *planned_block(struct runtime *rt, struct pool *p, long event, size_t want,
-                                   cudaStream_t stream)
+                                   cudaStream_t stream, bool *missed)
 {
     struct plan_arena *a = arena_of(rt, p->device, p->class_idx);
     long j = step_matched(&rt->step, event);
@@ -388,6 +390,7 @@ static struct block *planned_block(struct runtime *rt, struct pool *p, long even
     struct class_stats *st = &rt->class_stats[p->class_idx];
     if (a->stream != (void *)stream) {
         st->plan_misses++;
+        *missed = a->slab != NULL; /* beside an arena */
         return NULL;
     }
     if (!a->slab && !make_arena(rt, p, a))
@@ -395,6 +398,7 @@ static struct block *planned_block(struct runtime *rt, struct pool *p, long even
     if (!plan_claim(&a->plan, off, want)) { /* the step strays: elsewhere in the arena, or the pool */
         if (!plan_claim_free(&a->plan, want, &off)) {
             st->plan_misses++;
+            *missed = true;
             return NULL;
         }
         st->plan_refits++;
@@ -465,17 +469,13 @@ static void plan_step(struct runtime *rt, bool repeated)
     size_t classes = rt->program->class_count, len = step_ref_len(m);
     for (size_t a = 0; a < RT_MAX_DEVICES * classes; a++) {
         struct plan_arena *arena = &rt->arenas[a];
-        struct class_stats *st = &rt->class_stats[a % classes];
-        if (arena->slab && st->plan_misses > arena->misses_before &&
-            st->budget_skips > arena->skips_before && !plan_in_use(&arena->plan))
-            give_up_plan(rt, arena, a % classes);
+        if (arena->stray_past_budget && arena->slab && !plan_in_use(&arena->plan))
+            give_up_plan(rt, arena, (int)(a / classes), a % classes);
         if (arena->plan.offset)
             plan_reindex(&arena->plan, step_ref_at(m), len); /* false: unplanned, the pool serves */
         if (arena->slab && !arena->served && !plan_in_use(&arena->plan))
             release_arena(rt, arena);
         arena->served = 0;
-        arena->misses_before = st->plan_misses;
-        arena->skips_before = st->budget_skips;
     }
     if (repeated && rt->note_count) {
         struct plan_block *blocks = malloc(rt->note_count * sizeof *blocks);
@@ -538,8 +538,9 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
         cudaStream_t proxy = stream == cudaStreamPerThread ? mover_thread_proxy(device) : NULL;
         mover_point_settle(&rt->mover, dev, proxy ? proxy : stream);
     }
+    bool missed = false;
     struct block *b = event >= 0 && plannable(rt, class_idx, req.want, mode, stream)
-                          ? planned_block(rt, p, event, req.want, stream)
+                          ? planned_block(rt, p, event, req.want, stream, &missed)
                           : NULL;
     if (!b) {
         bool wait = false;
@@ -554,9 +555,12 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
         }
         if (!b) {
             struct slab *s;
+            uint64_t skips = rt->class_stats[class_idx].budget_skips;
             cudaError_t err = grow(rt, p, req.grow, req.dedicated, stream, &s);
             if (err != cudaSuccess)
                 return err;
+            if (missed && rt->class_stats[class_idx].budget_skips > skips)
+                arena_of(rt, device, class_idx)->stray_past_budget = true;
             b = s->first;
             *grew = true;
         }

@@ -72,13 +72,22 @@ EXPORT uint64_t fake_resident_bytes(void)
     return r;
 }
 
+/* What earlier tests left held (the runtime frees no device memory at exit):
+ * the host memory guard counts from here. */
+static uint64_t held_base;
+
+EXPORT void fake_set_held_base(void)
+{
+    held_base = __atomic_load_n(&counters.bytes_held, __ATOMIC_RELAXED);
+}
+
 static cudaError_t host_alloc(void **ptr, size_t size)
 {
     if (!ptr)
         return last_error = cudaErrorInvalidValue;
     uint64_t limit = fake_gpu_bytes();
     uint64_t now = __atomic_add_fetch(&counters.bytes_held, size, __ATOMIC_RELAXED);
-    if (now > limit * 4) { /* host memory guard, far above any cap */
+    if (now - held_base > limit * 4) { /* host memory guard, far above any cap */
         __atomic_sub_fetch(&counters.bytes_held, size, __ATOMIC_RELAXED);
         return last_error = cudaErrorMemoryAllocation;
     }

@@ -59,6 +59,9 @@ void fake_set_vmm_unsupported(int on);
 /* cudaMalloc refuses what would take the fake GPU's device memory and movable
  * memory's GPU side past BYTES (0: never), as a card that small would. */
 void fake_set_card_full_at(uint64_t bytes);
+/* The host memory guard (4 x FAKE_GPU_BYTES) counts what is held from now on,
+ * not what earlier tests of the process left held. */
+void fake_set_held_base(void);
 /* cudaMemGetInfo shows BYTES more in use (the driver's, other processes'). */
 void fake_set_other_used(uint64_t bytes);
 uint64_t fake_vmm_gpu_bytes(void);
