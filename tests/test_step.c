@@ -718,9 +718,8 @@ static void test_plan_reuses_and_refuses(void **state)
     plan_free(&plan);
 }
 
-/* Pages held by a live block are refused to another until given back. */
 /* A block whose planned place is held takes the free pages nearest the
- * arena's end that hold it, or none. */
+ * arena's end that hold it, never across a held page, or none. */
 static void test_plan_claims_free(void **state)
 {
     (void)state;
@@ -741,9 +740,21 @@ static void test_plan_claims_free(void **state)
     plan_release(&plan, 0, 4 * MiB);
     plan_release(&plan, 4 * MiB, 2 * MiB);
     assert_false(plan_in_use(&plan));
+    /* Pages 0-3 and 8 held: 2 MiB fit at pages 4-7 only, not across page 8. */
+    assert_true(plan_claim(&plan, 0, 2 * MiB));
+    assert_true(plan_claim(&plan, 4 * MiB, PLAN_PAGE));
+    assert_true(plan_claim_free(&plan, 2 * MiB, &off));
+    assert_int_equal(off, 2 * MiB);
+    /* Only pages 0-1 free: found at the arena's start. */
+    plan_release(&plan, 0, 2 * MiB);
+    assert_true(plan_claim(&plan, 4 * MiB + PLAN_PAGE, 3 * PLAN_PAGE));
+    assert_true(plan_claim(&plan, MiB, MiB));
+    assert_true(plan_claim_free(&plan, MiB, &off));
+    assert_int_equal(off, 0);
     plan_free(&plan);
 }
 
+/* Pages held by a live block are refused to another until given back. */
 static void test_plan_claims(void **state)
 {
     (void)state;

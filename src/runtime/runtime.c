@@ -385,6 +385,7 @@ static struct block *planned_block(struct runtime *rt, struct pool *p, long even
     struct plan_arena *a = arena_of(rt, p->device, p->class_idx);
     long j = step_matched(&rt->step, event);
     uint64_t off;
+    bool refit = false;
     if (!a || a->failed || j < 0 || !plan_offset(&a->plan, (size_t)j, &off))
         return NULL;
     struct class_stats *st = &rt->class_stats[p->class_idx];
@@ -401,13 +402,14 @@ static struct block *planned_block(struct runtime *rt, struct pool *p, long even
             *missed = true;
             return NULL;
         }
-        st->plan_refits++;
+        refit = true;
     }
     struct block *b = block_new();
     if (!b) {
         plan_release(&a->plan, off, want);
         return NULL;
     }
+    st->plan_refits += refit;
     *b = (struct block){.addr = a->slab->base + off, .size = want, .slab = a->slab,
                         .class_idx = p->class_idx};
     st->planned_allocations++;
