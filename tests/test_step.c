@@ -20,6 +20,7 @@
 #include "runtime/runtime.h"
 #include "runtime/step.h"
 #include "runtime/step_find.h"
+#include "report_text.h"
 
 #define S1 ((cudaStream_t)0x100)
 #define MiB ((size_t)1 << 20)
@@ -348,18 +349,8 @@ static void test_step_prefetches_ahead_and_falls_back(void **state)
     assert_int_equal(f->rt.step.differed, 1);
     assert_int_equal(f->rt.step.matched, 3);
     /* The report says so. */
-    char path[] = "/tmp/umpol-step-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    assert_int_equal(report_write(&f->rt, path), 0);
-    FILE *in = fopen(path, "r");
-    assert_non_null(in);
     static char text[1 << 16];
-    size_t n = fread(text, 1, sizeof text - 1, in);
-    text[n] = 0;
-    fclose(in);
-    unlink(path);
+    report_text(&f->rt, text, sizeof text);
     assert_non_null(strstr(text, "\"next_use\": {\"predictions\": 4, \"hits\": 4, "
                                  "\"error_events\": 0, \"ahead_bytes\": 8388608, "
                                  "\"demand_bytes\": 4194304}"));
