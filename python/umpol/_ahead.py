@@ -187,12 +187,12 @@ class _Pass:
     def post(self, module):
         """MODULE has returned (or raised): its parameters are their own again."""
         if self.running and self.running[-1][0] is module:
-            self._put_back(self.running.pop()[1])
+            _put_back(self.running.pop()[1])
 
     def end(self):
         """The pass is over: what was learned is kept, what is left is let go."""
         while self.running:
-            self._put_back(self.running.pop()[1])
+            _put_back(self.running.pop()[1])
         self._let_go()
         if self.recorded:  # a learning pass that met a layer
             self.ahead.orders[id(self.model)] = (weakref.ref(self.model), self.recorded)
@@ -245,9 +245,6 @@ class _Pass:
         for event, _, _, made_on in self.copies.values():
             made_on.wait_event(event)
         self.copies.clear()
-
-    def _put_back(self, swapped):
-        _put_back(swapped)
 
     def _stop(self):
         """The layers run in another order than recorded: the rest of this
@@ -311,6 +308,8 @@ class _Recompute:
 
 
 def _put_back(swapped):
+    """Each weight in SWAPPED, (param, its own data, the copy it ran on), has
+    its own data back."""
     for p, own, copy in swapped:
         if p.data.data_ptr() == copy.data_ptr():  # else the job set it meanwhile: its own stays
             p.data = own

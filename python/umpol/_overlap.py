@@ -51,6 +51,8 @@ import sys
 import threading
 import weakref
 
+from ._ahead import _put_back
+
 # A batch's parameters, at most: the gradients its first members hold until
 # its last is complete.
 _BATCH_BYTES = 64 << 20
@@ -415,9 +417,7 @@ class StepInBackward:
                 with torch.cuda.stream(lane.update):
                     step(shim)
             finally:
-                for p, own, copy, _, _ in taken:  # the weights are their own again
-                    if p.data.data_ptr() == copy.data_ptr():
-                        p.data = own
+                _put_back([t[:3] for t in taken])  # the weights are their own again
                 if taken:  # what the update wrote, even in part, goes back to the weights
                     lane.write_back(taken, job)
             self.calls += 1
