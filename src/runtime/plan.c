@@ -142,11 +142,9 @@ bool plan_claim_free(struct step_plan *plan, uint64_t size, uint64_t *offset)
     uint64_t need = pages_of(size), run = 0;
     for (uint64_t p = plan->pages; p-- > 0;) {
         run = page_busy(plan, p) ? 0 : run + 1;
-        if (run == need && need) {
-            for (uint64_t q = p; q < p + need; q++)
-                plan->busy[q / 64] |= 1ull << (q % 64);
+        if (run == need && need) { /* free pages P .. P + NEED: plan_claim holds them */
             *offset = p * PLAN_PAGE;
-            return true;
+            return plan_claim(plan, *offset, size);
         }
     }
     return false;
