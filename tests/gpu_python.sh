@@ -72,12 +72,15 @@ for m in plain clip accumulate; do
         cat "$tmp/out"
     done
 done
-for on in 0 1; do
-    expect_status 0 "step in backward (host, $on)" env UMPOL_STEP_IN_BACKWARD=$on \
-        "$UMPOL_BIN" run -p "$top_srcdir/tests/gpu/sib-host.umpol" -- python3 "$sib" host \
-        "$out/sib-host-$on.json"
-    cp "$tmp/out" "$out/sib-host-$on.log"
-    cat "$tmp/out"
+for m in host hostw; do
+    case $m in host) hpolicy=sib-host.umpol ;; *) hpolicy=sib-host-weights.umpol ;; esac
+    for on in 0 1; do
+        expect_status 0 "step in backward ($m, $on)" env UMPOL_STEP_IN_BACKWARD=$on \
+            "$UMPOL_BIN" run -p "$top_srcdir/tests/gpu/$hpolicy" -- python3 "$sib" $m \
+            "$out/sib-$m-$on.json"
+        cp "$tmp/out" "$out/sib-$m-$on.log"
+        cat "$tmp/out"
+    done
 done
 # The state on the host traded to the parameters updated first: the same
 # weights and state bit for bit as without the trade and without umpol, for
@@ -143,6 +146,20 @@ assert plain["staged"] % 5 == 0 and plain["staged"] <= 5 * 6, plain["staged"]
 assert 6 + 5 * 3 < r["host-1"]["calls"] < 6 * 6, r["host-1"]["calls"]
 assert r["host-1"]["losses"] == r["host-0"]["losses"]
 print("step in backward: same weights (staged too), gradients gone, off when clipping or accumulating")
+PY
+# The weights on the host too: each update in backward after the first pass
+# runs on a copy of its weight the lane made (the two 1024 x 1024 fp32 weights;
+# the biases and the head's are under 1 MiB), and the weights and state come
+# out the same bit for bit as stepping after backward with them on the GPU.
+python3 - "$out" <<'PY' && pass || fail "the step in backward on weights on the host"
+import json, sys
+r = {k: json.load(open(f"{sys.argv[1]}/sib-{k}.json")) for k in ("hostw-0", "hostw-1", "plain-0")}
+assert r["hostw-1"]["weights_in"] == 5 * 2 * 4 * 1024 * 1024, r["hostw-1"]["weights_in"]
+assert r["hostw-0"]["weights_in"] == 0
+assert r["hostw-1"]["digest"] == r["hostw-0"]["digest"] == r["plain-0"]["digest"], "weights differ"
+assert r["hostw-1"]["state_digest"] == r["hostw-0"]["state_digest"] == r["plain-0"]["state_digest"]
+assert r["hostw-1"]["losses"] == r["plain-0"]["losses"]
+print("step in backward: weights on the host updated on copies, the same weights and state")
 PY
 
 # Weights ahead: the forward pass's weights that lie on the host copied ahead

@@ -1161,4 +1161,101 @@ check("an update that raises: the weight is its own again, its copy copied back 
 said(lambda: sib.backward_end(failed=True))
 del type(opt).step
 check("disarmed, the recomputation keeps no copy for the updates", auto.ahead.handoff is None)
+
+# A weight on the host that no recomputation copied (an Embedding's table):
+# the lane copies it in on its copy-in stream, after that stream followed the
+# job's in this pass; the update runs on the copy after the copy in, and the
+# copy goes back on the copy-out stream, kept meanwhile; both ways counted.
+# Not a weight under 1 MiB, nor one that is not wholly plain, nor while the
+# policy streams; where there is no room, the weight is updated where it lies.
+MiB = 1 << 20
+
+
+def staging_job(host, streaming=False, sizes=(4 * MiB,) * 3):
+    torch, auto, sib, params, opt = job(streaming=streaming)
+    torch.Tensor, torch.strided, torch.contiguous_format = Tensor, "strided", "contiguous"
+    torch.no_grad = contextlib.nullcontext
+    made = []
+
+    def empty_like(t, memory_format=None):
+        copy = Tensor(0xE000 + len(made), t.n, current=torch.current)
+        copy.made_on = torch.current["stream"].name
+        made.append(copy)
+        return copy
+
+    torch.empty_like = empty_like
+    torch.made = made
+    for p, size in zip(params, sizes):
+        p.n = size // 4
+        p.layout = "strided"
+        p.is_contiguous = lambda: True
+        p.data = Tensor(p.ptr, p.n, current=torch.current)
+    auto.rt.host_bytes = lambda ptr: 3 * MiB if ptr in host else 0
+    backward(sib, params, [1.0] * 3)  # the pass that makes the state
+    sib.step_post()
+    ran_on.clear()
+    type(opt).step = recording
+    return torch, auto, sib, params, opt
+
+
+torch, auto, sib, params, opt = staging_job({0x2000})
+own = [p.data for p in params]
+lane = sib._lane("cuda:0")
+in0, out0, copied = lane.in_bytes, lane.out_bytes, len(COPIES)
+lane.copy_in.waited.clear()
+lane.update.waited.clear()
+Event.done = False
+sib.backward_begin()
+for p in reversed(params):
+    p.accumulate(1.0)
+copy = torch.made[-1] if torch.made else None
+kept = [t for _, _, ts, _, _ in lane.kept for t in ts]
+check("a weight on the host that no recomputation copied is updated on a copy the lane made",
+      len(torch.made) == 1 and ran_on == {0x1000: 0x1000, 0x2000: copy.ptr, 0x3000: 0x3000})
+check("made and filled on the copy-in stream, which followed the job's in this pass",
+      copy.made_on == lane.copy_in.name and
+      COPIES[copied:copied + 1] == [(lane.copy_in.name, 0x2000, copy.ptr)] and
+      lane.copy_in.waited[:1] == ["main"])
+check("the update follows the copy in", lane.copy_in.name in lane.update.waited)
+check("the copy goes back on the copy-out stream and is kept meanwhile; the weight is its own",
+      COPIES[copied + 1:] == [(lane.copy_out.name, copy.ptr, 0x2000)] and
+      any(t is copy for t in kept) and all(p.data is d for p, d in zip(params, own)))
+check("its bytes on the host are counted both ways",
+      lane.in_bytes - in0 == 3 * MiB and lane.out_bytes - out0 == 3 * MiB and
+      lane.weights_in == 3 * MiB)
+sib.backward_end()
+Event.done = True
+sib.step_post()
+check("at the pass's end the copy is let go marked used by the copy-out stream (made on copy-in)",
+      copy.recorded == [lane.copy_out.name])
+del type(opt).step
+
+for what, host, streaming, sizes in (
+        ("under 1 MiB", {0x2000}, False, (4 * MiB, MiB // 2, 4 * MiB)),
+        ("while the policy streams its weights", {0x2000}, True, (4 * MiB,) * 3),
+        ("on the GPU", set(), False, (4 * MiB,) * 3)):
+    torch, auto, sib, params, opt = staging_job(host, streaming, sizes)
+    backward(sib, params, [1.0] * 3)
+    check(f"a weight {what} is updated where it lies",
+          not torch.made and ran_on == {0x1000: 0x1000, 0x2000: 0x2000, 0x3000: 0x3000})
+    del type(opt).step
+torch, auto, sib, params, opt = staging_job({0x1000, 0x2000, 0x3000})
+params[1].data = type("Sub", (Tensor,), {})(0x2000, params[1].n, current=torch.current)  # a DTensor, say
+backward(sib, params, [1.0] * 3)
+check("a weight that is not a plain tensor is updated where it lies, the others on copies",
+      ran_on.get(0x1000) != 0x1000 and ran_on.get(0x3000) != 0x3000 and len(torch.made) == 2)
+del type(opt).step
+
+
+def no_room_like(t, memory_format=None):
+    raise RuntimeError("CUDA out of memory")
+
+
+torch, auto, sib, params, opt = staging_job({0x1000, 0x2000, 0x3000})
+torch.empty_like = no_room_like
+backward(sib, params, [1.0] * 3)
+check("where there is no room for the copy, the weight is updated where it lies",
+      ran_on == {0x1000: 0x1000, 0x2000: 0x2000, 0x3000: 0x3000} and
+      all(p.data.ptr == p.ptr for p in params))
+del type(opt).step
 print("python_overlap: all checks passed")

@@ -25,7 +25,10 @@ the parameters updated first (_host_state_first), whose copies then have the
 rest of the pass to run beside. A weight that lies on the host and that the
 recomputation in backward copied to the GPU (_ahead._Recompute) is updated on
 that copy, which is then copied back to it (_take_copies, _Lane.write_back):
-the link carries it in once. The package makes the job's stream wait for
+the link carries it in once. One that no recomputation copied (an
+Embedding's table) is copied in on the lane's copy-in stream for its update
+and back the same way (_stage_weights), so that the update's kernels do not
+read and write the host's memory across the link. The package makes the job's stream wait for
 no update until the pass ends: a gradient is let go once the host sees its
 update done (_Lane.keep), or, past _LAG_BYTES of them, after the job's
 stream waits for the oldest (marked used by the side stream instead where it
@@ -51,7 +54,7 @@ import sys
 import threading
 import weakref
 
-from ._ahead import _put_back
+from ._ahead import _AHEAD_BYTES, _MIN_BYTES, _put_back
 
 # A batch's parameters, at most: the gradients its first members hold until
 # its last is complete.
@@ -410,6 +413,8 @@ class StepInBackward:
                     mine.append({**optimizer.state[p], **v} if v else optimizer.state[p])
                 shim.state = collections.defaultdict(dict, zip(chunk, mine))
             taken = self._take_copies(chunk)
+            copied = {id(t[0]) for t in taken}
+            taken += self._stage_weights(lane, [p for p in chunk if id(p) not in copied], job)
             for made_on in {id(t[3]): t[3] for t in taken}.values():
                 if made_on != job:  # the copy was made on another stream than the hook's
                     lane.update.wait_stream(made_on)
@@ -455,6 +460,37 @@ class StepInBackward:
                 taken.append((p, p.data, copy, made_on, host))
                 p.data = copy
         return taken
+
+    def _stage_weights(self, lane, ps, job):
+        """The weights of PS that lie on the host, in whole or in part, and
+        that no recomputation copied (an Embedding's table, a Linear outside
+        the checkpointed layers): each copied to device memory on the lane's
+        copy-in stream and swapped in for the update, in _take_copies's form,
+        so that the update's kernels read and write device memory (a kernel
+        reading the host's memory itself is slower than the copy engines and
+        holds the SMs) and write_back copies it back. Plain, dense,
+        contiguous weights of _MIN_BYTES to _AHEAD_BYTES, not while the policy
+        streams them (the stream moves them) or a CUDA graph is captured; one
+        there is no room for, and those after it, are updated where they lie."""
+        torch, rt = self.torch, self.auto.rt
+        host_bytes = getattr(rt, "host_bytes", None)
+        if host_bytes is None or self.auto.streaming or _capturing(torch, lane.device):
+            return []
+        staged = []
+        for p in ps:
+            nbytes = _nbytes(p)
+            if not _MIN_BYTES <= nbytes <= _AHEAD_BYTES or type(p.data) is not torch.Tensor \
+                    or p.layout != torch.strided or not p.is_contiguous():
+                continue
+            host = min(host_bytes(p.untyped_storage().data_ptr()), nbytes)
+            if host <= 0:
+                continue  # on the GPU, or not the runtime's
+            copy = lane.copy_weight(self, p, job, host)
+            if copy is None:
+                break
+            staged.append((p, p.data, copy, lane.copy_in, host))
+            p.data = copy
+        return staged
 
     def _host_state_first(self):
         """After the pass that made the state (once its updates are done: the
@@ -518,8 +554,9 @@ class StepInBackward:
 
     def staged_bytes(self):
         """(in, out): the state copied in to the lanes' rings and back out
-        of them so far, and the weights updated on the recomputation's
-        copies copied back (out), in bytes, over every GPU."""
+        of them so far, the weights the lanes copied in for their updates,
+        and the weights updated on copies copied back (out), in bytes, over
+        every GPU."""
         lanes = list(self.lanes.values())
         return sum(lane.in_bytes for lane in lanes), sum(lane.out_bytes for lane in lanes)
 
@@ -670,7 +707,8 @@ class _Lane:
         self.pass_staged = 0 # of them, staged in this pass: at HOSTS the ring is let go
         self.let_go = 0      # the backward pass it was last let go in before its end
         self.wraps = 0       # times a pass's regions went round the ring
-        self.in_bytes = 0    # state copied in to the ring, so far
+        self.in_bytes = 0    # state copied in to the ring, and weights to their copies, so far
+        self.weights_in = 0  # of them, weights (_stage_weights)
         self.out_bytes = 0   # and back out of it
         # (event, its stream, tensors, bytes, the stream they were made on)
         self.kept = collections.deque()
@@ -750,11 +788,7 @@ class _Lane:
             self.ring_bytes = None    # the next ring is sized again
             return None
         torch = self.torch
-        if self.ordered != sib.passes:  # after the last pass's copies out, which the job waited
-            self.copy_in.wait_stream(job)
-            self.ordered = sib.passes
-            self.busy, self.head = [], 0  # the whole ring is free to COPY_IN
-            self.pass_staged = 0
+        self._order(sib, job)
         start = self.take(need)
         views, at = [], start
         with torch.cuda.stream(self.copy_in):
@@ -771,6 +805,31 @@ class _Lane:
         self.staged += staged
         self.pass_staged += staged
         return views, (start, start + need)
+
+    def _order(self, sib, job):
+        """At the pass's first copy in: COPY_IN follows the job's stream as it
+        is now, after the last pass's copies out, which the job waited for."""
+        if self.ordered != sib.passes:
+            self.copy_in.wait_stream(job)
+            self.ordered = sib.passes
+            self.busy, self.head = [], 0  # the whole ring is free to COPY_IN
+            self.pass_staged = 0
+
+    def copy_weight(self, sib, p, job, host):
+        """A copy of weight P in device memory, made and filled on COPY_IN
+        (HOST of its bytes cross the link); None where there is no room for
+        it (the update reads and writes it where it lies)."""
+        torch = self.torch
+        self._order(sib, job)
+        try:
+            with torch.cuda.stream(self.copy_in), torch.no_grad():
+                copy = torch.empty_like(p, memory_format=torch.contiguous_format)
+                copy.copy_(p, non_blocking=True)
+        except RuntimeError:  # torch.cuda.OutOfMemoryError
+            return None
+        self.in_bytes += host
+        self.weights_in += host
+        return copy
 
     def _ready(self, sib, optimizer):
         """A ring to stage through, made where there is none (at the pass's
@@ -835,9 +894,10 @@ class _Lane:
             self.let_go = self.ordered
 
     def write_back(self, taken, job):
-        """After an update that ran on the recomputation's copies of weights
-        that lie on the host (TAKEN, _take_copies): each copy is copied back
-        to its weight on COPY_OUT, and kept until that is done."""
+        """After an update that ran on copies of weights that lie on the host
+        (TAKEN: the recomputation's, _take_copies, or the lane's own,
+        _stage_weights): each copy is copied back to its weight on COPY_OUT,
+        and kept until that is done."""
         torch = self.torch
         self.copy_out.wait_stream(self.update)
         with torch.cuda.stream(self.copy_out):

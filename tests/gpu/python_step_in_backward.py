@@ -13,7 +13,10 @@ tests/gpu/sib-host.umpol) cut to the largest parameter's state and 1 MiB,
 so that the regions of a pass wrap around it, and after step 3 the job
 resumes from a copy of the optimizer's state on the CPU (load_state_dict);
 the JSON says what was staged, and how many calls of the optimizer's step
-the updates in backward took."""
+the updates in backward took. MODE hostw: plain, with the weights on the
+host as well (run it under tests/gpu/sib-host-weights.umpol), which the
+updates in backward run on copies of; the JSON says how many bytes of
+weights were copied in for them."""
 import hashlib
 import json
 import sys
@@ -66,6 +69,7 @@ json.dump({"losses": losses, "digest": digest.hexdigest(), "state_digest": state
            "grads_gone": gone,
            "umpol_steps": umpol.steps(), "ring_bytes": rings,
            "staged": sum(lane.staged for lane in lanes), "wraps": sum(lane.wraps for lane in lanes),
+           "weights_in": sum(lane.weights_in for lane in lanes),
            "calls": overlap.calls if overlap else 0,
            "steps": len(opt.state[next(model.parameters())]) and
            int(opt.state[next(model.parameters())]["step"].item())}, open(out, "w"))
