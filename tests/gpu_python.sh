@@ -16,7 +16,9 @@
 #     tests/gpu/python_step_in_backward.py): the same weights bit for bit
 #     as stepping after backward, the gradients gone after backward, off when
 #     the job clips or accumulates; with the state in host memory, staged
-#     through a ring small enough to wrap, the same weights again; the state
+#     through a ring small enough to wrap, the same weights again; with the
+#     weights on the host too, updated on copies the lane makes, the same
+#     weights and state bit for bit as stepping after backward; the state
 #     on the host traded to the parameters updated first: the same weights
 #     and state bit for bit, for three optimizers (tests/gpu/python_state_trade.py)
 #   - saved activations in host memory until backward (UMPOL_SAVED_TO_HOST=1,
@@ -26,24 +28,57 @@
 #   - the step's plan (`learn step "forward";` in the stock optimizer-offload
 #     policy, tests/gpu/python_step_plan.py): the same weights and losses bit
 #     for bit as without it, the plan serving blocks and not given up
-# With PYTHON_GPU_OUT set, the reports and figures are kept there.
+# With PYTHON_GPU_OUT set, the reports and figures are kept there. With
+# GPU_PYTHON_ONLY set to some of phases saved graph sib ahead saved-to-host
+# plan zero-code (space-separated), only those parts run (a part of the
+# device's time: `GPU_PYTHON_ONLY="sib ahead" sh tests/gpu_python.sh`).
 . "${top_srcdir:-.}/tests/lib.sh"
 [ -f "$top_builddir/.libs/libumpol.so" ] || { echo "SKIP: libumpol.so not built"; exit 77; }
 python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null ||
     { echo "SKIP: no GPU or no PyTorch"; exit 77; }
 out=${PYTHON_GPU_OUT:-$tmp}
 mkdir -p "$out"
+# only PART: whether PART is one of GPU_PYTHON_ONLY (all where it is unset or empty).
+only() {
+    case " ${GPU_PYTHON_ONLY:-$1} " in *" $1 "*) return 0 ;; esac
+    return 1
+}
+for part in ${GPU_PYTHON_ONLY:-}; do
+    case $part in phases | saved | graph | sib | ahead | saved-to-host | plan | zero-code) ;;
+    *) echo "gpu_python.sh: GPU_PYTHON_ONLY: no part $part" >&2; exit 2 ;; esac
+done
+# on_and_off NAME VARIABLE POLICY SCRIPT MODE...: SCRIPT MODE OUT.json under
+# POLICY with VARIABLE=0 and =1, for each MODE (sib, sibnr: with the step in
+# backward too); its output in $out/NAME-MODE-ON.json and .log.
+on_and_off() {
+    oo_name=$1 oo_variable=$2 oo_policy=$3 oo_script=$4
+    shift 4
+    for m in "$@"; do
+        for on in 0 1; do
+            expect_status 0 "$oo_name ($m, $on)" env "$oo_variable=$on" \
+                UMPOL_STEP_IN_BACKWARD=$(case $m in sib*) echo 1 ;; *) echo 0 ;; esac) \
+                "$UMPOL_BIN" run -p "$oo_policy" -- python3 "$oo_script" "$m" "$out/$oo_name-$m-$on.json"
+            cp "$tmp/out" "$out/$oo_name-$m-$on.log"
+            cat "$tmp/out"
+        done
+    done
+}
 
+if only phases; then
 expect_status 0 "automatic phase rules" "$UMPOL_BIN" run -p "$top_srcdir/tests/gpu/phases.umpol" \
     -r "$out/phases-report.json" -- python3 "$top_srcdir/tests/gpu/python_phases.py" "$out/phases.json"
 cat "$tmp/out"
+fi  # phases
 
+if only saved; then
 expect_status 0 "match saved" "$UMPOL_BIN" run -p "$top_srcdir/tests/gpu/saved.umpol" \
     -r "$out/saved-report.json" -- python3 "$top_srcdir/tests/gpu/python_saved.py" "$out/saved.json"
 cat "$tmp/out"
 python3 -c 'import json, sys; c = {k["name"]: k for k in json.load(open(sys.argv[1]))["classes"]}; sys.exit(0 if c["saved_acts"]["reclassified"] > 0 and c["init"]["reclassified"] == 0 else 1)' \
     "$out/saved-report.json" && pass || fail "the report counts the blocks moved to saved_acts"
+fi  # saved
 
+if only graph; then
 # A step captured in a CUDA graph, the optimizer's state in movable memory: the
 # capture succeeds and trains, the rules that fired during it moved nothing.
 expect_status 0 "a CUDA graph over movable memory" "$UMPOL_BIN" run -p "$top_srcdir/tests/gpu/graph.umpol" \
@@ -57,7 +92,9 @@ print("state:", m)
 assert c["state"]["allocations"] > 0 and m["to_host_bytes"] > 0 and m["to_gpu_bytes"] > 0, m
 assert m["skipped_in_capture"] > 0, m
 PY
+fi  # graph
 
+if only sib; then
 # The optimizer's step in backward: the same weights bit for bit as stepping
 # after backward, every gradient gone when backward() returns, and off (said
 # on stderr) when the job clips or accumulates, with the optimizer's own count
@@ -161,27 +198,13 @@ assert r["hostw-1"]["state_digest"] == r["hostw-0"]["state_digest"] == r["plain-
 assert r["hostw-1"]["losses"] == r["plain-0"]["losses"]
 print("step in backward: weights on the host updated on copies, the same weights and state")
 PY
+fi  # sib
 
+if only ahead; then
 # Weights ahead: the forward pass's weights that lie on the host copied ahead
 # of their layers, the same weights and losses bit for bit as reading them
 # where they lie, with the step in backward or without; each weight's own
 # storage back after every pass.
-# on_and_off NAME VARIABLE POLICY SCRIPT MODE...: SCRIPT MODE OUT.json under
-# POLICY with VARIABLE=0 and =1, for each MODE (sib, sibnr: with the step in
-# backward too); its output in $out/NAME-MODE-ON.json and .log.
-on_and_off() {
-    oo_name=$1 oo_variable=$2 oo_policy=$3 oo_script=$4
-    shift 4
-    for m in "$@"; do
-        for on in 0 1; do
-            expect_status 0 "$oo_name ($m, $on)" env "$oo_variable=$on" \
-                UMPOL_STEP_IN_BACKWARD=$(case $m in sib*) echo 1 ;; *) echo 0 ;; esac) \
-                "$UMPOL_BIN" run -p "$oo_policy" -- python3 "$oo_script" "$m" "$out/$oo_name-$m-$on.json"
-            cp "$tmp/out" "$out/$oo_name-$m-$on.log"
-            cat "$tmp/out"
-        done
-    done
-}
 on_and_off ahead UMPOL_WEIGHTS_AHEAD "$top_srcdir/tests/gpu/weights-host.umpol" \
     "$top_srcdir/tests/gpu/python_weights_ahead.py" plain sib sibnr
 python3 - "$out" <<'PY' && pass || fail "weights ahead"
@@ -208,7 +231,9 @@ assert r["plain-1"]["recompute_kept"] == 0
 print("weights ahead: same weights and losses, 60 MiB copied ahead, 40 MiB of the "
       "recomputation's copies updated in backward (reentrant and not), storages put back")
 PY
+fi  # ahead
 
+if only saved-to-host; then
 # Saved activations in host memory until backward: the same weights and losses
 # bit for bit as keeping them on the GPU, with reentrant and non-reentrant
 # checkpointing and with the step in backward; every tensor that left came
@@ -229,7 +254,9 @@ for m in ("plain", "reentrant", "sib"):
     assert off["sent"] == 0
 print("saved to host: same weights and losses; every tensor sent came back ahead of its read")
 PY
+fi  # saved-to-host
 
+if only plan; then
 # The step's plan (`learn step "forward";` added to the stock optimizer-offload
 # policy): the same weights and losses bit for bit as without it, with the
 # optimizer's step in backward and without; the plan served blocks of the
@@ -258,7 +285,9 @@ for sib in (0, 1):
     assert plan["planned_allocations"] > 0 and not plan["given_up"], (sib, plan, r.get("step"))
     print(f"step plan, step in backward {sib}: same weights and losses; {plan}")
 PY
+fi  # plan
 
+if only zero-code; then
 if python3 -c 'import transformers' 2>/dev/null; then
     policy="$top_srcdir/policies/llm-finetune.umpol"
     expect_status 0 "unmodified transformers loop" "$UMPOL_BIN" run -p "$policy" \
@@ -300,4 +329,5 @@ PY
 else
     echo "transformers not installed: the zero-code comparison is skipped"
 fi
+fi  # zero-code
 finish
