@@ -25,9 +25,10 @@
 #     tests/gpu/python_saved_to_host.py): the same weights and losses bit for
 #     bit, with reentrant and non-reentrant checkpointing and with the step in
 #     backward; every tensor that left came back ahead of its read
-#   - the step's plan (`learn step "forward";` in the stock optimizer-offload
-#     policy, tests/gpu/python_step_plan.py): the same weights and losses bit
-#     for bit as without it, the plan serving blocks and not given up
+#   - the step's plan (auto-offload.umpol: optimizer-offload.umpol with
+#     `learn step "forward";`, tests/gpu/python_step_plan.py): the same weights
+#     and losses bit for bit as without it, the plan serving blocks and not
+#     given up
 # With PYTHON_GPU_OUT set, the reports and figures are kept there. With
 # GPU_PYTHON_ONLY set to some of phases saved graph sib ahead saved-to-host
 # plan zero-code (space-separated), only those parts run (a part of the
@@ -257,18 +258,15 @@ PY
 fi  # saved-to-host
 
 if only plan; then
-# The step's plan (`learn step "forward";` added to the stock optimizer-offload
-# policy): the same weights and losses bit for bit as without it, with the
-# optimizer's step in backward and without; the plan served blocks of the
-# activations' class and was not given up.
-sed 's/^slab 64MiB;/slab 64MiB;\nlearn step "forward";/' \
-    "$top_srcdir/policies/optimizer-offload.umpol" > "$tmp/oo-learn.umpol"
+# The step's plan: auto-offload.umpol, which is optimizer-offload.umpol with
+# `learn step "forward";` (tests/stock_policies.sh), gives the same weights
+# and losses bit for bit as optimizer-offload.umpol, with the optimizer's
+# step in backward and without; the plan served blocks of the activations'
+# class and was not given up.
 for sib in 0 1; do
-    for p in optimizer-offload oo-learn; do
-        policy="$top_srcdir/policies/$p.umpol"
-        [ "$p" = oo-learn ] && policy="$tmp/oo-learn.umpol"
+    for p in optimizer-offload auto-offload; do
         expect_status 0 "step plan ($p, step in backward $sib)" env UMPOL_STEP_IN_BACKWARD=$sib \
-            "$UMPOL_BIN" run -p "$policy" -r "$out/plan-$p-$sib-report.json" -- \
+            "$UMPOL_BIN" run -p "$top_srcdir/policies/$p.umpol" -r "$out/plan-$p-$sib-report.json" -- \
             python3 "$top_srcdir/tests/gpu/python_step_plan.py" "$out/plan-$p-$sib.json"
         cat "$tmp/out"
     done
@@ -277,10 +275,10 @@ python3 - "$out" <<'PY' && pass || fail "step plan"
 import json, sys
 out = sys.argv[1]
 for sib in (0, 1):
-    a, b = (json.load(open(f"{out}/plan-{p}-{sib}.json")) for p in ("optimizer-offload", "oo-learn"))
+    a, b = (json.load(open(f"{out}/plan-{p}-{sib}.json")) for p in ("optimizer-offload", "auto-offload"))
     assert a["digest"] == b["digest"], f"step in backward {sib}: different weights"
     assert a["losses"] == b["losses"], f"step in backward {sib}: different losses"
-    r = json.load(open(f"{out}/plan-oo-learn-{sib}-report.json"))
+    r = json.load(open(f"{out}/plan-auto-offload-{sib}-report.json"))
     plan = next(c for c in r["classes"] if c["name"] == "activations")["plan"]
     assert plan["planned_allocations"] > 0 and not plan["given_up"], (sib, plan, r.get("step"))
     print(f"step plan, step in backward {sib}: same weights and losses; {plan}")
