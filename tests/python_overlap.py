@@ -1114,10 +1114,11 @@ check("an update runs on the recomputation's copies where it has them, on the we
       ran_on == {0x1000: 0xC000, 0x2000: 0x2000, 0x3000: 0xC002})
 check("the weights are their own again once the update is queued",
       all(p.data is d for p, d in zip(params, own)))
-check("each copy is copied back to its weight on the copy-out stream, after the update",
+check("each copy is copied back to its weight on the copy-out stream, after the update and "
+      "after the stream the copies were made on",
       [c for c in COPIES[copied:]] == [(lane.copy_out.name, 0xC002, 0x3000),
                                        (lane.copy_out.name, 0xC000, 0x1000)] and
-      waits_at == [(lane.update.name, copied)])
+      waits_at == [(lane.update.name, copied), ("main", copied)])
 check("and kept meanwhile, counted as crossing the link out",
       any(t is copies[0] for t in kept) and any(t is copies[2] for t in kept) and
       lane.out_bytes - out0 == 2 * 4000)
@@ -1163,11 +1164,14 @@ del type(opt).step
 check("disarmed, the recomputation keeps no copy for the updates", auto.ahead.handoff is None)
 
 # A weight on the host that no recomputation copied (an Embedding's table):
-# the lane copies it in on its copy-in stream, after that stream followed the
-# job's in this pass; the update runs on the copy after the copy in, and the
-# copy goes back on the copy-out stream, kept meanwhile; both ways counted.
-# Not a weight under 1 MiB, nor one that is not wholly plain, nor while the
-# policy streams; where there is no room, the weight is updated where it lies.
+# the lane makes a copy on the job's stream (which lets it go), fills it on
+# its copy-in stream once that follows the job's, and the update follows the
+# copy in; the copy goes back on the copy-out stream after the update, kept
+# meanwhile; both ways counted. Not a weight under 1 MiB or over 512 MiB, nor
+# one that is not plain and contiguous, nor while the policy streams or a
+# graph is captured. Where there is no room for a copy, that weight and the
+# rest of the pass's are updated where they lie, said once; the next pass
+# tries again.
 MiB = 1 << 20
 
 
@@ -1195,6 +1199,13 @@ def staging_job(host, streaming=False, sizes=(4 * MiB,) * 3):
     sib.step_post()
     ran_on.clear()
     type(opt).step = recording
+    lane = sib._lane("cuda:0")
+    waits = []  # (stream, the stream it waited for, copies queued by then)
+    for stream in (lane.copy_in, lane.update, lane.copy_out):
+        plain = stream.wait_stream
+        stream.wait_stream = lambda other, s=stream, plain=plain: (
+            waits.append((s.name, other.name, len(COPIES))), plain(other))
+    torch.waits = waits
     return torch, auto, sib, params, opt
 
 
@@ -1202,8 +1213,6 @@ torch, auto, sib, params, opt = staging_job({0x2000})
 own = [p.data for p in params]
 lane = sib._lane("cuda:0")
 in0, out0, copied = lane.in_bytes, lane.out_bytes, len(COPIES)
-lane.copy_in.waited.clear()
-lane.update.waited.clear()
 Event.done = False
 sib.backward_begin()
 for p in reversed(params):
@@ -1212,13 +1221,17 @@ copy = torch.made[-1] if torch.made else None
 kept = [t for _, _, ts, _, _ in lane.kept for t in ts]
 check("a weight on the host that no recomputation copied is updated on a copy the lane made",
       len(torch.made) == 1 and ran_on == {0x1000: 0x1000, 0x2000: copy.ptr, 0x3000: 0x3000})
-check("made and filled on the copy-in stream, which followed the job's in this pass",
-      copy.made_on == lane.copy_in.name and
-      COPIES[copied:copied + 1] == [(lane.copy_in.name, 0x2000, copy.ptr)] and
-      lane.copy_in.waited[:1] == ["main"])
-check("the update follows the copy in", lane.copy_in.name in lane.update.waited)
-check("the copy goes back on the copy-out stream and is kept meanwhile; the weight is its own",
-      COPIES[copied + 1:] == [(lane.copy_out.name, copy.ptr, 0x2000)] and
+at = COPIES.index((lane.copy_in.name, 0x2000, copy.ptr)) \
+    if (lane.copy_in.name, 0x2000, copy.ptr) in COPIES else -1
+check("made on the job's stream, filled on the copy-in stream after that followed the job's",
+      copy.made_on == "main" and at >= copied and
+      (lane.copy_in.name, "main", at) in torch.waits)
+check("the update follows the copy in",
+      any(w[:2] == (lane.update.name, lane.copy_in.name) and w[2] > at for w in torch.waits))
+check("the copy goes back on the copy-out stream after the update, kept meanwhile; the weight "
+      "is its own",
+      COPIES[at + 1:] == [(lane.copy_out.name, copy.ptr, 0x2000)] and
+      (lane.copy_out.name, lane.update.name, at + 1) in torch.waits and
       any(t is copy for t in kept) and all(p.data is d for p, d in zip(params, own)))
 check("its bytes on the host are counted both ways",
       lane.in_bytes - in0 == 3 * MiB and lane.out_bytes - out0 == 3 * MiB and
@@ -1226,36 +1239,75 @@ check("its bytes on the host are counted both ways",
 sib.backward_end()
 Event.done = True
 sib.step_post()
-check("at the pass's end the copy is let go marked used by the copy-out stream (made on copy-in)",
-      copy.recorded == [lane.copy_out.name])
+check("at the pass's end the copy is let go as it is (made on the job's stream, which waited)",
+      copy.recorded == [])
 del type(opt).step
 
-for what, host, streaming, sizes in (
-        ("under 1 MiB", {0x2000}, False, (4 * MiB, MiB // 2, 4 * MiB)),
-        ("while the policy streams its weights", {0x2000}, True, (4 * MiB,) * 3),
-        ("on the GPU", set(), False, (4 * MiB,) * 3)):
+for what, host, streaming, sizes, tweak in (
+        ("under 1 MiB", {0x2000}, False, (4 * MiB, MiB // 2, 4 * MiB), None),
+        ("over 512 MiB", {0x2000}, False, (4 * MiB, 520 * MiB, 4 * MiB), None),
+        ("while the policy streams its weights", {0x2000}, True, (4 * MiB,) * 3, None),
+        ("on the GPU", set(), False, (4 * MiB,) * 3, None),
+        ("that is not contiguous", {0x2000}, False, (4 * MiB,) * 3, "contiguous"),
+        ("that is not a plain tensor (a DTensor, say)", {0x2000}, False, (4 * MiB,) * 3, "sub"),
+        ("while a CUDA graph is captured", {0x2000}, False, (4 * MiB,) * 3, "capture")):
     torch, auto, sib, params, opt = staging_job(host, streaming, sizes)
+    if tweak == "contiguous":
+        params[1].is_contiguous = lambda: False
+    elif tweak == "sub":
+        params[1].data = type("Sub", (Tensor,), {})(0x2000, params[1].n, current=torch.current)
+    elif tweak == "capture":
+        torch.cuda.is_current_stream_capturing = lambda: True
     backward(sib, params, [1.0] * 3)
     check(f"a weight {what} is updated where it lies",
           not torch.made and ran_on == {0x1000: 0x1000, 0x2000: 0x2000, 0x3000: 0x3000})
     del type(opt).step
+
+
+# Something raises after weights were swapped for copies (here the runtime's
+# answer for a later one): they are their own again, and written back.
 torch, auto, sib, params, opt = staging_job({0x1000, 0x2000, 0x3000})
-params[1].data = type("Sub", (Tensor,), {})(0x2000, params[1].n, current=torch.current)  # a DTensor, say
-backward(sib, params, [1.0] * 3)
-check("a weight that is not a plain tensor is updated where it lies, the others on copies",
-      ran_on.get(0x1000) != 0x1000 and ran_on.get(0x3000) != 0x3000 and len(torch.made) == 2)
+answers = auto.rt.host_bytes
+
+
+def failing_answer(ptr):
+    if ptr == 0x1000:
+        raise OSError("the runtime is gone")
+    return answers(ptr)
+
+
+auto.rt.host_bytes = failing_answer
+copied = len(COPIES)
+try:
+    said(lambda: backward(sib, params, [1.0] * 3))
+    raised = False
+except OSError:
+    raised = True
+lane = sib._lane("cuda:0")
+check("an error after weights were swapped for copies: they are their own again, written back",
+      raised and all(p.data.ptr == p.ptr for p in params) and len(torch.made) == 2 and
+      sorted(c[2] for c in COPIES[copied:] if c[0] == lane.copy_out.name) == [0x2000, 0x3000])
 del type(opt).step
 
 
 def no_room_like(t, memory_format=None):
+    torch.tries += 1
     raise RuntimeError("CUDA out of memory")
 
 
-torch, auto, sib, params, opt = staging_job({0x1000, 0x2000, 0x3000})
+# Three weights of 100 MiB on the host, each a batch of its own: three updates a pass.
+torch, auto, sib, params, opt = staging_job({0x1000, 0x2000, 0x3000}, sizes=(100 * MiB,) * 3)
+torch.tries, fits = 0, torch.empty_like
 torch.empty_like = no_room_like
-backward(sib, params, [1.0] * 3)
-check("where there is no room for the copy, the weight is updated where it lies",
-      ran_on == {0x1000: 0x1000, 0x2000: 0x2000, 0x3000: 0x3000} and
-      all(p.data.ptr == p.ptr for p in params))
+text = said(lambda: backward(sib, params, [1.0] * 3))
+check("where there is no room for a copy, that weight and the rest of the pass's are updated "
+      "where they lie, tried once, said once",
+      ran_on == {0x1000: 0x1000, 0x2000: 0x2000, 0x3000: 0x3000} and torch.tries == 1 and
+      all(p.data.ptr == p.ptr for p in params) and text.count("no room on cuda:0 for a copy") == 1)
+sib.step_post()
+torch.empty_like = fits
+text = said(lambda: backward(sib, params, [1.0] * 3))
+check("the next pass copies them again, and says nothing more",
+      len(torch.made) == 3 and all(ran_on[p.ptr] != p.ptr for p in params) and "no room" not in text)
 del type(opt).step
 print("python_overlap: all checks passed")

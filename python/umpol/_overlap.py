@@ -27,8 +27,8 @@ recomputation in backward copied to the GPU (_ahead._Recompute) is updated on
 that copy, which is then copied back to it (_take_copies, _Lane.write_back):
 the link carries it in once. One that no recomputation copied (an
 Embedding's table) is copied in on the lane's copy-in stream for its update
-and back the same way (_stage_weights), so that the update's kernels do not
-read and write the host's memory across the link. The package makes the job's stream wait for
+and back on its copy-out stream (_stage_weights), so that the update's
+kernels do not read and write the host's memory across the link. The package makes the job's stream wait for
 no update until the pass ends: a gradient is let go once the host sees its
 update done (_Lane.keep), or, past _LAG_BYTES of them, after the job's
 stream waits for the oldest (marked used by the side stream instead where it
@@ -412,13 +412,13 @@ class StepInBackward:
                 for p, v in zip(chunk, views):
                     mine.append({**optimizer.state[p], **v} if v else optimizer.state[p])
                 shim.state = collections.defaultdict(dict, zip(chunk, mine))
-            taken = self._take_copies(chunk)
-            copied = {id(t[0]) for t in taken}
-            taken += self._stage_weights(lane, [p for p in chunk if id(p) not in copied], job)
-            for made_on in {id(t[3]): t[3] for t in taken}.values():
-                if made_on != job:  # the copy was made on another stream than the hook's
-                    lane.update.wait_stream(made_on)
+            taken = []  # weights swapped for copies: put back and written back whatever happens
             try:
+                self._take_copies(chunk, taken)
+                self._stage_weights(lane, chunk, job, taken)
+                for made_on in {id(t[3]): t[3] for t in taken}.values():
+                    if made_on != job:  # the copy was made on another stream than the hook's
+                        lane.update.wait_stream(made_on)
                 with torch.cuda.stream(lane.update):
                     step(shim)
             finally:
@@ -444,40 +444,41 @@ class StepInBackward:
         return self.state == "armed" and self.in_pass and id(p) in self.updated and \
             id(p) in self.group
 
-    def _take_copies(self, ps):
+    def _take_copies(self, ps, taken):
         """The recomputation's copies of PS's weights that lay on the host
-        (_ahead.WeightsAhead.take), swapped in for their update:
-        [(param, its own data, copy, the stream the copy was made on, the
-        bytes of it that lay on the host)]."""
+        (_ahead.WeightsAhead.take), swapped in for their update, each added
+        to TAKEN as it is: (param, its own data, copy, the stream the copy
+        was made on, the bytes of it that lay on the host)."""
         ahead = getattr(self.auto, "ahead", None)
         if ahead is None or not ahead.kept:
-            return []
-        taken = []
+            return
         for p in ps:
             got = ahead.take(p)
             if got is not None:
                 copy, made_on, host = got
                 taken.append((p, p.data, copy, made_on, host))
                 p.data = copy
-        return taken
 
-    def _stage_weights(self, lane, ps, job):
+    def _stage_weights(self, lane, ps, job, taken):
         """The weights of PS that lie on the host, in whole or in part, and
-        that no recomputation copied (an Embedding's table, a Linear outside
-        the checkpointed layers): each copied to device memory on the lane's
-        copy-in stream and swapped in for the update, in _take_copies's form,
-        so that the update's kernels read and write device memory (a kernel
-        reading the host's memory itself is slower than the copy engines and
-        holds the SMs) and write_back copies it back. Plain, dense,
-        contiguous weights of _MIN_BYTES to _AHEAD_BYTES, not while the policy
-        streams them (the stream moves them) or a CUDA graph is captured; one
-        there is no room for, and those after it, are updated where they lie."""
+        that no recomputation copied (not in TAKEN: an Embedding's table, a
+        Linear outside the checkpointed layers): each copied to device memory
+        by the lane (copy_weight) and swapped in for the update, added to
+        TAKEN as _take_copies adds, so that the update's kernels read and
+        write device memory (a kernel reading the host's memory itself is
+        slower than the copy engines and holds the SMs) and write_back
+        copies it back. Plain, dense, contiguous weights of _MIN_BYTES to
+        _AHEAD_BYTES, not while the policy streams them (the stream moves
+        them) or a CUDA graph is captured; where there is no room for one,
+        the rest of the pass's are updated where they lie."""
         torch, rt = self.torch, self.auto.rt
         host_bytes = getattr(rt, "host_bytes", None)
         if host_bytes is None or self.auto.streaming or _capturing(torch, lane.device):
-            return []
-        staged = []
+            return
+        swapped = {id(t[0]) for t in taken}
         for p in ps:
+            if id(p) in swapped:
+                continue
             nbytes = _nbytes(p)
             if not _MIN_BYTES <= nbytes <= _AHEAD_BYTES or type(p.data) is not torch.Tensor \
                     or p.layout != torch.strided or not p.is_contiguous():
@@ -487,10 +488,9 @@ class StepInBackward:
                 continue  # on the GPU, or not the runtime's
             copy = lane.copy_weight(self, p, job, host)
             if copy is None:
-                break
-            staged.append((p, p.data, copy, lane.copy_in, host))
+                return
+            taken.append((p, p.data, copy, job, host))
             p.data = copy
-        return staged
 
     def _host_state_first(self):
         """After the pass that made the state (once its updates are done: the
@@ -681,8 +681,9 @@ _RING_SPARE = 256 << 20  # the ring beside the largest parameter's state, for th
 class _Lane:
     """One GPU's part of the updates in backward. They run on UPDATE. The
     state that lies on the host is copied in on COPY_IN, into a region of RING
-    (one device buffer, taken in turn), and out on COPY_OUT: the kernels of an
-    update then read device memory, and the link carries both directions at
+    (one device buffer, taken in turn), and out on COPY_OUT, as are weights on
+    the host that no recomputation copied, each into a copy of its own
+    (copy_weight, write_back): the kernels of an update then read device memory, and the link carries both directions at
     once beside the backward pass (a kernel reading the host's memory itself
     would take the SMs the backward pass needs). Copies in run ahead as far as
     the ring has room; a region is taken again once its copy out is done. What
@@ -698,6 +699,8 @@ class _Lane:
         self.ring = None     # the uint8 device buffer, made at a pass's first staged update
         self.ring_bytes = None
         self.no_ring = 0     # the backward pass the ring could not be made in
+        self.no_copy = 0     # the backward pass a weight's copy could not be made in
+        self.told_copy = False  # that it could not, on stderr
         self.told = False    # that it could not, on stderr
         self.head = 0        # where the next region starts
         self.busy = []       # (start, end, event of its copy out) of this pass's regions
@@ -816,17 +819,32 @@ class _Lane:
             self.pass_staged = 0
 
     def copy_weight(self, sib, p, job, host):
-        """A copy of weight P in device memory, made and filled on COPY_IN
-        (HOST of its bytes cross the link); None where there is no room for
-        it (the update reads and writes it where it lies)."""
+        """A copy of weight P in device memory for its update, or None where
+        there is no room for it (then none is tried again in this pass, and
+        the update reads and writes the weight where it lies). Made on JOB
+        (the stream that lets it go, as weights ahead makes its copies: a
+        block freed on COPY_IN and then handed to the job would make the
+        job's stream wait for COPY_IN's later copies); filled on COPY_IN
+        once that follows JOB (after the last pass's copies back, which the
+        job waited for), HOST of its bytes crossing the link; UPDATE, and so
+        the copy back, follow the copy in."""
         torch = self.torch
-        self._order(sib, job)
-        try:
-            with torch.cuda.stream(self.copy_in), torch.no_grad():
-                copy = torch.empty_like(p, memory_format=torch.contiguous_format)
-                copy.copy_(p, non_blocking=True)
-        except RuntimeError:  # torch.cuda.OutOfMemoryError
+        if self.no_copy == sib.passes:
             return None
+        try:
+            copy = torch.empty_like(p, memory_format=torch.contiguous_format)
+        except getattr(torch.cuda, "OutOfMemoryError", RuntimeError):
+            self.no_copy = sib.passes
+            if not self.told_copy:
+                self.told_copy = True
+                _say(f"no room on {self.device} for a copy of a weight on the host "
+                     f"({_nbytes(p) >> 20} MiB) in a backward pass: the update reads and writes "
+                     "it across the link, and the rest of that pass's too (said once)")
+            return None
+        self.copy_in.wait_stream(job)
+        with torch.cuda.stream(self.copy_in), torch.no_grad():
+            copy.copy_(p, non_blocking=True)
+        self.update.wait_stream(self.copy_in)
         self.in_bytes += host
         self.weights_in += host
         return copy
@@ -900,6 +918,9 @@ class _Lane:
         and kept until that is done."""
         torch = self.torch
         self.copy_out.wait_stream(self.update)
+        for made_on in {id(t[3]): t[3] for t in taken}.values():
+            self.copy_out.wait_stream(made_on)  # made and filled there: an update that
+            # raised before following it does not order the copy back after it
         with torch.cuda.stream(self.copy_out):
             for _, own, copy, _, host in taken:
                 own.copy_(copy, non_blocking=True)
