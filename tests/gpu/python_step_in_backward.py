@@ -15,8 +15,9 @@ resumes from a copy of the optimizer's state on the CPU (load_state_dict);
 the JSON says what was staged, and how many calls of the optimizer's step
 the updates in backward took. MODE hostw: plain, with the weights on the
 host as well (run it under tests/gpu/sib-host-weights.umpol), which the
-updates in backward run on copies of; the JSON says how many bytes of
-weights were copied in for them."""
+updates in backward run on copies of, each weight an update of its own, and
+the losses read only at the end, so that nothing drains the GPU between
+steps; the JSON says how many bytes of weights were copied in for them."""
 import hashlib
 import json
 import sys
@@ -30,6 +31,8 @@ import umpol._overlap
 mode, out = sys.argv[1], sys.argv[2]
 if mode == "host":
     umpol._overlap._RING_SPARE = 1 << 20
+if mode == "hostw":  # batches of one 4 MiB weight: several updates, and copies, a pass
+    umpol._overlap._BATCH_BYTES = 1 << 20
 torch.manual_seed(0)
 device = torch.device("cuda", 0)
 model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.GELU(),
@@ -49,11 +52,12 @@ for step in range(6):
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
     opt.zero_grad(set_to_none=True)
-    losses.append(loss.item())
+    losses.append(loss.detach() if mode == "hostw" else loss.item())
     if mode == "host" and step == 3:  # as a job resumed from its checkpoint would
         saved = opt.state_dict()
         opt.load_state_dict({"param_groups": saved["param_groups"], "state": {
             i: {k: v.cpu() for k, v in s.items()} for i, s in saved["state"].items()}})
+losses = [float(x) for x in losses]
 torch.cuda.synchronize()
 digest = hashlib.sha256()
 for p in model.parameters():
