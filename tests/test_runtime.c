@@ -1244,7 +1244,8 @@ static void plan_stray_steps(const char *policy, enum stray how, int given_up_at
     static char buf[1 << 16];
     report_text(&f->rt, buf, sizeof buf);
     char want[160];
-    snprintf(want, sizeof want, "\"misses\": %d, \"refits\": 0, \"given_up\": %s}",
+    snprintf(want, sizeof want,
+             "\"misses\": %d, \"refits\": 0, \"given_up\": %s, \"refused_blocks\": 0}",
              how == STRAY_UNPLANNED ? 0 : 1, given_up_at ? "true" : "false");
     assert_non_null(strstr(buf, want));
     teardown(f);
@@ -1287,6 +1288,31 @@ static void test_runtime_step_plan_kept_past_budget_without_miss(void **state)
 {
     (void)state;
     plan_stray_steps(PLAN_POLICY("24MiB"), STRAY_UNPLANNED, 0, 24);
+}
+
+/* A step with more blocks than a plan lays out gets none: the pool serves
+ * them all, and the report says how many there were. */
+static void test_runtime_step_plan_refuses_too_many_blocks(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nslab 4MiB;\nlearn step \"forward\";\n"
+                              "class acts { match any; memory device; }\n");
+    const struct class_stats *st = &f->rt.class_stats[0];
+    for (int step = 0; step < 4; step++) {
+        phase_enter(&f->rt, "forward");
+        for (unsigned i = 0; i <= PLAN_MAX_BLOCKS; i++)
+            release(f, alloc(f, PLAN_MIN_BLOCK, API_CUDA_MALLOC_ASYNC, S1), S1, MODE_STREAM);
+        phase_exit(&f->rt);
+    }
+    assert_int_equal(st->plans_made, 0);
+    assert_int_equal(st->planned_allocations, 0);
+    assert_int_equal(st->plan_refused_blocks, PLAN_MAX_BLOCKS + 1);
+    static char buf[1 << 16];
+    report_text(&f->rt, buf, sizeof buf);
+    char want[64];
+    snprintf(want, sizeof want, "\"refused_blocks\": %u}", PLAN_MAX_BLOCKS + 1);
+    assert_non_null(strstr(buf, want));
+    teardown(f);
 }
 
 /* Placement's pressure takes the streamed piece whose next use in the
@@ -3698,6 +3724,7 @@ int main(void)
         cmocka_unit_test(test_runtime_step_plan_given_up_when_arena_empty),
         cmocka_unit_test(test_runtime_step_plan_kept_past_budget_without_miss),
         cmocka_unit_test(test_runtime_step_plan_refits_a_stray_block),
+        cmocka_unit_test(test_runtime_step_plan_refuses_too_many_blocks),
         cmocka_unit_test(test_runtime_step_plan_streams),
         cmocka_unit_test(test_runtime_step_plan_not_per_thread),
         cmocka_unit_test(test_runtime_step_plan_follows_a_new_step),

@@ -133,9 +133,9 @@ static void write_class(FILE *f, const struct runtime *rt, size_t c)
         fprintf(f,
                 ", \"plan\": {\"bytes\": %" PRIu64 ", \"made\": %" PRIu64
                 ", \"planned_allocations\": %" PRIu64 ", \"misses\": %" PRIu64
-                ", \"refits\": %" PRIu64 ", \"given_up\": %s}",
+                ", \"refits\": %" PRIu64 ", \"given_up\": %s, \"refused_blocks\": %" PRIu64 "}",
                 s->plan_bytes, s->plans_made, s->planned_allocations, s->plan_misses,
-                s->plan_refits, s->plan_given_up ? "true" : "false");
+                s->plan_refits, s->plan_given_up ? "true" : "false", s->plan_refused_blocks);
     if (rt->profile) {
         fputs(", \"um\": ", f);
         profile_print_um(f, &s->um);

@@ -497,8 +497,17 @@ static void plan_step(struct runtime *rt, bool repeated)
                 (arena->slab && plan_in_use(&arena->plan)))
                 continue;
             struct step_plan plan = {0};
-            if (!plan_build(&plan, blocks, n, len))
+            if (!plan_build(&plan, blocks, n, len)) {
+                static _Atomic bool said;
+                struct class_stats *st = &rt->class_stats[a % classes];
+                if (n > PLAN_MAX_BLOCKS && n > st->plan_refused_blocks)
+                    st->plan_refused_blocks = n;
+                if (n > PLAN_MAX_BLOCKS && !atomic_exchange(&said, true))
+                    LOG(LOG_WARN, "the step's %zu blocks of class '%s' are more than its plan lays "
+                        "out (%u): the class's pool serves them (said once)", n,
+                        rt->program->classes[a % classes].name, PLAN_MAX_BLOCKS);
                 continue;
+            }
             /* An arena too small, or of another stream, is given back for it. */
             bool misfit = arena->slab && (plan.bytes > arena->slab->size || stream != arena->stream);
             if (misfit)

@@ -53,8 +53,9 @@ struct class_stats {
      * pool), those that took other free pages of the arena instead
      * (refits), the plan's arena (its bytes, times it was laid out), and
      * whether it was given up (a step that strayed from it went past the
-     * budget). */
+     * budget); the most blocks a step had past what a plan lays out (0: none). */
     uint64_t planned_allocations, plan_misses, plan_refits, plan_bytes, plans_made;
+    uint64_t plan_refused_blocks;
     bool plan_given_up;
     struct um_counters um;
 };
