@@ -39,15 +39,19 @@ python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 
     { echo "SKIP: no GPU or no PyTorch"; exit 77; }
 out=${PYTHON_GPU_OUT:-$tmp}
 mkdir -p "$out"
-# only PART: whether PART is one of GPU_PYTHON_ONLY (all where it is unset or empty).
-only() {
-    case " ${GPU_PYTHON_ONLY:-$1} " in *" $1 "*) return 0 ;; esac
-    return 1
-}
-for part in ${GPU_PYTHON_ONLY:-}; do
+# only PART: whether PART is one of GPU_PYTHON_ONLY's words (all where it has none).
+set -f  # the words are names, never patterns
+parts=$(echo ${GPU_PYTHON_ONLY:-})
+for part in $parts; do
     case $part in phases | saved | graph | sib | ahead | saved-to-host | plan | zero-code) ;;
     *) echo "gpu_python.sh: GPU_PYTHON_ONLY: no part $part" >&2; exit 2 ;; esac
 done
+set +f
+only() {
+    [ -z "$parts" ] && return 0
+    case " $parts " in *" $1 "*) return 0 ;; esac
+    return 1
+}
 # on_and_off NAME VARIABLE POLICY SCRIPT MODE...: SCRIPT MODE OUT.json under
 # POLICY with VARIABLE=0 and =1, for each MODE (sib, sibnr: with the step in
 # backward too); its output in $out/NAME-MODE-ON.json and .log.

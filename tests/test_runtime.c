@@ -1315,6 +1315,34 @@ static void test_runtime_step_plan_refuses_too_many_blocks(void **state)
     teardown(f);
 }
 
+/* A step with more blocks in all than the runtime notes for plans (four
+ * times a class's limit) gets no new plan for any class, though each class
+ * alone is under its limit: a plan from part of the step would be wrong. */
+static void test_runtime_step_plan_refuses_an_overlong_step(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nslab 8MiB;\nlearn step \"forward\";\n"
+                              "class c1 { match size < 2MiB; memory device; }\n"
+                              "class c2 { match size < 3MiB; memory device; }\n"
+                              "class c3 { match size < 4MiB; memory device; }\n"
+                              "class c4 { match size < 5MiB; memory device; }\n"
+                              "class c5 { match any; memory device; }\n");
+    const unsigned each = PLAN_MAX_BLOCKS * 4 / 5 + 1; /* 13108: under a class's limit */
+    for (int step = 0; step < 4; step++) {
+        phase_enter(&f->rt, "forward");
+        for (size_t c = 1; c <= 5; c++)
+            for (unsigned i = 0; i < each; i++)
+                release(f, alloc(f, c * PLAN_MIN_BLOCK, API_CUDA_MALLOC_ASYNC, S1), S1, MODE_STREAM);
+        phase_exit(&f->rt);
+    }
+    for (size_t c = 0; c < 5; c++) {
+        const struct class_stats *st = &f->rt.class_stats[c];
+        assert_int_equal(st->plans_made, 0);
+        assert_true(st->plan_refused_blocks > 0 && st->plan_refused_blocks <= each);
+    }
+    teardown(f);
+}
+
 /* Placement's pressure takes the streamed piece whose next use in the
  * learned cycle is farthest, whatever the order the slabs were made in. */
 static void test_runtime_stream_yields_farthest(void **state)
@@ -3725,6 +3753,7 @@ int main(void)
         cmocka_unit_test(test_runtime_step_plan_kept_past_budget_without_miss),
         cmocka_unit_test(test_runtime_step_plan_refits_a_stray_block),
         cmocka_unit_test(test_runtime_step_plan_refuses_too_many_blocks),
+        cmocka_unit_test(test_runtime_step_plan_refuses_an_overlong_step),
         cmocka_unit_test(test_runtime_step_plan_streams),
         cmocka_unit_test(test_runtime_step_plan_not_per_thread),
         cmocka_unit_test(test_runtime_step_plan_follows_a_new_step),

@@ -496,18 +496,23 @@ static void plan_step(struct runtime *rt, bool repeated)
             if (arena->failed || n == 0 || arena->plan.planned >= n - n / 4 ||
                 (arena->slab && plan_in_use(&arena->plan)))
                 continue;
-            struct step_plan plan = {0};
-            if (!plan_build(&plan, blocks, n, len)) {
+            if (n > PLAN_MAX_BLOCKS || rt->notes_overflow) { /* no new plan: too many blocks */
                 static _Atomic bool said;
                 struct class_stats *st = &rt->class_stats[a % classes];
-                if (n > PLAN_MAX_BLOCKS && n > st->plan_refused_blocks)
+                if (n > st->plan_refused_blocks)
                     st->plan_refused_blocks = n;
-                if (n > PLAN_MAX_BLOCKS && !atomic_exchange(&said, true))
-                    LOG(LOG_WARN, "the step's %zu blocks of class '%s' are more than its plan lays "
-                        "out (%u): the class's pool serves them (said once)", n,
-                        rt->program->classes[a % classes].name, PLAN_MAX_BLOCKS);
+                if (!atomic_exchange(&said, true))
+                    LOG(LOG_WARN, "a step had %s%zu blocks of class '%s' on GPU %zu, more than a "
+                        "step's plan lays out (%u a class, %u in all): no new plan is made, a plan "
+                        "from an earlier step serves the blocks it matches and the pool the rest "
+                        "(said once)", rt->notes_overflow ? "at least " : "", n,
+                        rt->program->classes[a % classes].name, a / classes, PLAN_MAX_BLOCKS,
+                        PLAN_MAX_BLOCKS * 4);
                 continue;
             }
+            struct step_plan plan = {0};
+            if (!plan_build(&plan, blocks, n, len))
+                continue;
             /* An arena too small, or of another stream, is given back for it. */
             bool misfit = arena->slab && (plan.bytes > arena->slab->size || stream != arena->stream);
             if (misfit)
@@ -524,6 +529,7 @@ static void plan_step(struct runtime *rt, bool repeated)
         free(blocks);
     }
     rt->note_count = 0;
+    rt->notes_overflow = false;
 }
 
 /* A block of class CLASS_IDX on DEVICE for SIZE bytes: where the step's plan
@@ -602,10 +608,12 @@ static void begin_step(struct runtime *rt)
     /* The step ending becomes the reference unless it outgrew the model. */
     bool new_reference = rt->step.steps > 0 && !rt->step.overflow;
     step_begin(&rt->step);
-    if (new_reference)
+    if (new_reference) {
         plan_step(rt, rt->step.matched > matched);
-    else
+    } else {
         rt->note_count = 0;
+        rt->notes_overflow = false;
+    }
     rt->ahead_scanned = -1;
     for (size_t c = 0; c < rt->program->class_count; c++)
         rt->predicted_use[c] = -1;
@@ -640,8 +648,10 @@ static long learn_alloc(struct runtime *rt, int cls, int device, size_t size,
     if (rt->note_count == rt->note_cap) {
         size_t cap = rt->note_cap ? 2 * rt->note_cap : 1024;
         struct plan_note *notes = cap <= PLAN_MAX_BLOCKS * 4 ? realloc(rt->notes, cap * sizeof *notes) : NULL;
-        if (!notes)
-            return i; /* not noted: a step this long is not planned */
+        if (!notes) {
+            rt->notes_overflow = true; /* a step this long gets no new plan */
+            return i;
+        }
         rt->notes = notes;
         rt->note_cap = cap;
     }

@@ -93,6 +93,7 @@ struct runtime {
     struct plan_arena *arenas;
     struct plan_note *notes;
     size_t note_count, note_cap;
+    bool notes_overflow; /* the step had more blocks to note than notes can hold */
     /* Per class of `memory host`: pinning failed, or this is a forked child,
      * which does not inherit pinned pages: its allocations go to CUDA. */
     _Atomic bool *pinning_off;
