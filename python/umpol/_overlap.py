@@ -698,10 +698,8 @@ class _Lane:
         self.update, self.copy_in, self.copy_out = (torch.cuda.Stream(device) for _ in range(3))
         self.ring = None     # the uint8 device buffer, made at a pass's first staged update
         self.ring_bytes = None
-        self.no_ring = 0     # the backward pass the ring could not be made in
-        self.no_copy = 0     # the backward pass a weight's copy could not be made in
-        self.told_copy = False  # that it could not, on stderr
-        self.told = False    # that it could not, on stderr
+        self.no_room = {}    # "ring", "copy" -> the backward pass it could not be made in
+        self.told = set()    # of them, those said on stderr
         self.head = 0        # where the next region starts
         self.busy = []       # (start, end, event of its copy out) of this pass's regions
         self.ordered = 0     # the backward pass COPY_IN was last ordered after the job's stream
@@ -829,17 +827,14 @@ class _Lane:
         job waited for), HOST of its bytes crossing the link; UPDATE, and so
         the copy back, follow the copy in."""
         torch = self.torch
-        if self.no_copy == sib.passes:
+        if self.no_room.get("copy") == sib.passes:
             return None
         try:
             copy = torch.empty_like(p, memory_format=torch.contiguous_format)
         except getattr(torch.cuda, "OutOfMemoryError", RuntimeError):
-            self.no_copy = sib.passes
-            if not self.told_copy:
-                self.told_copy = True
-                _say(f"no room on {self.device} for a copy of a weight on the host "
-                     f"({_nbytes(p) >> 20} MiB) in a backward pass: the update reads and writes "
-                     "it across the link, and the rest of that pass's too (said once)")
+            self._no_room(sib, "copy", f"no room on {self.device} for a copy of a weight on the "
+                          f"host ({_nbytes(p) >> 20} MiB) in a backward pass: the update reads "
+                          "and writes it across the link, and the rest of that pass's too")
             return None
         self.copy_in.wait_stream(job)
         with torch.cuda.stream(self.copy_in), torch.no_grad():
@@ -849,11 +844,19 @@ class _Lane:
         self.weights_in += host
         return copy
 
+    def _no_room(self, sib, what, text):
+        """No room on the GPU for WHAT ("ring", "copy") in this pass: not
+        tried again in it; TEXT on stderr, once a process."""
+        self.no_room[what] = sib.passes
+        if what not in self.told:
+            self.told.add(what)
+            _say(text + " (said once)")
+
     def _ready(self, sib, optimizer):
         """A ring to stage through, made where there is none (at the pass's
         first staged update, or let go earlier in the pass); False where the
         GPU has no room for one this pass."""
-        if self.no_ring == sib.passes:
+        if self.no_room.get("ring") == sib.passes:
             return False
         return self.ring is not None or self._make_ring(sib, optimizer)
 
@@ -956,12 +959,9 @@ class _Lane:
             self.ring = torch.empty(self.ring_bytes, dtype=torch.uint8, device=self.device)
             self.ring_made_on = torch.cuda.current_stream(self.device)
         except RuntimeError:  # torch.cuda.OutOfMemoryError
-            self.no_ring = sib.passes
-            if not self.told:
-                self.told = True
-                _say(f"no room on {self.device} for the ring the state on the host is staged "
-                     f"through ({self.ring_bytes >> 20} MiB) in a backward pass: its updates read "
-                     "the host's memory (said once)")
+            self._no_room(sib, "ring", f"no room on {self.device} for the ring the state on the "
+                          f"host is staged through ({self.ring_bytes >> 20} MiB) in a backward "
+                          "pass: its updates read the host's memory")
             return False
         if self.ordered == sib.passes:  # made again in a pass whose copies in already follow the job's
             self.copy_in.wait_stream(torch.cuda.current_stream(self.device))  # stream: from here on
