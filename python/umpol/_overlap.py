@@ -28,16 +28,17 @@ that copy, which is then copied back to it (_take_copies, _Lane.write_back):
 the link carries it in once. One that no recomputation copied (an
 Embedding's table) is copied in on the lane's copy-in stream for its update
 and back on its copy-out stream (_stage_weights), so that the update's
-kernels do not read and write the host's memory across the link. The package makes the job's stream wait for
-no update until the pass ends: a gradient is let go once the host sees its
-update done (_Lane.keep), or, past _LAG_BYTES of them, after the job's
-stream waits for the oldest (marked used by the side stream instead where it
-was made on another); so the backward pass's compute runs ahead of the link
-by that much. (Marked used by the lane's streams with record_stream, a
-gradient is freed, under PyTorch's cudaMallocAsync backend, on a stream of
-PyTorch's that first waits for the updates queued by then, and the job's
-next allocation of its memory waits for that stream: for its update, and so
-for its state's copy in, at every batch.)
+kernels do not read and write the host's memory across the link. The package
+makes the job's stream wait for no update until the pass ends: a gradient is
+let go once the host sees its update done (_Lane.keep), or, past _LAG_BYTES
+of them, after the job's stream waits for the oldest (marked used by the
+side stream instead where it was made on another); so the backward pass's
+compute runs ahead of the link by that much. (Marked used by the lane's
+streams with record_stream, a gradient is freed, under PyTorch's
+cudaMallocAsync backend, on a stream of PyTorch's that first waits for the
+updates queued by then, and the job's next allocation of its memory waits
+for that stream: for its update, and so for its state's copy in, at every
+batch.)
 
 The arithmetic is the optimizer's own, run on a few parameters at a time, so
 the losses are those of the job as written. The order is not: anything that
@@ -679,19 +680,20 @@ _RING_SPARE = 256 << 20  # the ring beside the largest parameter's state, for th
 
 
 class _Lane:
-    """One GPU's part of the updates in backward. They run on UPDATE. The
-    state that lies on the host is copied in on COPY_IN, into a region of RING
-    (one device buffer, taken in turn), and out on COPY_OUT, as are weights on
-    the host that no recomputation copied, each into a copy of its own
-    (copy_weight, write_back): the kernels of an update then read device memory, and the link carries both directions at
-    once beside the backward pass (a kernel reading the host's memory itself
-    would take the SMs the backward pass needs). Copies in run ahead as far as
-    the ring has room; a region is taken again once its copy out is done. What
-    the lane's streams read and the job's stream lets go (the gradients, a ring
-    let go before the pass ends) is kept until the host sees that work done
-    (keep), and not marked used by the lane's streams (record_stream) where
-    it was made on the job's stream, so that stream waits for none of it
-    before the pass ends (let_go_all)."""
+    """One GPU's part of the updates in backward. They run on UPDATE. The state
+    that lies on the host is copied in on COPY_IN, into a region of RING (one
+    device buffer, taken in turn), and out on COPY_OUT, as are weights on the
+    host that no recomputation copied, each into a copy of its own
+    (copy_weight, write_back): the kernels of an update then read device
+    memory, and the link carries both directions at once beside the backward
+    pass (a kernel reading the host's memory itself would take the SMs the
+    backward pass needs). Copies in run ahead as far as the ring has room; a
+    region is taken again once its copy out is done. What the lane's streams
+    read and the job's stream lets go (the gradients, a ring let go before the
+    pass ends) is kept until the host sees that work done (keep), and not
+    marked used by the lane's streams (record_stream) where it was made on the
+    job's stream, so that stream waits for none of it before the pass ends
+    (let_go_all)."""
 
     def __init__(self, torch, device):
         self.torch, self.device = torch, device
@@ -789,7 +791,11 @@ class _Lane:
             self.ring_bytes = None    # the next ring is sized again
             return None
         torch = self.torch
-        self._order(sib, job)
+        if self.ordered != sib.passes:  # after the last pass's copies out, which the job waited
+            self.copy_in.wait_stream(job)
+            self.ordered = sib.passes
+            self.busy, self.head = [], 0  # the whole ring is free to COPY_IN
+            self.pass_staged = 0
         start = self.take(need)
         views, at = [], start
         with torch.cuda.stream(self.copy_in):
@@ -806,15 +812,6 @@ class _Lane:
         self.staged += staged
         self.pass_staged += staged
         return views, (start, start + need)
-
-    def _order(self, sib, job):
-        """At the pass's first copy in: COPY_IN follows the job's stream as it
-        is now, after the last pass's copies out, which the job waited for."""
-        if self.ordered != sib.passes:
-            self.copy_in.wait_stream(job)
-            self.ordered = sib.passes
-            self.busy, self.head = [], 0  # the whole ring is free to COPY_IN
-            self.pass_staged = 0
 
     def copy_weight(self, sib, p, job, host):
         """A copy of weight P in device memory for its update, or None where
