@@ -131,10 +131,7 @@ class WeightsAhead:
         torch = self.torch
         if not isinstance(module, torch.nn.Linear):
             return []
-        return [p for p in module._parameters.values()
-                if p is not None and type(p.data) is torch.Tensor and p.is_cuda
-                and p.layout == torch.strided and p.is_contiguous()
-                and p.numel() * p.element_size() >= _MIN_BYTES]
+        return [p for p in module._parameters.values() if p is not None and copyable(torch, p)]
 
     def stream(self, device):
         s = self.streams.get(device)
@@ -305,6 +302,13 @@ class _Recompute:
     def end(self):
         while self.running:
             _put_back(self.running.pop()[1])
+
+
+def copyable(torch, p):
+    """Whether weight P is worth a copy of its own in device memory: a
+    plain, dense, contiguous CUDA tensor of _MIN_BYTES or more."""
+    return type(p.data) is torch.Tensor and p.is_cuda and p.layout == torch.strided \
+        and p.is_contiguous() and p.numel() * p.element_size() >= _MIN_BYTES
 
 
 def _put_back(swapped):

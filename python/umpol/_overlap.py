@@ -55,7 +55,7 @@ import sys
 import threading
 import weakref
 
-from ._ahead import _AHEAD_BYTES, _MIN_BYTES, _put_back
+from ._ahead import _AHEAD_BYTES, _put_back, copyable
 
 # A batch's parameters, at most: the gradients its first members hold until
 # its last is complete.
@@ -464,14 +464,14 @@ class StepInBackward:
         """The weights of PS that lie on the host, in whole or in part, and
         that no recomputation copied (not in TAKEN: an Embedding's table, a
         Linear outside the checkpointed layers): each copied to device memory
-        by the lane (copy_weight) and swapped in for the update, added to
-        TAKEN as _take_copies adds, so that the update's kernels read and
-        write device memory (a kernel reading the host's memory itself is
-        slower than the copy engines and holds the SMs) and write_back
-        copies it back. Plain, dense, contiguous weights of _MIN_BYTES to
-        _AHEAD_BYTES, not while the policy streams them (the stream moves
-        them) or a CUDA graph is captured; where there is no room for one,
-        the rest of the pass's are updated where they lie."""
+        by the lane (copy_weight) and swapped in for the update, added to TAKEN
+        as _take_copies adds, so that the update's kernels read and write
+        device memory (a kernel reading the host's memory itself is slower than
+        the copy engines and holds the SMs) and write_back copies it back.
+        Weights copyable (_ahead) and of _AHEAD_BYTES at most, not while the
+        policy streams them (the stream moves them) or a CUDA graph is
+        captured; where there is no room for one, the rest of the pass's are
+        updated where they lie."""
         torch, rt = self.torch, self.auto.rt
         host_bytes = getattr(rt, "host_bytes", None)
         if host_bytes is None or self.auto.streaming or _capturing(torch, lane.device):
@@ -481,8 +481,7 @@ class StepInBackward:
             if id(p) in swapped:
                 continue
             nbytes = _nbytes(p)
-            if not _MIN_BYTES <= nbytes <= _AHEAD_BYTES or type(p.data) is not torch.Tensor \
-                    or p.layout != torch.strided or not p.is_contiguous():
+            if nbytes > _AHEAD_BYTES or not copyable(torch, p):
                 continue
             host = min(host_bytes(p.untyped_storage().data_ptr()), nbytes)
             if host <= 0:
