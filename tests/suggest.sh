@@ -266,6 +266,14 @@ assert o["first_ns"] == min(o["first_ns"], o["last_ns"]) and o["last_ns"] < g["l
 assert w["lifetime_ns"] / 24 > g["lifetime_ns"] / 72, "weights outlive gradients"
 assert r["sites_dropped"] == 0 and len(r["sites"]) == 5, r["sites"]
 PY
+    # A job of more processes than the reader ever held at once: every report
+    # read, and every one removed with the recording's directory.
+    mkdir "$tmp/many"
+    expect_status 0 "suggest -- a job of 70 processes" env TMPDIR="$tmp/many" ${san:+LD_PRELOAD="$san"} \
+        "$UMPOL_BIN" suggest --budget 200MiB -o "$tmp/many.umpol" -- \
+        sh -c 'for i in $(seq 70); do "$1" 1 || exit 1; done' sh "$job"
+    "$UMPOL_BIN" check -q "$tmp/many.umpol" || fail "suggest -- 70 processes: output does not check"
+    [ -z "$(ls -A "$tmp/many")" ] || fail "suggest -- 70 processes: left $(ls -A "$tmp/many")"
     expect_status 2 "suggest -- a job that records nothing" env ASAN_OPTIONS=detect_leaks=0 \
         ${san:+LD_PRELOAD="$san"} "$UMPOL_BIN" suggest -o "$tmp/none.umpol" -- true
     grep -q "wrote no report" "$tmp/out" || fail "suggest -- true: message"

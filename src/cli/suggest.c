@@ -1155,19 +1155,27 @@ static int suggest_from_command(char **cmd, const char *budget_arg, bool memory_
                     "umpol suggest: the job exited with status %d; suggesting from what "
                     "it recorded\n",
                     rc);
-        char *paths[64];
+        char **paths = NULL; /* every report the job's processes wrote, however many */
         size_t n = 0;
+        bool listed = true;
         DIR *d = opendir(dir);
-        for (struct dirent *e; d && n < 64 && (e = readdir(d));) {
+        for (struct dirent *e; d && (e = readdir(d));) {
             if (strncmp(e->d_name, "report-", 7) != 0) continue;
             char *path = malloc(strlen(dir) + strlen(e->d_name) + 2);
-            if (path) {
-                sprintf(path, "%s/%s", dir, e->d_name);
-                paths[n++] = path;
+            if (!path || !grow((void **)&paths, n, 1, sizeof *paths)) {
+                free(path);
+                listed = false;
+                break;
             }
+            sprintf(path, "%s/%s", dir, e->d_name);
+            paths[n++] = path;
         }
         if (d) closedir(d);
-        if (n == 0) {
+        if (!listed) {
+            fprintf(stderr, "umpol suggest: out of memory listing the job's reports in %s; "
+                            "nothing written\n", dir);
+            rc = EXIT_USAGE;
+        } else if (n == 0) {
             fprintf(stderr, "umpol suggest: the job wrote no report (it made no CUDA allocation "
                             "umpol could see, or did not exit normally); nothing written\n");
             rc = EXIT_USAGE;
@@ -1178,6 +1186,7 @@ static int suggest_from_command(char **cmd, const char *budget_arg, bool memory_
             unlink(paths[i]);
             free(paths[i]);
         }
+        free(paths);
     }
     unlink(policy);
     rmdir(dir);
