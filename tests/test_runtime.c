@@ -3281,6 +3281,11 @@ static void test_runtime_passthrough_and_capture(void **state)
     assert_false(handled); /* graph capture: left to CUDA's graph allocator */
     fake_set_capturing(0);
     assert_int_equal(f->rt.passthrough, 2);
+    fake_force_device(RT_MAX_DEVICES); /* a GPU the runtime keeps no state for */
+    rt_alloc(&f->rt, &p, 100, API_CUDA_MALLOC_ASYNC, S1, &handled);
+    assert_false(handled); /* CUDA serves it, as the job asked */
+    fake_force_device(0);
+    assert_int_equal(f->rt.passthrough, 3);
     cudaError_t err;
     int local;
     assert_false(rt_free(&f->rt, &local, S1, MODE_STREAM, &err)); /* not ours */

@@ -756,6 +756,14 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
     int device = 0;
     if (rt->cuda->get_device(&device) != cudaSuccess)
         return cudaSuccess; /* not handled: CUDA will report its own error */
+    if (device < 0 || device >= RT_MAX_DEVICES) { /* no state kept for it: CUDA serves it */
+        static _Atomic bool said;
+        if (!atomic_exchange(&said, true))
+            LOG(LOG_WARN, "GPU %d is beyond the %d GPUs umpol keeps state for: its allocations "
+                          "go to CUDA as the job asked, unplaced", device, RT_MAX_DEVICES);
+        __atomic_fetch_add(&rt->passthrough, 1, __ATOMIC_RELAXED);
+        return cudaSuccess;
+    }
     /* Phase bits are read without the lock: a phase opening concurrently may
      * or may not be seen, as with any hint. */
     enum { WORDS = 64 };

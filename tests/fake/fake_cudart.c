@@ -343,6 +343,11 @@ EXPORT cudaError_t cudaGetDeviceCount(int *count)
     return cudaSuccess;
 }
 
+EXPORT void fake_force_device(int device)
+{
+    current_device = device;
+}
+
 EXPORT cudaError_t cudaSetDevice(int device)
 {
     if (device < 0 || device >= 4)

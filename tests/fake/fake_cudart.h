@@ -64,6 +64,9 @@ void fake_set_card_full_at(uint64_t bytes);
 void fake_set_held_base(void);
 /* cudaMemGetInfo shows BYTES more in use (the driver's, other processes'). */
 void fake_set_other_used(uint64_t bytes);
+/* The calling thread's current device, unchecked (cudaSetDevice allows 0-3):
+ * a process with more GPUs than the runtime keeps state for. */
+void fake_force_device(int device);
 uint64_t fake_vmm_gpu_bytes(void);
 
 /* The per-thread-default-stream variants, which cuda_runtime_api.h declares
