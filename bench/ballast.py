@@ -22,7 +22,7 @@ def used_mib(device):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--free", type=int, required=True, help="bytes to leave free")
     p.add_argument("--ready", required=True, help="file written once the ballast is held")
     p.add_argument("--device", type=int, default=0)

@@ -9,7 +9,7 @@ tools users run today and by umpol, each at its own GPU memory.
 
 The model: hidden 2048, intermediate 5504, 16 heads, vocabulary 32000, untied
 head, random initialisation from a fixed seed (no download); 16 layers are
-940.9M parameters, 32 layers 1.75B. Each step trains 8 x 1024 random tokens
+940.6M parameters, 32 layers 1.75B. Each step trains 8 x 1024 random tokens
 (the same tokens for every variant) with bf16 autocast, fp32 weights, AdamW
 (fused where the tool allows) and gradient checkpointing, and prints its loss.
 GRID_AUTOCAST_CACHE=0 opens the autocast region with cache_enabled=False (no
@@ -18,6 +18,10 @@ GRID_SEGMENTS=1 also prints the forward pass's GPU and thread time by segment
 (the embedding, each decoder layer, the head and loss). GRID_LINK_BY_PART=1
 prints the link's bytes (NVML's count) in forward and in the rest of the step,
 draining the GPU at the forward pass's end to split them.
+GRID_TORCH_TRACE=FILE writes the last step's torch.profiler trace there (its
+kernels and copies on every stream); GRID_TORCH_STACK=1 adds Python stacks.
+GRID_HOST_MAP=FILE writes, under umpol, how many bytes of each parameter lie
+on the host after the last step (JSON: [name, bytes, on the host]).
 
 Variants of `train`:
     ckpt          checkpointing alone (plain PyTorch)
@@ -1061,7 +1065,7 @@ def suggest(args):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("train", help="one training run")
     t.add_argument("--variant", choices=ANCHORS, required=True)

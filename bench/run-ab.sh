@@ -20,7 +20,7 @@ Environment:
              relative to the top or absolute, holding the umpol executable
              (a build of main beside one of a branch, say); POLICY a .umpol
              file, optionally followed by +VAR=VALUE settings, as in the
-             grid's GRID_POLICY: build:policies/optimizer-offload.umpol+UMPOL_HOST_UPDATE=1
+             grid's GRID_POLICY: build:policies/optimizer-offload.umpol+UMPOL_WEIGHTS_AHEAD=1
   CELLS      space-separated LAYERS:BUDGET_BYTES (default 16:7690256384)
   ROUNDS     rounds over the cells (default 1); even rounds run the variants
              in reverse order, so that neither always runs first
@@ -29,9 +29,9 @@ Environment:
   OUT        where the runs and ab-summary.txt go (default
              bench/results/ab-DATE-TIME); a call adds a header line and its
              runs to ab-summary.txt, and replaces runs of the same name
-Exit status: 0, 1 when a run failed (said in its line), 2 for a malformed variable.
   UMPOL_STEP_IN_BACKWARD (default 1) and GRID_AUTOCAST_CACHE (default 0) as
              in the grid's umpol cells; other variables pass through.
+Exit status: 0, 1 when a run failed (said in its line), 2 for a malformed variable.
 EOF
 }
 case ${1:-} in

@@ -11,7 +11,8 @@
 # more managed memory than the card has free. optimizer-offload also runs
 # without the ballast, with the stock policy's cap, for its speed there. The
 # 0.95B model of bench/run-constrained.sh.
-# Environment: OUT, UMPOL (the umpol command), STEPS (16).
+# Environment: OUT, UMPOL (the umpol command), STEPS (16), RUN_TIMEOUT_S
+# (seconds each run may take before it is stopped and counted failed; 300).
 # Writes to OUT: ballast-*.json/log, summary.md.
 set -u
 . "$(dirname "$0")/args.sh" # --help prints the comment above; no arguments

@@ -13,13 +13,20 @@
 # unheld, for scale.
 # Writes to OUT: constrained-*.json/log, summary.md, latest-constrained.json and
 # a plot of umpol's run.
+# Variables: OUT (default bench/results/constrained-DATE); UMPOL, the umpol
+# command of a build elsewhere (UMPOL=build/umpol); STEPS per run (16);
+# BUDGET_MARGIN, bytes the budget stays below the held peak (0: the card also
+# holds what no allocator counts, such as the CUDA context's growth and
+# library workspaces, and umpol's budget bounds only its own count);
+# EXTRA_POLICIES, more policy files (with `budget gpu 80%;`), each run alike as
+# umpol-NAME; SKIP_PROFILED=1 leaves out the last run, with CUPTI's counters.
 set -u
 . "$(dirname "$0")/args.sh" # --help prints the comment above; no arguments
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$top/bench/results/constrained-$(date +%Y-%m-%d)}
 mkdir -p "$out"
 cd "$top" || exit 2
-umpol=${UMPOL:-$top/umpol} # the umpol command of a build elsewhere (UMPOL=build/umpol)
+umpol=${UMPOL:-$top/umpol}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 steps=${STEPS:-16}
 big="--layers 16 --dim 2048 --heads 16 --seq 1024 --batch 2 --steps $steps --seed 3 --track-memory"
@@ -39,11 +46,8 @@ run save-on-cpu python3 examples/pytorch/train.py $big --save-on-cpu --gpu-limit
 run save-on-cpu-unheld python3 examples/pytorch/train.py $big --save-on-cpu \
     --json "$out/constrained-save-on-cpu-unheld.json"
 run native-unheld python3 examples/pytorch/train.py $big --json "$out/constrained-native-unheld.json"
-# The stock policies, with the budget at that peak less BUDGET_MARGIN bytes
-# (default 0: the card also holds what no allocator counts, such as the CUDA
-# context's growth and library workspaces, and umpol's budget bounds only
-# its own count); EXTRA_POLICIES: more policy files (budget gpu 80%), each
-# run alike as umpol-NAME.
+# The stock policies and EXTRA_POLICIES, with the budget at that peak less
+# BUDGET_MARGIN bytes.
 budget=$((peak - ${BUDGET_MARGIN:-0}))
 echo "umpol's budget: $budget bytes"
 extra=""
@@ -63,8 +67,7 @@ for policy in llm-finetune optimizer-offload weights-offload ${EXTRA_POLICIES:-}
         "$out/constrained-umpol-$policy.json" "$out/constrained-umpol-$policy.png" \
         "umpol ($policy), 0.95B parameters on one GPU, budget = FSDP2 offload's peak" || echo "no plot"
 done
-# Once more with CUPTI's counters, to see where the time goes (not timed;
-# SKIP_PROFILED=1 leaves it out).
+# Once more with CUPTI's counters, to see where the time goes (not timed).
 [ -n "${SKIP_PROFILED:-}" ] || UMPOL_PROFILE=1 run umpol-optimizer-offload-profiled "$umpol" run -p "$out/constrained-optimizer-offload.umpol" \
     -r "$out/constrained-umpol-optimizer-offload-profiled-report.json" -- \
     python3 examples/pytorch/train.py $big --json "$out/constrained-umpol-optimizer-offload-profiled.json"

@@ -11,7 +11,9 @@
 #   constrained/            bench/run-constrained.sh (SKIP_CONSTRAINED=1 leaves it out)
 #   summary.md, latest.json the tables of the above, with the ratios side by side
 # TRAIN_ONLY=1 / SKIP_TRAIN=1 split the run in two; UMPOL_TOP=DIR takes umpol
-# from a build in DIR (libumpol.so in DIR/.libs) instead of the top directory.
+# from a build in DIR (libumpol.so in DIR/.libs) instead of the top directory;
+# TRAIN_ROUNDS (3) interleaved rounds of the training step times; UMPOL_COMMIT
+# names the commit recorded (default git's HEAD, else the file .commit).
 # Every run keeps umpol's managed-memory cap on (see the policies used).
 set -u
 . "$(dirname "$0")/args.sh" # --help prints the comment above; no arguments

@@ -22,7 +22,10 @@
 # timed), GRID_DEADLINE_S (cells that would start later are skipped),
 # GRID_CELL_TIMEOUT_S (one run's limit, 240), GRID_AUTOCAST_CACHE (0: every
 # variant's autocast region keeps no casts of the weights, cache_enabled=False;
-# unset: torch's default), UMPOL.
+# unset: torch's default), UMPOL, UMPOL_COMMIT (the commit recorded; default
+# git's HEAD, else the file .commit), and grid.py's GRID_SEGMENTS,
+# GRID_LINK_BY_PART, GRID_TORCH_TRACE, GRID_TORCH_STACK and GRID_HOST_MAP
+# (python3 bench/grid.py --help).
 # Writes OUT/cells.jsonl, per-cell logs, JSON and umpol reports, OUT/summary.md
 # and OUT/latest-grid.json (the grid.* keys to merge into latest.json).
 set -u
