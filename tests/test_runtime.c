@@ -824,30 +824,43 @@ static void test_runtime_stream_new_block_in_incoming_piece(void **state)
     stream_done(f, w);
 }
 
-/* Set just before release_hold_later lets the held remaps be made: a call
- * that returns with it set waited for them. An order, not a duration, so a
- * busy machine that stalls the test's thread cannot fail the check. */
-static atomic_bool hold_released;
+/* A helper thread that lets the held remaps be made once the test's thread
+ * blocks for them (the mover's count of waits grows), or after 10 s where it
+ * never does. hold_release_join says whether the call blocked: an order, not
+ * a duration, so a busy machine that stalls the test's thread anywhere can
+ * fail no check. */
+struct hold_release {
+    pthread_t thread;
+    struct mover *mover;
+    uint64_t waits; /* the mover's count when started */
+};
 
-static void *release_hold_later(void *arg)
+static void *release_hold_once_waited(void *arg)
 {
-    (void)arg;
-    usleep(50 * 1000);
-    atomic_store(&hold_released, true);
+    struct hold_release *h = arg;
+    for (int k = 0; k < 10000 && atomic_load(&h->mover->worker.waits) == h->waits; k++)
+        usleep(1000);
     fake_set_vmm_hold(0);
     return NULL;
 }
 
-static void start_release_hold_later(pthread_t *t)
+static void hold_release_start(struct hold_release *h, struct fixture *f)
 {
-    atomic_store(&hold_released, false);
-    assert_int_equal(pthread_create(t, NULL, release_hold_later, NULL), 0);
+    h->mover = &f->rt.mover;
+    h->waits = atomic_load(&h->mover->worker.waits);
+    assert_int_equal(pthread_create(&h->thread, NULL, release_hold_once_waited, h), 0);
+}
+
+static bool hold_release_join(struct hold_release *h)
+{
+    assert_int_equal(pthread_join(h->thread, NULL), 0);
+    return atomic_load(&h->mover->worker.waits) > h->waits;
 }
 
 /* Until the runtime's thread waits in a cuMemSetAccess held since BEFORE. */
 static void wait_held(unsigned long before)
 {
-    for (int k = 0; k < 5000 && fake_vmm_held_calls() == before; k++)
+    for (int k = 0; k < 30000 && fake_vmm_held_calls() == before; k++) /* 30 s at most */
         usleep(1000);
     assert_true(fake_vmm_held_calls() > before);
 }
@@ -1383,10 +1396,10 @@ static void test_runtime_stream_gives_way_to_full_card(void **state)
     assert_int_equal(mapped_on_gpu(f), 192 * MiB);
     fake_set_card_full_at(fake_resident_bytes() + fake_vmm_gpu_bytes());
     fake_set_vmm_hold(1); /* the drop's remap is slow to be made */
-    pthread_t t;
-    start_release_hold_later(&t);
+    struct hold_release h;
+    hold_release_start(&h, f);
     void *a = alloc(f, 64 * MiB, API_CUDA_MALLOC, S1);
-    pthread_join(t, NULL);
+    assert_true(hold_release_join(&h)); /* it waited for the drop's remap */
     fake_set_card_full_at(0);
     assert_int_equal(mapped_on_gpu(f), 128 * MiB); /* one piece left, no more */
     release(f, a, S1, MODE_ANY);
@@ -1446,14 +1459,13 @@ static void test_runtime_stream_remap_on_thread(void **state)
     wait_held(held);
     assert_true(mv1->busy[i1] != 0);
     assert_true(mv1->gpu[i1] != 0); /* counted on the GPU already */
-    pthread_t t;
-    start_release_hold_later(&t);
+    struct hold_release h;
+    hold_release_start(&h, f);
     uint64_t waited = f->rt.remap_wait_ns;
     p[0] = w[1];
     rt_use(&f->rt, p, 1, S1); /* waits for w1's remap */
-    assert_true(atomic_load(&hold_released));
+    assert_true(hold_release_join(&h));
     assert_true(f->rt.remap_wait_ns > waited); /* the report's remap_wait_ns */
-    pthread_join(t, NULL);
     assert_int_equal(mv1->busy[i1], 0);
     assert_true(filled(w[1], 32 * MiB, 2));
     stream_settle(&f->rt);
@@ -1478,10 +1490,9 @@ static void test_runtime_stream_remap_on_thread(void **state)
     assert_int_equal(dev->resident_bytes + leaving, card_holds(f, vmm_before));
     assert_true(dev->resident_bytes + leaving <= 192 * MiB);
     /* A new block in that piece: the job writes it once rt_alloc returns. */
-    start_release_hold_later(&t);
-    void *x = new_block_beside(f, w[1], 99); /* waits for the drop */
-    assert_true(atomic_load(&hold_released));
-    pthread_join(t, NULL);
+    hold_release_start(&h, f);
+    void *x = new_block_beside(f, w[1], 99);
+    assert_true(hold_release_join(&h)); /* it waited for the drop */
     assert_int_equal(mv1->busy[i1], 0);
     assert_true(filled(w[1], 32 * MiB, 2) && filled(x, 32 * MiB, 99));
     stream_settle(&f->rt);
@@ -1559,11 +1570,10 @@ static void test_runtime_capture_prepare_waits_for_remaps(void **state)
     rt_use(&f->rt, p, 1, S1); /* w1's piece swapped in on the thread, held there */
     wait_held(held);
     assert_true(mv1->busy[i1] != 0);
-    pthread_t t;
-    start_release_hold_later(&t);
+    struct hold_release h;
+    hold_release_start(&h, f);
     rt_capture_prepare(&f->rt);
-    assert_true(atomic_load(&hold_released)); /* it waited for the remap */
-    pthread_join(t, NULL);
+    assert_true(hold_release_join(&h)); /* it waited for the remap */
     assert_int_equal(mv1->busy[i1], 0);
     uint64_t mapped = mapped_on_gpu(f);
     for (int i = 0; i < STREAM_N; i++)

@@ -1106,6 +1106,8 @@ size_t mover_pieces_finish(struct mover *m, uint64_t until, struct piece_outcome
     pthread_mutex_lock(&w->lock);
     if (until > w->queued)
         until = w->queued;
+    if (w->done < until && w->state == 1 && w->pid == getpid())
+        atomic_fetch_add(&w->waits, 1);
     while (w->done < until && w->state == 1 && w->pid == getpid())
         pthread_cond_wait(&w->finished, &w->lock);
     while (w->applied < w->done && n < max) {

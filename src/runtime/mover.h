@@ -71,6 +71,7 @@ struct mover_worker {
     bool stop;
     struct piece_job jobs[MOVER_JOBS]; /* job number N at N % MOVER_JOBS */
     uint64_t queued, done, applied;    /* jobs 1..queued handed over, 1..done made, 1..applied applied */
+    _Atomic uint64_t waits;            /* times a caller blocked for a remap not yet made */
     /* Per GPU: the bytes of drops handed over and not yet applied, counted
      * off the budget already but maybe still held by the card. */
     uint64_t leaving[RT_MAX_DEVICES];
