@@ -14,6 +14,13 @@
 #include "runtime/runtime.h"
 #include "runtime/stream.h"
 
+/* What could not be done is said once per process; the job goes on. */
+#define LOG_ONCE(said, ...)                                                                        \
+    do {                                                                                           \
+        if (!atomic_exchange(said, true))                                                          \
+            LOG(LOG_WARN, __VA_ARGS__);                                                            \
+    } while (0)
+
 int runtime_init(struct runtime *rt, const struct program *program, const struct cuda_api *cuda)
 {
     memset(rt, 0, sizeof *rt);
@@ -180,10 +187,9 @@ static cudaError_t adopt_managed(struct runtime *rt, void **ptr, size_t size, in
 /* Movable memory could not be made for class CLS (said once). */
 static void movable_failed(struct runtime *rt, int cls, size_t size)
 {
-    if (!atomic_exchange(&rt->movable_failed_said, true))
-        LOG(LOG_WARN, "class '%s': %zu bytes of movable memory could not be made (pinned host "
-            "memory or GPU memory short); the slab is plain device memory (said once)",
-            rt->program->classes[cls].name, size);
+    LOG_ONCE(&rt->movable_failed_said, "class '%s': %zu bytes of movable memory could not be "
+             "made (pinned host memory or GPU memory short); the slab is plain device memory "
+             "(said once)", rt->program->classes[cls].name, size);
 }
 
 /* Is a stream being captured into a graph: STREAM (as CUDA says), or any
@@ -318,10 +324,9 @@ static bool make_arena(struct runtime *rt, struct pool *p, struct plan_arena *a)
         if (err == cudaSuccess)
             mover_release(&rt->mover, MEMORY_DEVICE, base, a->plan.bytes);
         a->failed = true;
-        if (!atomic_exchange(&said, true))
-            LOG(LOG_WARN, "no memory for the step's plan of class '%s' on GPU %d (%llu bytes): "
-                "its pool serves it (said once)", rt->program->classes[p->class_idx].name,
-                p->device, (unsigned long long)a->plan.bytes);
+        LOG_ONCE(&said, "no memory for the step's plan of class '%s' on GPU %d (%llu bytes): "
+                 "its pool serves it (said once)", rt->program->classes[p->class_idx].name,
+                 p->device, (unsigned long long)a->plan.bytes);
         return false;
     }
     *s = (struct slab){.base = base, .size = a->plan.bytes, .pool = p, .dedicated = true,
@@ -501,13 +506,12 @@ static void plan_step(struct runtime *rt, bool repeated)
                 struct class_stats *st = &rt->class_stats[a % classes];
                 if (n > st->plan_refused_blocks)
                     st->plan_refused_blocks = n;
-                if (!atomic_exchange(&said, true))
-                    LOG(LOG_WARN, "a step had %s%zu blocks of class '%s' on GPU %zu, more than a "
-                        "step's plan lays out (%u a class, %u in all): no new plan is made, a plan "
-                        "from an earlier step serves the blocks it matches and the pool the rest "
-                        "(said once)", rt->notes_overflow ? "at least " : "", n,
-                        rt->program->classes[a % classes].name, a / classes, PLAN_MAX_BLOCKS,
-                        PLAN_MAX_BLOCKS * 4);
+                LOG_ONCE(&said, "a step had %s%zu blocks of class '%s' on GPU %zu, more than a "
+                         "step's plan lays out (%u a class, %u in all): no new plan is made, a "
+                         "plan from an earlier step serves the blocks it matches and the pool the "
+                         "rest (said once)", rt->notes_overflow ? "at least " : "", n,
+                         rt->program->classes[a % classes].name, a / classes, PLAN_MAX_BLOCKS,
+                         PLAN_MAX_BLOCKS * 4);
                 continue;
             }
             struct step_plan plan = {0};
@@ -724,19 +728,17 @@ static void count_alloc(struct runtime *rt, int cls, size_t bytes)
 /* Pinning failed for class CLS: from now on its allocations go to CUDA. */
 static void pinning_failed(struct runtime *rt, int cls, size_t size, cudaError_t err)
 {
-    if (!atomic_exchange(&rt->pinning_off[cls], true))
-        LOG(LOG_WARN, "class '%s': pinning %zu bytes of host memory failed (%s); from now on its "
-            "allocations go to CUDA unchanged (on the GPU, outside the budget)",
-            rt->program->classes[cls].name, size, rt->cuda->get_error_string(err));
+    LOG_ONCE(&rt->pinning_off[cls], "class '%s': pinning %zu bytes of host memory failed (%s); "
+             "from now on its allocations go to CUDA unchanged (on the GPU, outside the budget)",
+             rt->program->classes[cls].name, size, rt->cuda->get_error_string(err));
 }
 
 /* Class CLS took a block by the budget's spare room that the GPU had not. */
 static void spare_failed(struct runtime *rt, int cls, size_t size)
 {
-    if (!atomic_exchange(&rt->spare_said, true))
-        LOG(LOG_WARN, "class '%s': the budget had room for %zu bytes that the GPU had not; the "
-            "block goes to the class it matches without 'spare' (said once)",
-            rt->program->classes[cls].name, size);
+    LOG_ONCE(&rt->spare_said, "class '%s': the budget had room for %zu bytes that the GPU had "
+             "not; the block goes to the class it matches without 'spare' (said once)",
+             rt->program->classes[cls].name, size);
     __atomic_fetch_add(&rt->spare_misses, 1, __ATOMIC_RELAXED);
 }
 
@@ -758,9 +760,8 @@ cudaError_t rt_alloc(struct runtime *rt, void **ptr, size_t size, unsigned api,
         return cudaSuccess; /* not handled: CUDA will report its own error */
     if (device < 0 || device >= RT_MAX_DEVICES) { /* no state kept for it: CUDA serves it */
         static _Atomic bool said;
-        if (!atomic_exchange(&said, true))
-            LOG(LOG_WARN, "GPU %d is beyond the %d GPUs umpol keeps state for: its allocations "
-                          "go to CUDA as the job asked, unplaced", device, RT_MAX_DEVICES);
+        LOG_ONCE(&said, "GPU %d is beyond the %d GPUs umpol keeps state for: its allocations go "
+                 "to CUDA as the job asked, unplaced", device, RT_MAX_DEVICES);
         __atomic_fetch_add(&rt->passthrough, 1, __ATOMIC_RELAXED);
         return cudaSuccess;
     }
@@ -868,13 +869,6 @@ struct block *rt_block_holding(struct runtime *rt, uintptr_t addr)
     b = s ? slab_block_at(s, addr) : NULL; /* the slab stays: rt->lock is held */
     return b && !b->free ? b : NULL;
 }
-
-/* What could not be done is said once per process; the job goes on. */
-#define LOG_ONCE(said, ...)                                                                        \
-    do {                                                                                           \
-        if (!atomic_exchange(said, true))                                                          \
-            LOG(LOG_WARN, __VA_ARGS__);                                                            \
-    } while (0)
 
 void rt_saved(struct runtime *rt, struct block *b)
 {
