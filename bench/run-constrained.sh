@@ -13,7 +13,7 @@
 # unheld, for scale.
 # Writes to OUT: constrained-*.json/log, summary.md, latest-constrained.json and
 # a plot of umpol's run.
-# Variables: OUT (default bench/results/constrained-DATE); UMPOL, the umpol
+# Environment: OUT (default bench/results/constrained-DATE); UMPOL, the umpol
 # command of a build elsewhere (UMPOL=build/umpol); STEPS per run (16);
 # BUDGET_MARGIN, bytes the budget stays below the held peak (0: the card also
 # holds what no allocator counts, such as the CUDA context's growth and
