@@ -1097,6 +1097,13 @@ bool mover_pieces_pending(const struct mover *m)
     return m->worker.applied != m->worker.queued;
 }
 
+/* Whether this process's worker has yet to finish job UNTIL (a worker that
+ * stopped, or one of the parent's after a fork, will not). Under w->lock. */
+static bool worker_behind(const struct mover_worker *w, uint64_t until)
+{
+    return w->done < until && w->state == 1 && w->pid == getpid();
+}
+
 size_t mover_pieces_finish(struct mover *m, uint64_t until, struct piece_outcome *out, size_t max)
 {
     struct mover_worker *w = &m->worker;
@@ -1106,10 +1113,12 @@ size_t mover_pieces_finish(struct mover *m, uint64_t until, struct piece_outcome
     pthread_mutex_lock(&w->lock);
     if (until > w->queued)
         until = w->queued;
-    if (w->done < until && w->state == 1 && w->pid == getpid())
+    if (worker_behind(w, until)) {
         atomic_fetch_add(&w->waits, 1);
-    while (w->done < until && w->state == 1 && w->pid == getpid())
-        pthread_cond_wait(&w->finished, &w->lock);
+        do
+            pthread_cond_wait(&w->finished, &w->lock);
+        while (worker_behind(w, until));
+    }
     while (w->applied < w->done && n < max) {
         const struct piece_job *job = &w->jobs[++w->applied % MOVER_JOBS];
         if (job->op == PIECE_DROP)
