@@ -1025,6 +1025,13 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* Whether the worker thread runs in this process (after a fork, the child's
+ * copy of it does not: the thread stayed with the parent). */
+static bool worker_running(const struct mover_worker *w)
+{
+    return w->state == 1 && w->pid == getpid();
+}
+
 /* Is the mover's thread there to take a remap (started on first need)? */
 static bool worker_ready(struct mover *m)
 {
@@ -1101,7 +1108,7 @@ bool mover_pieces_pending(const struct mover *m)
  * stopped, or one of the parent's after a fork, will not). Under w->lock. */
 static bool worker_behind(const struct mover_worker *w, uint64_t until)
 {
-    return w->done < until && w->state == 1 && w->pid == getpid();
+    return w->done < until && worker_running(w);
 }
 
 size_t mover_pieces_finish(struct mover *m, uint64_t until, struct piece_outcome *out, size_t max)
@@ -1139,7 +1146,7 @@ uint64_t mover_leaving_bytes(const struct mover *m, int device)
 void mover_destroy(struct mover *m)
 {
     struct mover_worker *w = &m->worker;
-    if (w->state != 1 || w->pid != getpid())
+    if (!worker_running(w))
         return;
     pthread_mutex_lock(&w->lock);
     w->stop = true;
