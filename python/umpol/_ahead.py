@@ -140,10 +140,30 @@ class WeightsAhead:
         return s
 
 
-class _Pass:
+class _OnCopies:
+    """A pass whose layers may run on copies of their weights: self.running
+    holds (layer, [(param, its own data, copy)]) for each layer running on
+    copies, and a layer's weights get their own data back as it returns."""
+
+    def __init__(self):
+        self.running = []
+
+    def post(self, module):
+        """MODULE has returned (or raised): its parameters are their own again."""
+        if self.running and self.running[-1][0] is module:
+            _put_back(self.running.pop()[1])
+
+    def end(self):
+        """The pass is over: every layer still on copies has its weights' own data back."""
+        while self.running:
+            _put_back(self.running.pop()[1])
+
+
+class _Pass(_OnCopies):
     """One training forward pass of one model."""
 
     def __init__(self, ahead, model, order):
+        super().__init__()
         self.ahead, self.model, self.order = ahead, model, order
         self.recorded = [] if order is None else None  # the layers as they run, learning
         self.next = 0        # the index in ORDER of the layer expected next
@@ -151,7 +171,6 @@ class _Pass:
         self.in_flight = 0   # bytes copied ahead of the layer running
         # index in ORDER -> (event, [(param, copy)], bytes, the stream they were made on)
         self.copies = {}
-        self.running = []    # (layer, [(param, its own data, copy)]) running on copies
         self.stopped = False
 
     def pre(self, module):
@@ -181,15 +200,9 @@ class _Pass:
             p.data = copy
         self.running.append((module, swapped))
 
-    def post(self, module):
-        """MODULE has returned (or raised): its parameters are their own again."""
-        if self.running and self.running[-1][0] is module:
-            _put_back(self.running.pop()[1])
-
     def end(self):
         """The pass is over: what was learned is kept, what is left is let go."""
-        while self.running:
-            _put_back(self.running.pop()[1])
+        super().end()
         self._let_go()
         if self.recorded:  # a learning pass that met a layer
             self.ahead.orders[id(self.model)] = (weakref.ref(self.model), self.recorded)
@@ -255,7 +268,7 @@ class _Pass:
                  "them where they lie, and the order is recorded again (said once)")
 
 
-class _Recompute:
+class _Recompute(_OnCopies):
     """One recomputation in backward of a checkpointed segment: each Linear's
     weights that lie on the host are copied to device memory on the job's
     stream as the layer begins (where the layer would have read them across
@@ -263,8 +276,8 @@ class _Recompute:
     the weight's update in this backward pass (WeightsAhead.take)."""
 
     def __init__(self, ahead):
+        super().__init__()
         self.ahead = ahead
-        self.running = []    # (layer, [(param, its own data, copy)])
 
     def pre(self, module):
         ahead, torch = self.ahead, self.ahead.torch
@@ -294,14 +307,6 @@ class _Recompute:
             p.data = copy
         if swapped:
             self.running.append((module, swapped))
-
-    def post(self, module):
-        if self.running and self.running[-1][0] is module:
-            _put_back(self.running.pop()[1])
-
-    def end(self):
-        while self.running:
-            _put_back(self.running.pop()[1])
 
 
 def copyable(torch, p):
