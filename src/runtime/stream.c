@@ -53,21 +53,38 @@ bool stream_unwritten(const struct runtime *rt, int c)
 
 static void cancel(struct runtime *rt, struct slab *s, size_t i);
 
+/* VISIT(rt, s, i) for each piece i of every movable slab s of every pool. */
+static void each_piece(struct runtime *rt, void (*visit)(struct runtime *, struct slab *, size_t))
+{
+    for (int d = 0; d < RT_MAX_DEVICES; d++)
+        for (size_t c = 0; rt->devices[d].known && c < rt->program->class_count; c++) {
+            struct pool *pool = rt->devices[d].pools[c];
+            for (struct slab *s = pool ? pool->slabs : NULL; s; s = s->next) {
+                const struct movable *mv = s->backing;
+                for (size_t i = 0; mv && i < mv->pieces; i++)
+                    visit(rt, s, i);
+            }
+        }
+}
+
+static void cancel_incoming(struct runtime *rt, struct slab *s, size_t i)
+{
+    if (((struct movable *)s->backing)->incoming[i])
+        cancel(rt, s, i);
+}
+
+static void not_clean(struct runtime *rt, struct slab *s, size_t i)
+{
+    (void)rt;
+    ((struct movable *)s->backing)->clean[i] = false;
+}
+
 /* Streaming off, no capture in progress (a cancel waits for a copy): the
  * pieces left on their way in give their GPU memory back. */
 static void give_up_incoming(struct runtime *rt)
 {
     rt->stream.off_settled = true;
-    for (int d = 0; d < RT_MAX_DEVICES; d++)
-        for (size_t c = 0; rt->devices[d].known && c < rt->program->class_count; c++) {
-            struct pool *pool = rt->devices[d].pools[c];
-            for (struct slab *s = pool ? pool->slabs : NULL; s; s = s->next) {
-                struct movable *mv = s->backing;
-                for (size_t i = 0; mv && i < mv->pieces; i++)
-                    if (mv->incoming[i])
-                        cancel(rt, s, i);
-            }
-        }
+    each_piece(rt, cancel_incoming);
 }
 
 /* A stream capture begun: a graph's replays will use the pieces with no
@@ -90,15 +107,7 @@ static bool captured(struct runtime *rt, bool now)
     stream_settle(rt); /* a graph's replays find every piece mapped (no CUDA call waits) */
     LOG(LOG_WARN, "a stream capture began: `stream written` stops streaming for the rest of the "
                   "run (a graph's replays read the pieces unannounced)");
-    for (int d = 0; d < RT_MAX_DEVICES; d++)
-        for (size_t c = 0; rt->devices[d].known && c < rt->program->class_count; c++) {
-            struct pool *pool = rt->devices[d].pools[c];
-            for (struct slab *s = pool ? pool->slabs : NULL; s; s = s->next) {
-                struct movable *mv = s->backing;
-                for (size_t i = 0; mv && i < mv->pieces; i++)
-                    mv->clean[i] = false;
-            }
-        }
+    each_piece(rt, not_clean);
     if (quiet)
         give_up_incoming(rt);
     return true;
