@@ -1036,7 +1036,7 @@ static bool worker_running(const struct mover_worker *w)
 static bool worker_ready(struct mover *m)
 {
     struct mover_worker *w = &m->worker;
-    if (w->state == 1 && w->pid != getpid())
+    if (w->state == 1 && !worker_running(w))
         w->state = -1; /* a fork's child: the thread stayed with the parent */
     if (w->state == 0) {
         sigset_t all, old;
