@@ -137,8 +137,14 @@ int source_load(struct source *src, const char *path, struct source_error *err)
     /* Read at most one byte past the limit: enough to know it is too large. */
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);
+    if (!buf) {
+        if (f != stdin)
+            fclose(f);
+        src->name = strdup(path);
+        return fail(err, SOURCE_IO, loc_at(0, 0), "cannot read: %s", strerror(ENOMEM));
+    }
     int rc = 0;
-    while (buf) {
+    for (;;) {
         if (len == cap) {
             size_t want = cap * 2 > SOURCE_MAX_BYTES + 1 ? SOURCE_MAX_BYTES + 1 : cap * 2;
             if (want == cap)

@@ -172,7 +172,8 @@ static char *parse_string(struct parser *ps)
                     goto out;
                 }
                 char enc[4];
-                if (!buf_add(&b, enc, utf8_encode((unsigned)cp, enc))) {
+                size_t n = utf8_encode((unsigned)cp, enc);
+                if (!buf_add(&b, enc, n)) {
                     fail(ps, "out of memory");
                     goto out;
                 }
