@@ -61,7 +61,8 @@ static void skipped_item(struct parse_state *st);
 %token EXIT "exit" MARK "mark" GPU "gpu" HOST "host" NUMA "numa" NEAR "near" NONE "none"
 %token MANAGED "managed" DEVICE "device" MOVABLE "movable" READ_MOSTLY "read_mostly"
 %token SIZE_KW "size" PHASE "phase" TAG "tag" API "api" NTH "nth" ANY "any"
-%token AND "and" OR "or" NOT "not" SPARE "spare" SAVED "saved" LEARN "learn"
+%token AND "and" OR "or" NOT "not" SPARE "spare" LEARN "learn" UPDATE "update"
+%token SAVED "saved" /* the last keyword (is_keyword) */
 %token DOTDOT ".." LE "<=" GE ">=" EQ "==" NE "!="
 %token <num> NUMBER "number" SIZE "size value" PERCENT "percentage"
 %token <str> STRING "string" IDENT "identifier"
@@ -143,6 +144,19 @@ item:
                     $3 = NULL;
                 }
             }
+            free($2);
+            free($3);
+        }
+    | UPDATE IDENT IDENT semi
+        {
+            /* `update in backward;`: the words are words only here. */
+            if (strcmp($2, "in") != 0 || strcmp($3, "backward") != 0)
+                diag_add(st->diags, DIAG_ERROR, E_UNKNOWN_KEYWORD,
+                         strcmp($2, "in") != 0 ? @2 : @3,
+                         "unknown word '%s': write 'update in backward;'",
+                         strcmp($2, "in") != 0 ? $2 : $3);
+            else
+                add_global(st, GLOBAL_UPDATE, (struct amount){false, 0, @3}, @$);
             free($2);
             free($3);
         }
@@ -644,7 +658,8 @@ static bool starts_directive(yysymbol_kind_t sym)
 static bool starts_item(yysymbol_kind_t sym)
 {
     return sym == YYSYMBOL_UMPOL || sym == YYSYMBOL_BUDGET || sym == YYSYMBOL_CAP ||
-           sym == YYSYMBOL_SLAB || sym == YYSYMBOL_CLASS;
+           sym == YYSYMBOL_SLAB || sym == YYSYMBOL_LEARN || sym == YYSYMBOL_UPDATE ||
+           sym == YYSYMBOL_CLASS;
 }
 
 static int item_token(yysymbol_kind_t sym)
@@ -654,6 +669,8 @@ static int item_token(yysymbol_kind_t sym)
     case YYSYMBOL_BUDGET: return BUDGET;
     case YYSYMBOL_CAP: return CAP;
     case YYSYMBOL_SLAB: return SLAB;
+    case YYSYMBOL_LEARN: return LEARN;
+    case YYSYMBOL_UPDATE: return UPDATE;
     default: return CLASS;
     }
 }

@@ -94,6 +94,11 @@ long long umpol_host_bytes(const void *ptr);
  * Returns 0, or -1 when no policy is loaded. */
 int umpol_step_changed(void);
 
+/* Does the policy say `update in backward;` (umpol(5))? 1 or 0; -1 when no
+ * policy is loaded. The Python package then updates each parameter in the
+ * backward pass unless UMPOL_STEP_IN_BACKWARD says otherwise. */
+int umpol_update_in_backward(void);
+
 /* Does a class of the policy stream ahead of use (`stream written`)? 1 or 0. */
 int umpol_streaming(void);
 /* The job is about to queue, on STREAM (a cudaStream_t; NULL: the default

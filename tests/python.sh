@@ -89,6 +89,32 @@ phases = {p["name"]: p["entries"] for p in json.load(open(sys.argv[1]))["phases"
 assert phases == {"outer": 2, "inner": 1, "ctx": 1}, phases
 PY
 
+# `update in backward;` (umpol(5)): the runtime says so, and the package's step
+# in backward follows it unless UMPOL_STEP_IN_BACKWARD is 0 or 1; a policy
+# without it leaves the step after backward.
+sed 's/^umpol 1;$/umpol 1;\nupdate in backward;/' "$policy" >"$tmp/update.umpol"
+cat >"$tmp/update.py" <<'PY'
+import os, sys
+import umpol
+want = sys.argv[1] == "1"
+assert umpol._rt.update_in_backward is want, umpol._rt.update_in_backward
+for value, on in (("0", False), ("1", True), (None, want), ("yes", want)):
+    if value is None:
+        os.environ.pop("UMPOL_STEP_IN_BACKWARD", None)
+    else:
+        os.environ["UMPOL_STEP_IN_BACKWARD"] = value
+    assert umpol._step_in_backward(umpol._rt) is on, (value, on)
+print("update ok")
+PY
+for on in 0 1; do
+    p=$policy
+    [ $on = 1 ] && p=$tmp/update.umpol
+    expect_status 0 "update in backward: $on" "$UMPOL_BIN" run -p "$p" -- python3 "$tmp/update.py" $on
+    grep -q "update ok" "$tmp/out" || { fail "update in backward: $on"; cat "$tmp/out"; }
+done
+grep -q "UMPOL_STEP_IN_BACKWARD='yes': expected 0 or 1; the policy decides (on)" "$tmp/out" ||
+    fail "a bad UMPOL_STEP_IN_BACKWARD is not said"
+
 # A second copy of the package on the job's own PYTHONPATH (a source tree's
 # python/, say): umpol's sitecustomize runs once, then the job's own one.
 cp -R "$top_srcdir/python" "$tmp/copy"

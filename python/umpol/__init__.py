@@ -101,6 +101,18 @@ def _switch(name):
     return {"0": False, "1": True}.get(value, "auto")
 
 
+def _step_in_backward(rt):
+    """Whether the optimizer's updates move into backward: UMPOL_STEP_IN_BACKWARD
+    where it is 0 or 1, else what the policy says (`update in backward;`)."""
+    value = os.environ.get("UMPOL_STEP_IN_BACKWARD")
+    if value in ("0", "1"):
+        return value == "1"
+    if value is not None:
+        sys.stderr.write(f"umpol: UMPOL_STEP_IN_BACKWARD={value!r}: expected 0 or 1; the "
+                         f"policy decides ({'on' if rt.update_in_backward else 'off'})\n")
+    return rt.update_in_backward
+
+
 def enable_auto():
     """Install the automatic PyTorch phases now, or once torch is imported.
 
@@ -113,7 +125,7 @@ def enable_auto():
         global _auto
         from umpol import _torch
         _auto = _torch.install(torch, _rt, saved=os.environ.get("UMPOL_SAVED", "1") != "0",
-                               step_in_backward=os.environ.get("UMPOL_STEP_IN_BACKWARD", "0") == "1",
+                               step_in_backward=_step_in_backward(_rt),
                                autocast_cache=os.environ.get("UMPOL_AUTOCAST_CACHE", "1") != "0",
                                weights_ahead=_switch("UMPOL_WEIGHTS_AHEAD"),
                                saved_to_host=_switch("UMPOL_SAVED_TO_HOST"))

@@ -27,6 +27,7 @@ class Runtime:
     def __init__(self, lib=None):
         self.active = False
         self.streaming = False  # a class streams ahead of the uses announced by use()
+        self.update_in_backward = False  # the policy says `update in backward;`
         self._names = {}
         try:
             lib = lib if lib is not None else ctypes.CDLL(None)
@@ -66,6 +67,10 @@ class Runtime:
         self._host_bytes = getattr(lib, "umpol_host_bytes", None)
         if self._host_bytes is not None:
             self._host_bytes.argtypes, self._host_bytes.restype = [ctypes.c_void_p], ctypes.c_longlong
+        update = getattr(lib, "umpol_update_in_backward", None)
+        if self.active and update is not None:
+            update.argtypes, update.restype = [], ctypes.c_int
+            self.update_in_backward = update() == 1
         streaming = getattr(lib, "umpol_streaming", None)
         if self.active and self._use is not None and streaming is not None:
             streaming.argtypes, streaming.restype = [], ctypes.c_int

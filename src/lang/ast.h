@@ -101,7 +101,8 @@ struct class_decl {
     struct class_decl *next;
 };
 
-enum global_kind { GLOBAL_BUDGET, GLOBAL_CAP, GLOBAL_SLAB, GLOBAL_VERSION, GLOBAL_LEARN };
+enum global_kind { GLOBAL_BUDGET, GLOBAL_CAP, GLOBAL_SLAB, GLOBAL_VERSION, GLOBAL_LEARN,
+                   GLOBAL_UPDATE };
 
 struct amount {
     bool percent;

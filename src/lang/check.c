@@ -401,9 +401,9 @@ static void check_saved_shadowed(const struct policy_ast *ast, struct diag_list 
 static const struct global_decl *check_globals(const struct policy_ast *ast,
                                                struct diag_list *diags)
 {
-    const struct global_decl *first[GLOBAL_LEARN + 1] = {0};
+    const struct global_decl *first[GLOBAL_UPDATE + 1] = {0};
     static const char *const names[] = {"budget gpu", "cap managed", "slab", "umpol",
-                                        "learn step"};
+                                        "learn step", "update in backward"};
     for (const struct global_decl *g = ast->globals; g; g = g->next) {
         const char *name = g->card ? "budget card" : names[g->kind];
         if (first[g->kind] && g->kind == GLOBAL_BUDGET && g->card != first[g->kind]->card) {
@@ -451,6 +451,8 @@ static const struct global_decl *check_globals(const struct policy_ast *ast,
                 diag_add(diags, DIAG_ERROR, E_EMPTY_PATTERN, g->pattern_loc,
                          "'learn step' needs the phase that starts each step, e.g. \"forward\", "
                          "or no phase at all: 'learn step;'");
+            break;
+        case GLOBAL_UPDATE:
             break;
         }
     }

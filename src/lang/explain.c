@@ -152,6 +152,11 @@ void program_explain(FILE *out, const struct program *p)
                      "from the second step on, eviction by predicted next use and prefetch one "
                      "phase ahead\n",
                 "learn step:");
+    if (p->update_in_backward)
+        fprintf(out, "%-13s the optimizer updates each parameter as soon as backward completes its "
+                     "gradient, on a side stream (Python package; UMPOL_STEP_IN_BACKWARD decides "
+                     "where set)\n",
+                "update:");
     fputc('\n', out);
     fprintf(out, "Classes, in the order they are tried (the first match wins):\n\n");
     size_t name_w = 5;
@@ -270,6 +275,8 @@ void program_explain_json(FILE *out, const struct program *p)
     } else if (p->step_by_repetition) {
         fputs(",\"learn_step\":null", out); /* present and null: found by repetition */
     }
+    if (p->update_in_backward)
+        fputs(",\"update_in_backward\":true", out);
     fputs(",\"classes\":[", out);
     for (size_t i = 0; i < p->class_count; i++) {
         const struct program_class *c = &p->classes[i];

@@ -230,6 +230,10 @@ struct program *program_compile(const struct policy_ast *ast)
                 p->step_by_repetition = true;
             continue;
         }
+        if (g->kind == GLOBAL_UPDATE) {
+            p->update_in_backward = true;
+            continue;
+        }
         struct program_limit lim = {true, g->amount.percent, g->amount.value};
         if (g->kind == GLOBAL_BUDGET) {
             p->budget_gpu = lim;

@@ -116,6 +116,9 @@ struct program {
     int32_t step_glob;
     /* `learn step;`: the step is found in the repetition of the job's events. */
     bool step_by_repetition;
+    /* `update in backward;`: the Python package updates each parameter in the
+     * backward pass (UMPOL_STEP_IN_BACKWARD, when set, decides instead). */
+    bool update_in_backward;
     /* Some class's predicate reads `spare`: the runtime works out the room
      * (alloc_ctx.spare_bytes) before classifying. */
     bool uses_spare;

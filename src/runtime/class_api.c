@@ -117,6 +117,12 @@ EXPORT int umpol_streaming(void)
     return rt && stream_enabled(rt);
 }
 
+EXPORT int umpol_update_in_backward(void)
+{
+    struct runtime *rt = runtime_loaded();
+    return rt ? rt->program->update_in_backward : -1;
+}
+
 EXPORT int umpol_use(const void *const *ptrs, size_t count, void *stream)
 {
     struct runtime *rt = runtime_loaded();
