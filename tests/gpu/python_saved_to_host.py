@@ -9,13 +9,12 @@ optimizer's step in backward as well). The sizes at which a saved tensor
 leaves, stays among the newest and comes back ahead are set small here so
 that this model exercises all three. The JSON has a digest of the weights
 and the losses (the same bit for bit with it on or off) and its counts."""
-import hashlib
 import json
 import sys
 
 import torch
 import torch.nn.functional as F
-import torch.utils.checkpoint as ckpt
+from trained import CheckpointedNet, weights_digest
 
 import umpol
 import umpol._offload as offload
@@ -26,23 +25,7 @@ torch.manual_seed(0)
 device = torch.device("cuda", 0)
 
 
-class Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.layers = torch.nn.ModuleList(
-            torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.GELU()) for _ in range(8))
-        self.head = torch.nn.Linear(1024, 16)
-
-    def forward(self, x):
-        for layer in self.layers:
-            if torch.is_grad_enabled():
-                x = x + ckpt.checkpoint(layer, x, use_reentrant=mode == "reentrant")
-            else:
-                x = x + layer(x)
-        return self.head(x)
-
-
-model = Net().to(device)
+model = CheckpointedNet(reentrant=mode == "reentrant").to(device)
 opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1, fused=True)
 x = torch.randn(4096, 1024, device=device, requires_grad=True)
 y = torch.randint(0, 16, (4096,), device=device)
@@ -58,11 +41,8 @@ for step in range(6):
         with torch.no_grad():
             losses.append(F.cross_entropy(model(x), y).item())
 torch.cuda.synchronize()
-digest = hashlib.sha256()
-for p in model.parameters():
-    digest.update(p.detach().cpu().numpy().tobytes())
 off = umpol._auto.offload if umpol._auto is not None else None
-json.dump({"losses": losses, "digest": digest.hexdigest(),
+json.dump({"losses": losses, "digest": weights_digest(model),
            "sent": off.sent_bytes if off else 0, "back": off.back_bytes if off else 0,
            "late": off.late if off else 0}, open(out, "w"))
 print(f"{mode}: losses {losses[0]:.6f} .. {losses[-1]:.6f}; "

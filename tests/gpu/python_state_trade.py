@@ -7,12 +7,12 @@ the parameters, updated last, lies on the host, so that it is staged through
 the ring and traded to the half updated first). Prints one JSON line: the
 digest of the weights and the optimizer's state, which must be the same in
 the three. Usage: python_state_trade.py '["AdamW", {"fused": true}]' MODE"""
-import hashlib
 import json
 import sys
 
 import torch
 import torch.nn.functional as F
+from trained import state_digest, weights_digest
 
 name, options = json.loads(sys.argv[1])
 mode = sys.argv[2]
@@ -86,13 +86,6 @@ for step in range(7):
             i: {k: (v.cpu() if torch.is_tensor(v) else v) for k, v in s.items()}
             for i, s in sd["state"].items()}})
 torch.cuda.synchronize()
-digest = hashlib.sha256()
-for p in model.parameters():
-    digest.update(p.detach().cpu().reshape(-1).view(torch.uint8).numpy().tobytes())
-    for k, t in sorted(opt.state[p].items()):
-        digest.update(k.encode())
-        digest.update(t.detach().cpu().reshape(-1).view(torch.uint8).numpy().tobytes()
-                      if torch.is_tensor(t) else repr(t).encode())
 print(json.dumps({"optimizer": name + json.dumps(options), "mode": mode,
-                  "digest": digest.hexdigest()[:16], "loss": losses[-1],
+                  "digest": weights_digest(model)[:16] + state_digest(opt, model)[:16], "loss": losses[-1],
                   "traded": [t for t in said if "went to" in t]}))

@@ -18,12 +18,12 @@ host as well (run it under tests/gpu/sib-host-weights.umpol), which the
 updates in backward run on copies of, each weight an update of its own, and
 the losses read only at the end, so that nothing drains the GPU between
 steps; the JSON says how many bytes of weights were copied in for them."""
-import hashlib
 import json
 import sys
 
 import torch
 import torch.nn.functional as F
+from trained import state_digest, weights_digest
 
 import umpol
 import umpol._overlap
@@ -59,17 +59,10 @@ for step in range(6):
             i: {k: v.cpu() for k, v in s.items()} for i, s in saved["state"].items()}})
 losses = [float(x) for x in losses]
 torch.cuda.synchronize()
-digest = hashlib.sha256()
-for p in model.parameters():
-    digest.update(p.detach().cpu().numpy().tobytes())
-state = hashlib.sha256()  # the optimizer's state too: a lost copy back changes only it
-for p in model.parameters():
-    for key, t in sorted(opt.state[p].items()):
-        state.update(key.encode() + t.detach().cpu().numpy().tobytes())
 overlap = umpol._auto.overlap if umpol._auto is not None else None
 lanes = list(overlap.lanes.values()) if overlap else []
 rings = [lane.ring_bytes for lane in lanes if lane.ring_bytes is not None]
-json.dump({"losses": losses, "digest": digest.hexdigest(), "state_digest": state.hexdigest(),
+json.dump({"losses": losses, "digest": weights_digest(model), "state_digest": state_digest(opt, model),
            "grads_gone": gone,
            "umpol_steps": umpol.steps(), "ring_bytes": rings,
            "staged": sum(lane.staged for lane in lanes), "wraps": sum(lane.wraps for lane in lanes),

@@ -11,13 +11,13 @@ weights and the losses (the same bit for bit with weights ahead on or off),
 the bytes copied ahead, the bytes the recomputation copied for the updates
 in backward (MODE sib), and whether each weight's own storage was back after
 every pass."""
-import hashlib
 import json
 import sys
 
 import torch
 import torch.nn.functional as F
 import torch.utils.checkpoint as ckpt
+from trained import weights_digest
 
 import umpol
 
@@ -59,11 +59,8 @@ for step in range(6):
         with torch.no_grad():
             losses.append(F.cross_entropy(model(x), y).item())
 torch.cuda.synchronize()
-digest = hashlib.sha256()
-for p in model.parameters():
-    digest.update(p.detach().cpu().numpy().tobytes())
 ahead = umpol._auto.ahead if umpol._auto is not None else None
-json.dump({"losses": losses, "digest": digest.hexdigest(), "own_storage": kept,
+json.dump({"losses": losses, "digest": weights_digest(model), "own_storage": kept,
            "copied": ahead.copied if ahead else 0,
            "recompute_kept": ahead.kept_bytes if ahead else 0,
            "recompute_taken": ahead.taken_bytes if ahead else 0}, open(out, "w"))
