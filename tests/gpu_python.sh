@@ -12,10 +12,10 @@
 #     NVTX ranges added by hand (zero_code.unmodified_matches_annotated)
 #   - an unmodified transformers Trainer (gradient accumulation): every class
 #     of the fine-tune policy gets allocations, every optimizer step is seen
-#   - the optimizer's step in backward (UMPOL_STEP_IN_BACKWARD=1,
-#     tests/gpu/python_step_in_backward.py): the same weights bit for bit
-#     as stepping after backward, the gradients gone after backward, off when
-#     the job clips or accumulates; with the state in host memory, staged
+#   - the optimizer's step in backward (UMPOL_STEP_IN_BACKWARD=1, or the
+#     policy's `update in backward;`, tests/gpu/python_step_in_backward.py):
+#     the same weights bit for bit as stepping after backward, the gradients
+#     gone after backward, off when the job clips or accumulates; with the state in host memory, staged
 #     through a ring small enough to wrap, the same weights again; with the
 #     weights on the host too, updated on copies the lane makes, the same
 #     weights and state bit for bit as stepping after backward; the state
@@ -114,6 +114,12 @@ for m in plain clip accumulate; do
         cat "$tmp/out"
     done
 done
+# The policy's `update in backward;` (umpol(5)) turns it on with the variable unset.
+sed 's/^umpol 1;$/umpol 1;\nupdate in backward;/' "$policy" >"$tmp/update.umpol"
+expect_status 0 "step in backward (plain, the policy's)" env -u UMPOL_STEP_IN_BACKWARD \
+    "$UMPOL_BIN" run -p "$tmp/update.umpol" -- python3 "$sib" plain "$out/sib-plain-policy.json"
+cp "$tmp/out" "$out/sib-plain-policy.log"
+cat "$tmp/out"
 for m in host hostw; do
     case $m in host) hpolicy=sib-host.umpol ;; *) hpolicy=sib-host-weights.umpol ;; esac
     for on in 0 1; do
@@ -188,6 +194,15 @@ assert plain["staged"] % 5 == 0 and plain["staged"] <= 5 * 6, plain["staged"]
 assert 6 + 5 * 3 < r["host-1"]["calls"] < 6 * 6, r["host-1"]["calls"]
 assert r["host-1"]["losses"] == r["host-0"]["losses"]
 print("step in backward: same weights (staged too), gradients gone, off when clipping or accumulating")
+PY
+python3 - "$out" <<'PY' && pass || fail "the step in backward turned on by the policy"
+import json, sys
+r = {k: json.load(open(f"{sys.argv[1]}/sib-{k}.json")) for k in ("plain-policy", "plain-0")}
+log = open(f"{sys.argv[1]}/sib-plain-policy.log").read()
+assert "step in backward: on" in log, log
+assert all(r["plain-policy"]["grads_gone"]), r["plain-policy"]["grads_gone"]
+assert r["plain-policy"]["digest"] == r["plain-0"]["digest"], "different weights"
+assert r["plain-policy"]["losses"] == r["plain-0"]["losses"]
 PY
 # The weights on the host too: each update in backward after the first pass
 # runs on a copy of its weight the lane made (the two 1024 x 1024 fp32 weights;
