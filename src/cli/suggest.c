@@ -820,6 +820,31 @@ static void print_group(FILE *f, const struct group *g, const struct group *all,
     fprintf(f, "    priority %u;\n}\n", g->priority);
 }
 
+/* A PyTorch training step (the Python package's "backward" and "optimizer*"
+ * phases) whose optimizer state the draft puts on the host, in part or all:
+ * `update in backward;`, so that the state crosses the link beside the
+ * backward pass instead of after it. */
+static void print_update(FILE *f, const struct plan *pl, const struct group *g, size_t n)
+{
+    bool backward = false, optimizer_state = false;
+    for (size_t i = 0; i < n; i++) {
+        backward |= g[i].phase && strcmp(g[i].phase, "backward") == 0;
+        optimizer_state |= g[i].role == ROLE_STEP_STATE && !g[i].tag && g[i].phase &&
+                           strncmp(g[i].phase, "optimizer", 9) == 0;
+    }
+    if (!backward || !optimizer_state || pl->fits_all)
+        return;
+    fputs("\n", f);
+    fputs("# The optimizer's state lies on the host, at least in part. In a PyTorch job (the "
+          "Python package; other jobs are not changed) each parameter is then updated in the "
+          "backward pass, as soon as its gradient is complete, so the state crosses the link "
+          "beside the backward pass instead of after it (umpol(5)). The package turns this off "
+          "by itself, saying why, for a job that clips or accumulates its gradients; remove "
+          "the line for a job whose own code reads them between backward() and step().\n",
+          f);
+    fputs("update in backward;\n", f);
+}
+
 static void print_policy(FILE *f, const struct plan *pl, const struct group *g, size_t n,
                          char **paths, size_t npaths)
 {
@@ -862,6 +887,7 @@ static void print_policy(FILE *f, const struct plan *pl, const struct group *g, 
             fprintf(f, ";   # %s: %s\n", human((double)pl->budget, b[0], 32), why);
     }
     fputs("cap managed 90%;\n", f);
+    print_update(f, pl, g, n);
     int runs = 0;
     for (size_t i = 0; i < n;) {
         size_t end = i;
