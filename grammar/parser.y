@@ -718,7 +718,7 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, stru
         n = 0;
     yysymbol_kind_t got = yypcontext_token(ctx);
     const YYLTYPE *loc = yypcontext_location(ctx);
-    char tok[64];
+    char tok[64], tok2[64];
     if (got == YYSYMBOL_YYEOF && st->current_class)
         st->current_class->had_error = true;
     /* The '}' of a class that was closed early (a class inside a class): the
@@ -757,6 +757,21 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, stru
         return 0;
     }
 
+    /* The words of `learn step` and `update in backward` are identifiers to
+     * the grammar: where one is missing, the statement is shown whole. */
+    if (n == 1 && expected[0] == YYSYMBOL_IDENT) {
+        const char *usage = strcmp(st->prev_text, "learn") == 0
+                                ? "'learn step;' or 'learn step \"PHASE-GLOB\";'"
+                            : strcmp(st->prev_text, "update") == 0 || strcmp(st->prev_text, "in") == 0
+                                ? "'update in backward;'"
+                                : NULL;
+        if (usage) {
+            diag_add(st->diags, DIAG_ERROR, E_SYNTAX, *loc, "unexpected %s after %s: write %s",
+                     token_display(got, tok, sizeof tok), previous_token(st, tok2, sizeof tok2),
+                     usage);
+            return 0;
+        }
+    }
     if (got == YYSYMBOL_IDENT) {
         const char *hint = keyword_hint(st, expected, n);
         if (hint) {
