@@ -1,4 +1,5 @@
-"""The optimizer's step inside the backward pass (UMPOL_STEP_IN_BACKWARD=1).
+"""The optimizer's step inside the backward pass (the policy's `update in
+backward;`, or UMPOL_STEP_IN_BACKWARD=1).
 
 An elementwise optimizer (AdamW, Adam, SGD, ...) updates a parameter from
 its own gradient and state alone, and autograd knows when a parameter's
@@ -43,7 +44,7 @@ batch.)
 The arithmetic is the optimizer's own, run on a few parameters at a time, so
 the losses are those of the job as written. The order is not: anything that
 reads the gradients between backward() and step() would read nothing. So
-the job asks for it (the variable), it arms only for one elementwise
+the job asks for it (the policy or the variable), it arms only for one elementwise
 torch.optim optimizer in one process, and it disarms, saying what the step
 it could not follow lost, when the job steps after more than one backward
 pass, clears its gradients before stepping, clips or unscales them, changes
