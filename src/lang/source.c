@@ -137,22 +137,15 @@ int source_load(struct source *src, const char *path, struct source_error *err)
     /* Read at most one byte past the limit: enough to know it is too large. */
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);
-    if (!buf) {
-        if (f != stdin)
-            fclose(f);
-        src->name = strdup(path);
-        return fail(err, SOURCE_IO, loc_at(0, 0), "cannot read: %s", strerror(ENOMEM));
-    }
-    int rc = 0;
-    for (;;) {
+    int e = buf ? 0 : ENOMEM; /* why the read failed; 0: it reached the end or the limit */
+    while (!e) {
         if (len == cap) {
             size_t want = cap * 2 > SOURCE_MAX_BYTES + 1 ? SOURCE_MAX_BYTES + 1 : cap * 2;
             if (want == cap)
                 break;
             char *grown = realloc(buf, want);
             if (!grown) {
-                free(buf);
-                buf = NULL;
+                e = ENOMEM;
                 break;
             }
             buf = grown;
@@ -160,14 +153,14 @@ int source_load(struct source *src, const char *path, struct source_error *err)
         }
         size_t got = fread(buf + len, 1, cap - len, f);
         len += got;
-        if (got == 0)
+        if (got == 0) {
+            e = ferror(f) ? errno : 0;
             break;
+        }
     }
-    int read_errno = ferror(f) ? errno : 0;
     if (f != stdin)
         fclose(f);
-    if (!buf || read_errno) {
-        int e = buf ? read_errno : ENOMEM;
+    if (e) {
         src->name = strdup(path);
         free(buf);
         return fail(err, SOURCE_IO, loc_at(0, 0), "cannot read: %s", strerror(e));
@@ -178,7 +171,7 @@ int source_load(struct source *src, const char *path, struct source_error *err)
         return fail(err, SOURCE_TOO_LARGE, loc_at(0, 0), "policy is larger than the %u MiB limit",
                     SOURCE_MAX_BYTES >> 20);
     }
-    rc = source_from_memory(src, path, buf, len, err);
+    int rc = source_from_memory(src, path, buf, len, err);
     free(buf);
     return rc;
 }
