@@ -150,11 +150,10 @@ item:
     | UPDATE IDENT IDENT semi
         {
             /* `update in backward;`: the words are words only here. */
-            if (strcmp($2, "in") != 0 || strcmp($3, "backward") != 0)
-                diag_add(st->diags, DIAG_ERROR, E_UNKNOWN_KEYWORD,
-                         strcmp($2, "in") != 0 ? @2 : @3,
-                         "unknown word '%s': write 'update in backward;'",
-                         strcmp($2, "in") != 0 ? $2 : $3);
+            bool in = strcmp($2, "in") == 0;
+            if (!in || strcmp($3, "backward") != 0)
+                diag_add(st->diags, DIAG_ERROR, E_UNKNOWN_KEYWORD, in ? @3 : @2,
+                         "unknown word '%s': write 'update in backward;'", in ? $3 : $2);
             else
                 add_global(st, GLOBAL_UPDATE, (struct amount){false, 0, @3}, @$);
             free($2);
