@@ -15,10 +15,11 @@
 #   - the optimizer's step in backward (UMPOL_STEP_IN_BACKWARD=1, or the
 #     policy's `update in backward;`, tests/gpu/python_step_in_backward.py):
 #     the same weights bit for bit as stepping after backward, the gradients
-#     gone after backward, off when the job clips or accumulates; with the state in host memory, staged
-#     through a ring small enough to wrap, the same weights again; with the
-#     weights on the host too, updated on copies the lane makes, the same
-#     weights and state bit for bit as stepping after backward; the state
+#     gone after backward, off when the job clips or accumulates; with the
+#     state in host memory, staged through a ring small enough to wrap, the
+#     same weights again; with the weights on the host too, updated on
+#     copies the lane makes, the same weights and state bit for bit as
+#     stepping after backward; the state
 #     on the host traded to the parameters updated first: the same weights
 #     and state bit for bit, for three optimizers (tests/gpu/python_state_trade.py)
 #   - saved activations in host memory until backward (UMPOL_SAVED_TO_HOST=1,
