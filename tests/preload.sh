@@ -277,6 +277,21 @@ expect_status 0 "report beside planted symlinks" env REPORT="$tmp/linked.json" V
     UMPOL_REPORT="$REPORT" "$PHASES" step'
 [ "$(cat "$tmp/victim")" = precious ] || fail "the report was written through a symlink"
 [ -f "$tmp/linked.json" ] && [ ! -L "$tmp/linked.json" ] || fail "the report did not replace the link"
+# A report to a name that is not a regular file is written into, never
+# replaced (through a link, as in tests/suggest.sh); a pipe nobody reads is an
+# error at once, not a job stuck at its exit.
+ln -s /dev/null "$tmp/null.json"
+expect_status 0 "report to a link to /dev/null" run UMPOL_POLICY="$policy" \
+    UMPOL_REPORT="$tmp/null.json" "$phases" step
+[ -L "$tmp/null.json" ] && [ -c /dev/null ] || fail "the report replaced /dev/null's name"
+grep -q "cannot write the report" "$tmp/out" && fail "report to /dev/null: an error said"
+if mkfifo "$tmp/report.fifo" 2>/dev/null; then
+    expect_status 0 "report to a pipe nobody reads" run UMPOL_POLICY="$policy" \
+        UMPOL_REPORT="$tmp/report.fifo" timeout 60 "$phases" step
+    grep -q "cannot write the report to $tmp/report.fifo: No such device or address" "$tmp/out" ||
+        fail "report to an unread pipe: no reason"
+    [ -p "$tmp/report.fifo" ] || fail "the report replaced the pipe"
+fi
 # An unwritable report says why.
 expect_status 0 "report to a missing directory" run UMPOL_POLICY="$policy" \
     UMPOL_REPORT="$tmp/no/such/dir/r.json" "$phases" step

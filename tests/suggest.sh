@@ -180,7 +180,29 @@ expect_status 1 "budget below the transient peak" "$UMPOL_BIN" suggest --budget 
 grep -q "smallest budget that can work is 96.0 MiB (100696064 bytes)" "$tmp/out" ||
     fail "too small a budget: no smallest budget given"
 [ "$(cat "$tmp/keep.umpol")" = keep ] || fail "too small a budget: output file changed"
-ls -a "$tmp" | grep -q umpol-suggest && fail "a temporary file was left behind"
+ls -a "$tmp" | grep -q '\.tmp\.' && fail "a temporary file was left behind"
+
+# A name that is not a regular file is written into, never replaced: through a
+# link, so that a regression replaces the link and not the system's device.
+ln -s /dev/null "$tmp/null"
+expect_status 0 "suggest -o a link to /dev/null" "$UMPOL_BIN" suggest -o "$tmp/null" "$report"
+[ -L "$tmp/null" ] && [ -c /dev/null ] || fail "suggest -o /dev/null replaced the device's name"
+ln -s /dev/full "$tmp/full"
+expect_status 2 "suggest -o a link to /dev/full" "$UMPOL_BIN" suggest -o "$tmp/full" "$report"
+grep -q "cannot write $tmp/full: No space left on device" "$tmp/out" || fail "suggest -o /dev/full: no reason"
+[ -L "$tmp/full" ] || fail "suggest -o /dev/full replaced the link"
+if mkfifo "$tmp/fifo" 2>/dev/null; then
+    # Nobody reads: an error at once, not a writer waiting for a reader.
+    expect_status 2 "suggest -o a pipe nobody reads" timeout 20 "$UMPOL_BIN" suggest -o "$tmp/fifo" "$report"
+    grep -q "No such device or address" "$tmp/out" || fail "suggest -o an unread pipe: no reason"
+    # A reader that is there before the writer (opened both ways, it does not wait).
+    exec 3<>"$tmp/fifo"
+    expect_status 0 "suggest -o a pipe" timeout 20 "$UMPOL_BIN" suggest --budget 200MiB -o "$tmp/fifo" "$report"
+    head -c "$(wc -c <"$tmp/p.umpol")" <&3 >"$tmp/fifo.out"
+    exec 3<&-
+    cmp -s "$tmp/fifo.out" "$tmp/p.umpol" || fail "suggest -o a pipe: not the policy written to a file"
+    [ -p "$tmp/fifo" ] || fail "suggest -o a pipe replaced it"
+fi
 
 # Bad input: exit 2, a clear message, the existing output untouched.
 bad() { # description, file, expected message

@@ -27,6 +27,7 @@
 #include "cli.h"
 #include "lang/policy.h"
 #include "report/report.h"
+#include "util/outfile.h"
 
 #define SMALL_BYTES (1u << 20) /* smaller blocks stay plain device memory */
 #define MODEL_ROOM_MIN (64u << 20) /* one movable piece (MOVABLE_PIECE): less keeps none */
@@ -984,34 +985,16 @@ static bool parse_budget(const char *s, uint64_t gpu_bytes, uint64_t *out, bool 
     return false;
 }
 
-/* Write TEXT to PATH whole or not at all: a temporary file beside it, synced, renamed. */
-static bool write_atomically(const char *path, const char *text, size_t len)
+/* Write TEXT to PATH whole or not at all (util/outfile.h): 0 or -errno. */
+static int write_whole(const char *path, const char *text, size_t len)
 {
-    char tmp[PATH_MAX];
-    const char *slash = strrchr(path, '/');
-    int dir_len = slash ? (int)(slash - path) : 1;
-    if (snprintf(tmp, sizeof tmp, "%.*s/.umpol-suggest-XXXXXX", dir_len,
-                 slash ? (slash == path ? "/" : path) : ".") >= (int)sizeof tmp)
-        return false;
-    if (slash == path) snprintf(tmp, sizeof tmp, "/.umpol-suggest-XXXXXX");
-    int fd = mkstemp(tmp);
-    if (fd < 0) return false;
-    bool ok = true;
-    for (size_t off = 0; ok && off < len;) {
-        ssize_t w = write(fd, text + off, len - off);
-        if (w < 0 && errno == EINTR) continue;
-        ok = w > 0;
-        off += ok ? (size_t)w : 0;
+    struct outfile out;
+    int rc = outfile_open(&out, path);
+    if (rc == 0) {
+        fwrite(text, 1, len, out.f); /* an error shows in outfile_close */
+        rc = outfile_close(&out, path);
     }
-    ok = ok && fchmod(fd, 0644) == 0 && fsync(fd) == 0;
-    ok = close(fd) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        int saved = errno;
-        unlink(tmp);
-        errno = saved;
-        return false;
-    }
-    return true;
+    return rc;
 }
 
 /* Analyse the reports and write the policy; 0, 1 (budget cannot work) or 2. */
@@ -1135,8 +1118,9 @@ static int suggest_from_reports(char **paths, size_t npaths, const char *budget_
     policy_free(&pol);
     if (!clean) goto done;
     if (out_path) {
-        if (!write_atomically(out_path, text, text_len)) {
-            fprintf(stderr, "umpol suggest: cannot write %s: %s\n", out_path, strerror(errno));
+        int err = write_whole(out_path, text, text_len);
+        if (err) {
+            fprintf(stderr, "umpol suggest: cannot write %s: %s\n", out_path, strerror(-err));
             goto done;
         }
     } else if (fwrite(text, 1, text_len, stdout) != text_len || fflush(stdout) != 0) {

@@ -1,5 +1,5 @@
-/* The JSON report written at exit (UMPOL_REPORT): written to a new temporary
- * file beside it and renamed, so a reader never sees half a report. Schema in
+/* The JSON report written at exit (UMPOL_REPORT): written whole or not at all
+ * (util/outfile.h), so a reader never sees half a report. Schema in
  * umpol(7) and report/report.h. */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +17,7 @@
 #include "runtime/state.h"
 #include "util/clock.h"
 #include "util/env.h"
+#include "util/outfile.h"
 
 /* This process's rank as its launcher set it (torchrun, Slurm, Open MPI), or NULL. */
 static const char *rank_of_process(void)
@@ -207,58 +208,6 @@ static void write_timeline(FILE *f, const struct runtime *rt)
     fputs("]}", f);
 }
 
-/* A new file beside PATH, opened for writing; its name in TMP. Never an
- * existing file or a symlink planted at the name (O_EXCL, O_NOFOLLOW): in a
- * shared directory, nobody can make the job overwrite a file of theirs. */
-static FILE *create_temporary(const char *path, char *tmp, size_t len)
-{
-    unsigned long salt = (unsigned long)now_ns();
-    for (int attempt = 0; attempt < 100; attempt++) {
-        /* First PATH.tmp.PID; when taken, a name nobody could have guessed. */
-        salt = salt * 6364136223846793005ul + 1442695040888963407ul;
-        int n = attempt == 0 ? snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid())
-                             : snprintf(tmp, len, "%s.tmp.%ld.%08lx", path, (long)getpid(),
-                                        (salt >> 32) & 0xfffffffful);
-        if (n < 0 || (size_t)n >= len) {
-            errno = ENAMETOOLONG;
-            return NULL;
-        }
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-        if (fd < 0 && errno == EEXIST)
-            continue;
-        if (fd < 0)
-            return NULL;
-        FILE *f = fdopen(fd, "w");
-        if (!f) {
-            int err = errno;
-            close(fd);
-            unlink(tmp);
-            errno = err;
-        }
-        return f;
-    }
-    errno = EEXIST;
-    return NULL;
-}
-
-/* Flush, sync and close F, then rename TMP to PATH: 0, or -errno (TMP removed). */
-static int finish_file(FILE *f, const char *tmp, const char *path)
-{
-    errno = 0;
-    int err = fflush(f) != 0 || ferror(f) ? (errno ? errno : EIO) : 0;
-    if (!err && fsync(fileno(f)) != 0)
-        err = errno;
-    if (fclose(f) != 0 && !err)
-        err = errno;
-    if (!err && rename(tmp, path) != 0)
-        err = errno;
-    if (err) {
-        unlink(tmp);
-        return -err;
-    }
-    return 0;
-}
-
 int report_write_trace(const struct runtime *rt, const char *path)
 {
     size_t n = rt->program->class_count;
@@ -272,12 +221,11 @@ int report_write_trace(const struct runtime *rt, const char *path)
         names[c] = rt->program->classes[c].name;
         memory[c] = memory_kind_name(rt->program->classes[c].memory);
     }
-    char tmp[4200];
-    FILE *f = create_temporary(path, tmp, sizeof tmp);
-    int rc = f ? 0 : -errno;
-    if (f) {
-        trace_write(rt->trace, f, names, memory, n, rt->program->slab_bytes);
-        rc = finish_file(f, tmp, path);
+    struct outfile out;
+    int rc = outfile_open(&out, path);
+    if (rc == 0) {
+        trace_write(rt->trace, out.f, names, memory, n, rt->program->slab_bytes);
+        rc = outfile_close(&out, path);
     }
     free(names);
     free(memory);
@@ -286,10 +234,11 @@ int report_write_trace(const struct runtime *rt, const char *path)
 
 int report_write(const struct runtime *rt, const char *path)
 {
-    char tmp[4200];
-    FILE *f = create_temporary(path, tmp, sizeof tmp);
-    if (!f)
-        return -errno;
+    struct outfile out;
+    int rc = outfile_open(&out, path);
+    if (rc != 0)
+        return rc;
+    FILE *f = out.f;
     const char *rank = rank_of_process();
     fprintf(f, "{\n  \"umpol_report\": %d,\n  \"pid\": %ld,\n  \"rank\": %s,\n", REPORT_VERSION,
             (long)getpid(), rank ? rank : "null");
@@ -383,5 +332,5 @@ int report_write(const struct runtime *rt, const char *path)
     write_sites(f, rt->sites);
     write_timeline(f, rt);
     fputs("\n}\n", f);
-    return finish_file(f, tmp, path);
+    return outfile_close(&out, path);
 }
