@@ -2211,6 +2211,25 @@ static void test_runtime_host_class_falls_back(void **state)
     teardown(f);
 }
 
+/* Advice and prefetches for a GPU this process cannot see (a per-rank
+ * CUDA_VISIBLE_DEVICES) fail in the runtime: the job's allocation succeeds
+ * and its next cudaGetLastError finds nothing of the runtime's. */
+static void test_runtime_failed_advice_leaves_no_error(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nslab 4MiB;\n"
+                              "class far { match any; place gpu 7; access gpu 7, host;\n"
+                              "            prefetch gpu 7 on alloc; }\n");
+    bool handled = false;
+    void *p = NULL;
+    assert_int_equal(rt_alloc(&f->rt, &p, 1u << 20, API_CUDA_MALLOC, S1, &handled), cudaSuccess);
+    assert_true(handled);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    release(f, p, S1, MODE_STREAM);
+    assert_int_equal(cudaGetLastError(), cudaSuccess);
+    teardown(f);
+}
+
 /* A forked child does not inherit pinned pages (MADV_DONTFORK): a host
  * class's allocations there go to CUDA, not to the parent's slabs. */
 static void test_runtime_host_class_after_fork(void **state)
@@ -3788,6 +3807,7 @@ int main(void)
         cmocka_unit_test(test_runtime_movable_card_full),
         cmocka_unit_test(test_runtime_budget_card),
         cmocka_unit_test(test_runtime_host_class_falls_back),
+        cmocka_unit_test(test_runtime_failed_advice_leaves_no_error),
         cmocka_unit_test(test_runtime_host_class_after_fork),
         cmocka_unit_test(test_runtime_same_stream_reuse),
         cmocka_unit_test(test_runtime_cross_stream_reuse_waits),

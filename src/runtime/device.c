@@ -3,6 +3,15 @@
 #include "runtime/device.h"
 #include "runtime/log.h"
 
+/* ERR was success; a failure is the runtime's, not left for the job's next
+ * cudaGetLastError (PyTorch checks it after every kernel launch). */
+static bool succeeded(const struct cuda_api *cuda, cudaError_t err)
+{
+    if (err != cudaSuccess)
+        cuda->get_last_error();
+    return err == cudaSuccess;
+}
+
 bool device_open(struct device_state *dev, const struct cuda_api *cuda, int device,
                  size_t class_count)
 {
@@ -19,27 +28,27 @@ bool device_open(struct device_state *dev, const struct cuda_api *cuda, int devi
     }
     /* Learned while DEVICE is current: allocations arrive on their own device. */
     size_t free_b = 0, total_b = 0;
-    if (cuda->mem_get_info(&free_b, &total_b) != cudaSuccess || total_b == 0) {
+    if (!succeeded(cuda, cuda->mem_get_info(&free_b, &total_b)) || total_b == 0) {
         LOG(LOG_WARN, "cannot read the memory of GPU %d; budget and cap use 0 bytes", device);
         total_b = 0;
     }
     dev->total_bytes = total_b;
     dev->card_base_used = dev->card_peak_used = total_b - free_b;
     int numa = -1;
-    if (cuda->device_get_attribute(&numa, cudaDevAttrHostNumaId, device) != cudaSuccess)
+    if (!succeeded(cuda, cuda->device_get_attribute(&numa, cudaDevAttrHostNumaId, device)))
         numa = -1;
     dev->host_numa_id = numa;
     /* Evictions get a stream of their own: a slow move to the host must not
      * hold up placements, which the job's stream waits for. So do the copies
      * of streaming ahead, which wait for nothing. */
-    if (cuda->stream_create_with_flags(&dev->evict_stream, cudaStreamNonBlocking) != cudaSuccess)
+    if (!succeeded(cuda, cuda->stream_create_with_flags(&dev->evict_stream, cudaStreamNonBlocking)))
         dev->evict_stream = NULL;
-    if (cuda->stream_create_with_flags(&dev->fetch_stream, cudaStreamNonBlocking) != cudaSuccess)
+    if (!succeeded(cuda, cuda->stream_create_with_flags(&dev->fetch_stream, cudaStreamNonBlocking)))
         dev->fetch_stream = NULL;
     /* One event orders every stream after another (mover_follow). */
-    if (cuda->event_create_with_flags(&dev->follow_event, cudaEventDisableTiming) != cudaSuccess)
+    if (!succeeded(cuda, cuda->event_create_with_flags(&dev->follow_event, cudaEventDisableTiming)))
         dev->follow_event = NULL;
-    if (cuda->stream_create_with_flags(&dev->stream, cudaStreamNonBlocking) != cudaSuccess) {
+    if (!succeeded(cuda, cuda->stream_create_with_flags(&dev->stream, cudaStreamNonBlocking))) {
         LOG(LOG_WARN, "cannot create a prefetch stream on GPU %d; triggered prefetches use "
                       "one prefetch per block on the default stream", device);
         dev->stream = NULL;

@@ -94,22 +94,30 @@ cudaError_t mover_alloc(struct mover *m, enum memory_kind kind, size_t size, int
 
 cudaError_t mover_release(struct mover *m, enum memory_kind kind, uintptr_t base, size_t size)
 {
-    if (kind != MEMORY_HOST)
-        return m->cuda->free((void *)base); /* cudaFree waits for the work using it */
-    /* Unregistering does not wait: work the GPU still has queued may use the pages. */
-    cudaError_t err = m->cuda->device_synchronize();
-    if (err == cudaSuccess)
-        err = m->cuda->host_unregister((void *)base);
+    cudaError_t err;
+    if (kind != MEMORY_HOST) {
+        err = m->cuda->free((void *)base); /* cudaFree waits for the work using it */
+    } else {
+        /* Unregistering does not wait: work the GPU still has queued may use the pages. */
+        err = m->cuda->device_synchronize();
+        if (err == cudaSuccess)
+            err = m->cuda->host_unregister((void *)base);
+        /* On failure the pages are kept rather than pulled from under the GPU. */
+        if (err == cudaSuccess)
+            munmap((void *)base, size);
+    }
     if (err != cudaSuccess)
-        return err; /* keep the pages rather than pull them from under the GPU */
-    munmap((void *)base, size);
-    return cudaSuccess;
+        m->cuda->get_last_error(); /* returned, not left for the job's next check */
+    return err;
 }
 
 cudaError_t mover_advise(struct mover *m, void *ptr, size_t size, enum cudaMemoryAdvise advice,
                          struct cudaMemLocation loc)
 {
-    return m->cuda->mem_advise(ptr, size, advice, loc);
+    cudaError_t err = m->cuda->mem_advise(ptr, size, advice, loc);
+    if (err != cudaSuccess)
+        m->cuda->get_last_error(); /* returned, not left for the job's next check */
+    return err;
 }
 
 const char *mover_error(const struct mover *m, cudaError_t err)
@@ -382,8 +390,10 @@ bool mover_prefetch(struct mover *m, uintptr_t addr, size_t size, struct cudaMem
     if (!size)
         return true;
     cudaError_t err = m->cuda->mem_prefetch_async((void *)addr, size, loc, 0, stream);
-    if (err != cudaSuccess)
+    if (err != cudaSuccess) {
+        m->cuda->get_last_error(); /* the runtime's failure, not the job's next check */
         LOG(LOG_DEBUG, "prefetch of %zu bytes failed: %s", size, m->cuda->get_error_string(err));
+    }
     return err == cudaSuccess;
 }
 
@@ -405,8 +415,10 @@ void mover_prefetch_batch(struct mover *m, void **ptrs, size_t *sizes, size_t n,
     }
     for (size_t i = 0; i < n; i++) {
         cudaError_t err = m->cuda->mem_prefetch_async(ptrs[i], sizes[i], loc, 0, stream);
-        if (err != cudaSuccess)
+        if (err != cudaSuccess) {
+            m->cuda->get_last_error();
             LOG(LOG_DEBUG, "prefetch failed: %s", m->cuda->get_error_string(err));
+        }
     }
 }
 

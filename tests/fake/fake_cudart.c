@@ -233,6 +233,8 @@ EXPORT cudaError_t cudaMemAdvise(const void *ptr, size_t count, enum cudaMemoryA
     (void)ptr;
     (void)count;
     COUNT(advise);
+    if (location.type == cudaMemLocationTypeDevice && (location.id < 0 || location.id >= 4))
+        return last_error = cudaErrorInvalidDevice; /* like CUDA: a GPU this process cannot see */
     if (advice == cudaMemAdviseSetReadMostly)
         COUNT(advise_read_mostly);
     else if (advice == cudaMemAdviseSetPreferredLocation && location.type == cudaMemLocationTypeDevice)
@@ -252,6 +254,8 @@ EXPORT cudaError_t cudaMemPrefetchAsync(const void *ptr, size_t count,
 {
     (void)flags;
     COUNT(prefetch);
+    if (location.type == cudaMemLocationTypeDevice && (location.id < 0 || location.id >= 4))
+        return last_error = cudaErrorInvalidDevice;
     residency(ptr, count, location.type == cudaMemLocationTypeDevice);
     if (location.type != cudaMemLocationTypeDevice)
         __atomic_store_n(&counters.last_host_prefetch_stream, (uint64_t)(uintptr_t)stream,
