@@ -2230,6 +2230,34 @@ static void test_runtime_failed_advice_leaves_no_error(void **state)
     teardown(f);
 }
 
+/* A pointer inside a slab that is no live block (freed twice, or not a
+ * block's start) is refused as CUDA refuses it, and never passed to CUDA,
+ * which would free the slab under the blocks still in it. */
+static void test_runtime_free_twice_refused(void **state)
+{
+    (void)state;
+    struct fixture *f = setup(basic_policy);
+    for (size_t size = 1000; size <= (2u << 20); size += (2u << 20) - 1000) { /* hot, then dev */
+        void *a = alloc(f, size, API_CUDA_MALLOC, S1);
+        void *b = alloc(f, size, API_CUDA_MALLOC, S1);
+        release(f, a, S1, MODE_ANY);
+        uint64_t frees = fake_counters()->free;
+        cudaError_t err = cudaSuccess;
+        assert_true(rt_free(&f->rt, a, S1, MODE_ANY, &err)); /* the runtime's: not passed on */
+        assert_int_equal(err, cudaErrorInvalidValue);
+        assert_true(rt_free(&f->rt, (char *)b + 512, S1, MODE_ANY, &err));
+        assert_int_equal(err, cudaErrorInvalidValue);
+        assert_int_equal(fake_counters()->free, frees);
+        memset(b, 0x5a, size); /* still the job's */
+        release(f, b, S1, MODE_ANY);
+    }
+    /* Nowhere near the runtime's memory: the job's own, for CUDA to judge. */
+    cudaError_t err;
+    int local;
+    assert_false(rt_free(&f->rt, &local, S1, MODE_ANY, &err));
+    teardown(f);
+}
+
 /* A forked child does not inherit pinned pages (MADV_DONTFORK): a host
  * class's allocations there go to CUDA, not to the parent's slabs. */
 static void test_runtime_host_class_after_fork(void **state)
@@ -3808,6 +3836,7 @@ int main(void)
         cmocka_unit_test(test_runtime_budget_card),
         cmocka_unit_test(test_runtime_host_class_falls_back),
         cmocka_unit_test(test_runtime_failed_advice_leaves_no_error),
+        cmocka_unit_test(test_runtime_free_twice_refused),
         cmocka_unit_test(test_runtime_host_class_after_fork),
         cmocka_unit_test(test_runtime_same_stream_reuse),
         cmocka_unit_test(test_runtime_cross_stream_reuse_waits),

@@ -357,6 +357,11 @@ static void ranges_locked_remove(struct runtime *rt, uintptr_t base)
     pthread_mutex_unlock(&rt->range_lock);
 }
 
+void place_slab_gone(struct runtime *rt, const struct slab *s)
+{
+    ranges_locked_remove(rt, s->base);
+}
+
 void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s)
 {
     struct device_state *dev = &rt->devices[pool->device];
@@ -372,10 +377,13 @@ void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s)
     }
     else if (kind == MEMORY_DEVICE || kind == MEMORY_MOVABLE) /* device memory: all on the GPU */
         resident_add(rt, dev, pool->class_idx, s->size);
+    /* Every slab by address: a pointer inside one that is no live block is
+     * the runtime's (rt_free), and CUPTI's records of managed memory name
+     * their class. */
+    ranges_locked_add(rt, s->base, s->size, pool->class_idx, s);
     if (kind != MEMORY_MANAGED)
         return; /* pinned host memory: never on the GPU, never advised */
     dev->managed_bytes += s->size;
-    ranges_locked_add(rt, s->base, s->size, pool->class_idx, s);
     advise(rt, pool->class_idx, pool->device, (void *)s->base, s->size, &pool->advice_warned);
     /* A class prefetched to its GPU on allocation gets the whole slab there
      * once: blocks carved from it later need no prefetch of their own. Under
@@ -442,6 +450,7 @@ static size_t trim(struct runtime *rt, int device, int class_idx, uint64_t room,
                                         : cls->memory == MEMORY_MOVABLE ? MEMORY_DEVICE
                                                                         : cls->memory;
                 resident_sub(rt, dev, (int)c, slab_gpu_bytes(s) + (mv ? mover_movable_held(mv) : 0));
+                ranges_locked_remove(rt, base);
                 slab_destroy(p, s);
                 uint64_t t0 = now_ns();
                 cudaError_t err = mv ? mover_movable_release(&rt->mover, mv)
@@ -462,7 +471,6 @@ static size_t trim(struct runtime *rt, int device, int class_idx, uint64_t room,
                 }
                 if (cls->memory == MEMORY_MANAGED) {
                     dev->managed_bytes -= size;
-                    ranges_locked_remove(rt, base);
                 } else if (kind == MEMORY_DEVICE) {
                     resident_sub(rt, dev, (int)c, size);
                 }

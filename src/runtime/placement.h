@@ -90,6 +90,8 @@ bool place_movable_on_gpu(const struct runtime *rt, int class_idx, int device, s
 /* A new slab of POOL: counted, advised, and prefetched whole when its class
  * asks for a prefetch on alloc and no budget holds the GPU. */
 void place_new_slab(struct runtime *rt, struct pool *pool, struct slab *s);
+/* S, which place_new_slab saw, is about to be released (a plan's arena). */
+void place_slab_gone(struct runtime *rt, const struct slab *s);
 /* The job's own cudaMallocManaged of class CLASS_IDX: counted and advised. */
 void place_adopted(struct runtime *rt, int class_idx, int device, void *ptr, size_t size,
                    cudaStream_t stream);

@@ -1,6 +1,7 @@
-/* Floor 1, data. Managed memory the runtime knows, by address (its slabs
- * and the job's own managed allocations), sorted, to attribute CUPTI
- * records to classes. No lock: the caller holds the runtime's range_lock. */
+/* Floor 1, data. The memory the runtime knows, by address (all its slabs
+ * and the job's own managed allocations), sorted: to attribute CUPTI
+ * records to classes, and to tell a pointer inside a slab from the job's
+ * own. No lock: the caller holds the runtime's range_lock. */
 #ifndef UMPOL_RUNTIME_RANGES_H
 #define UMPOL_RUNTIME_RANGES_H
 

@@ -351,6 +351,7 @@ static void release_arena(struct runtime *rt, struct plan_arena *a)
     st->slab_bytes -= s->size;
     st->slab_releases++;
     st->plan_bytes = 0;
+    place_slab_gone(rt, s);
     cudaError_t err = mover_release(&rt->mover, MEMORY_DEVICE, s->base, s->size);
     if (err != cudaSuccess)
         LOG(LOG_WARN, "releasing the step's plan of class '%s' (%zu bytes) failed: %s",
@@ -866,6 +867,9 @@ struct block *rt_block_holding(struct runtime *rt, uintptr_t addr)
     pthread_mutex_lock(&rt->range_lock);
     const struct slab *s = ranges_owner_of(&rt->ranges, addr);
     pthread_mutex_unlock(&rt->range_lock);
+    /* Inside a block of managed memory only: other memory cannot move. */
+    if (s && rt->program->classes[s->pool->class_idx].memory != MEMORY_MANAGED)
+        s = NULL;
     b = s ? slab_block_at(s, addr) : NULL; /* the slab stays: rt->lock is held */
     return b && !b->free ? b : NULL;
 }
@@ -960,8 +964,20 @@ bool rt_free(struct runtime *rt, void *ptr, cudaStream_t stream, enum alloc_mode
     pthread_mutex_lock(&rt->lock);
     struct block *b = map_remove(&rt->map, (uintptr_t)ptr);
     if (!b) {
+        /* Inside a slab and no live block (freed twice, or not a block's
+         * start): CUDA would refuse it, and passed on it would free the
+         * slab under its other blocks. */
+        pthread_mutex_lock(&rt->range_lock);
+        bool in_slab = ranges_owner_of(&rt->ranges, (uintptr_t)ptr) != NULL;
+        pthread_mutex_unlock(&rt->range_lock);
         pthread_mutex_unlock(&rt->lock);
-        return false;
+        if (in_slab) {
+            static _Atomic bool said;
+            LOG_ONCE(&said, "cudaFree of %p, which is no live allocation (freed twice?): "
+                     "refused with cudaErrorInvalidValue, as CUDA would (said once)", ptr);
+            *err = cudaErrorInvalidValue;
+        }
+        return in_slab;
     }
     struct class_stats *st = &rt->class_stats[b->class_idx];
     st->frees++;
