@@ -77,7 +77,7 @@ if [ -w /dev/full ]; then
     r0="$top_srcdir/tests/reports/rank0.json"
     good="$top_srcdir/policies/llm-finetune.umpol"
     for cmd in "report $r0" "report --json $r0" "explain $good" "explain --json $good" \
-        "check --json $good"; do
+        "check --json $good" "version" "help" "help check" "check --help" "topo"; do
         # shellcheck disable=SC2086
         "$UMPOL_BIN" $cmd >/dev/full 2>"$tmp/err"
         got=$?

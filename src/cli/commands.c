@@ -186,7 +186,7 @@ int cli_getopt(const char *name, int argc, char **argv)
     int key = getopt_long(argc, argv, shortopts, longopts, NULL);
     if (key == 'h') {
         print_help(stdout, c);
-        exit(EXIT_VALID);
+        exit(cli_finish_stdout(name, EXIT_VALID));
     }
     if (key == ':') {
         for (const struct cli_option *o = c->options; o->name; o++)

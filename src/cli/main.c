@@ -23,5 +23,6 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     optind = 1;
-    return cmd->run(argc - 1, argv + 1);
+    int rc = cmd->run(argc - 1, argv + 1);
+    return cli_finish_stdout(cmd->name, rc); /* help, version, topo: unwritten output is exit 2 */
 }
