@@ -133,6 +133,16 @@ for v in --version -V version; do
     expect_status 0 "$v" "$UMPOL_BIN" $v
     grep -q '^umpol [0-9]' "$tmp/out" || fail "$v output"
 done
+# Options go anywhere among the operands, except in run (and suggest), where
+# they end at COMMAND; `--` ends them anywhere.
+good="$top_srcdir/policies/passthrough.umpol"
+expect_status 0 "check FILE --json" "$UMPOL_BIN" check "$good" --json
+grep -q '^{"files":' "$tmp/out" || fail "check FILE --json: not JSON"
+expect_status 0 "explain FILE --json" "$UMPOL_BIN" explain "$good" --json
+grep -q '^{"file":' "$tmp/out" || fail "explain FILE --json: not JSON"
+expect_status 2 "check -- -json" "$UMPOL_BIN" check -- --json
+grep -q -- "--json: error\[E027\]" "$tmp/out" || fail "check -- --json: not read as a file"
+expect_status 0 "run's COMMAND keeps its options" "$UMPOL_BIN" run -p "$good" true --json
 # topo without a GPU says why in plain words, and that --measure measured nothing.
 expect_status 0 "topo --measure" "$UMPOL_BIN" topo --measure
 if grep -q '^GPUs: none' "$tmp/out"; then

@@ -182,6 +182,24 @@ grep -q "smallest budget that can work is 96.0 MiB (100696064 bytes)" "$tmp/out"
 [ "$(cat "$tmp/keep.umpol")" = keep ] || fail "too small a budget: output file changed"
 ls -a "$tmp" | grep -q '\.tmp\.' && fail "a temporary file was left behind"
 
+# A budget of another form, or an output that cannot be written, is a usage
+# error before any job runs; so are reports and a command together.
+for b in 0x10MiB 1e3MiB " 200MiB" .5GiB 1.GiB -1GiB 12XB 0% 101%; do
+    expect_status 2 "suggest --budget '$b'" "$UMPOL_BIN" suggest --budget "$b" "$report"
+    grep -q "expected a size such as 8GiB" "$tmp/out" || fail "suggest --budget '$b': no reason"
+done
+expect_status 0 "suggest --budget 1.5GiB" "$UMPOL_BIN" suggest --budget 1.5GiB "$report"
+expect_status 2 "a bad budget, before the job" "$UMPOL_BIN" suggest -b 12XB -- sh -c "touch '$tmp/ran'"
+expect_status 2 "an unwritable output, before the job" "$UMPOL_BIN" suggest \
+    -o "$tmp/no/such/dir/p.umpol" -- sh -c "touch '$tmp/ran'"
+grep -q "cannot write there: No such file or directory" "$tmp/out" || fail "unwritable -o: no reason"
+[ -e "$tmp/ran" ] && fail "suggest ran the job before refusing its options"
+expect_status 2 "reports and a command" "$UMPOL_BIN" suggest "$report" -- true
+grep -q "give reports or -- COMMAND, not both" "$tmp/out" || fail "reports and a command: message"
+sed 's/"total_bytes": [0-9]*/"total_bytes": 0/' "$report" >"$tmp/nosize.json"
+expect_status 2 "a percentage without the GPU's memory" "$UMPOL_BIN" suggest -b 50% "$tmp/nosize.json"
+grep -q "do not say the GPU's memory" "$tmp/out" || fail "a percentage without the GPU's memory: message"
+
 # A name that is not a regular file is written into, never replaced: through a
 # link, so that a regression replaces the link and not the system's device.
 ln -s /dev/null "$tmp/null"

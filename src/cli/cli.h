@@ -44,6 +44,9 @@ struct cli_command {
     const char *exits;   /* what its exit status means */
     const char *example;
     const struct cli_option *options; /* ends with a zeroed entry */
+    /* Options end at the first operand, so that COMMAND keeps its own; the
+     * other commands take options anywhere among their operands. */
+    bool runs_command;
 };
 
 extern const struct cli_command cli_commands[]; /* ends with a zeroed entry */

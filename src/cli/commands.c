@@ -52,31 +52,32 @@ const struct cli_command cli_commands[] = {
     {"check", cmd_check, "[--] FILE...",
      "validate policies: every problem with file:line:col, the line and a caret",
      "0 every policy valid (warnings allowed), 1 one is invalid, 2 usage or I/O error",
-     "umpol check policies/*.umpol", check_options},
+     "umpol check policies/*.umpol", check_options, false},
     {"explain", cmd_explain, "FILE",
      "show the compiled classes in the order they are tried, each with its doc comment",
      "0 valid, 1 invalid policy, 2 usage or I/O error",
-     "umpol explain policies/llm-finetune.umpol", explain_options},
+     "umpol explain policies/llm-finetune.umpol", explain_options, false},
     {"run", cmd_run, "-- COMMAND [ARG...]",
      "check the policy, then run COMMAND with the umpol runtime preloaded",
      "COMMAND's own (128+N when signal N ends it); 1 invalid policy, 2 usage error or no "
      "runtime library, 127 COMMAND cannot be started",
-     "umpol run -p policies/llm-finetune.umpol -r report.json -- python3 train.py", run_options},
+     "umpol run -p policies/llm-finetune.umpol -r report.json -- python3 train.py", run_options,
+     true},
     {"report", cmd_report, "REPORT...", "summarise runtime reports (several ranks are summed)",
      "0 read, 1 a file is not an umpol report, 2 usage or I/O error",
-     "umpol report report-*.json", report_options},
+     "umpol report report-*.json", report_options, false},
     {"suggest", cmd_suggest, "REPORT... or -- COMMAND [ARG...]",
      "draft a policy from a recorded run, or record COMMAND once and draft from it",
      "0 policy written, 1 the budget cannot work, 2 usage error or a report that cannot be used",
      "umpol suggest --budget 12GiB -o train.umpol -- python3 train.py --steps 4",
-     suggest_options},
+     suggest_options, true},
     {"topo", cmd_topo, "", "GPUs, Unified Memory attributes, NUMA nodes, link bandwidth",
-     "0 (also without a GPU), 2 usage error", "umpol topo --measure", topo_options},
+     "0 (also without a GPU), 2 usage error", "umpol topo --measure", topo_options, false},
     {"help", cmd_help, "[COMMAND]", "show the commands, or one command's help",
-     "0, 2 unknown command", "umpol help run", no_options},
+     "0, 2 unknown command", "umpol help run", no_options, false},
     {"version", cmd_version, "", "show the version of umpol and of its policy language",
-     "0", "umpol version", no_options},
-    {NULL, NULL, NULL, NULL, NULL, NULL, NULL}};
+     "0", "umpol version", no_options, false},
+    {NULL, NULL, NULL, NULL, NULL, NULL, NULL, false}};
 
 const struct cli_command *cli_find(const char *name)
 {
@@ -165,7 +166,8 @@ int cli_getopt(const char *name, int argc, char **argv)
     }
     if (built != c) {
         size_t n = 0, s = 0;
-        shortopts[s++] = '+'; /* options end at the first operand: run's COMMAND keeps its own */
+        if (c->runs_command)
+            shortopts[s++] = '+';
         shortopts[s++] = ':'; /* a missing argument is told apart from an unknown option */
         shortopts[s++] = 'h';
         for (const struct cli_option *o = c->options; o->name && n < MAX_OPTIONS; o++, n++) {
@@ -196,7 +198,7 @@ int cli_getopt(const char *name, int argc, char **argv)
         exit(cli_usage_error(name, "option '%s' needs an argument", argv[optind - 1]));
     }
     if (key == '?') {
-        if (optopt > 0 && optopt < 256 && isprint(optopt) && !strchr(shortopts + 2, optopt))
+        if (optopt > 0 && optopt < 256 && isprint(optopt) && !strchr(shortopts + strspn(shortopts, "+:"), optopt))
             exit(cli_usage_error(name, "unknown option '-%c'", optopt));
         exit(cli_usage_error(name, "unknown option '%s'", argv[optind - 1]));
     }

@@ -958,10 +958,19 @@ static char *wrap_comments(const char *text, size_t *len)
 
 static bool parse_budget(const char *s, uint64_t gpu_bytes, uint64_t *out, bool *percent_out)
 {
+    /* Digits, at most one decimal point, then the unit: no sign, space,
+     * exponent or hex, which strtod alone would take. */
+    size_t digits = strspn(s, "0123456789");
+    if (digits == 0) return false;
+    if (s[digits] == '.') {
+        size_t frac = strspn(s + digits + 1, "0123456789");
+        if (frac == 0) return false;
+        digits += 1 + frac;
+    }
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (end == s || errno || !isfinite(v) || v <= 0) return false;
+    if (end != s + digits || errno || !isfinite(v) || v <= 0) return false;
     static const struct {
         const char *unit;
         double mult;
@@ -975,7 +984,7 @@ static bool parse_budget(const char *s, uint64_t gpu_bytes, uint64_t *out, bool 
     if (*percent_out) {
         if (v > 100) return false;
         *out = (uint64_t)((double)gpu_bytes / 100.0 * v);
-        return true;
+        return gpu_bytes == 0 || *out > 0;
     }
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
         if (strcmp(end, units[i].unit) == 0 && v * units[i].mult < 1.8e19) {
@@ -983,6 +992,26 @@ static bool parse_budget(const char *s, uint64_t gpu_bytes, uint64_t *out, bool 
             return *out > 0;
         }
     return false;
+}
+
+/* Could PATH be written (util/outfile.h): an existing file or device we may
+ * write, or a new one in a directory we may write? Else false, errno why. */
+static bool output_writable(const char *path)
+{
+    if (access(path, W_OK) == 0)
+        return true;
+    if (errno != ENOENT)
+        return false;
+    const char *slash = strrchr(path, '/');
+    char dir[PATH_MAX];
+    int n = slash == path ? snprintf(dir, sizeof dir, "/")
+            : slash       ? snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path)
+                          : snprintf(dir, sizeof dir, ".");
+    if (n < 0 || (size_t)n >= sizeof dir) {
+        errno = ENAMETOOLONG;
+        return false;
+    }
+    return access(dir, W_OK) == 0;
 }
 
 /* Write TEXT to PATH whole or not at all (util/outfile.h): 0 or -errno. */
@@ -1060,6 +1089,11 @@ static int suggest_from_reports(char **paths, size_t npaths, const char *budget_
                     "umpol suggest: --budget %s: expected a size such as 8GiB or a "
                     "percentage such as 60%%\n",
                     budget_arg);
+            goto done;
+        }
+        if (percent && prof.gpu_bytes == 0) {
+            fprintf(stderr, "umpol suggest: --budget %s: the reports do not say the GPU's "
+                            "memory; give a size such as 8GiB\n", budget_arg);
             goto done;
         }
         pl.budget_given = true;
@@ -1219,12 +1253,25 @@ int cmd_suggest(int argc, char **argv)
         }
     }
     if (optind >= argc) return cli_usage_error("suggest", "no report and no command given");
+    /* What can be told wrong now is, before a command runs for hours. */
+    uint64_t ignored;
+    bool percent;
+    if (budget && !parse_budget(budget, 0, &ignored, &percent)) /* 0: the form only */
+        return cli_usage_error("suggest", "--budget %s: expected a size such as 8GiB or a "
+                               "percentage such as 60%%", budget);
+    if (out && !output_writable(out))
+        return cli_usage_error("suggest", "--output %s: cannot write there: %s", out,
+                               strerror(errno));
     /* `--` before the operands: a command to record, not reports. */
     int rc;
     if (strcmp(argv[optind - 1], "--") == 0 && argv[optind - 1] != out &&
-        argv[optind - 1] != budget)
+        argv[optind - 1] != budget) {
         rc = suggest_from_command(argv + optind, budget, memory_goal, out);
-    else
+    } else {
+        for (int i = optind; i < argc; i++)
+            if (strcmp(argv[i], "--") == 0)
+                return cli_usage_error("suggest", "give reports or -- COMMAND, not both");
         rc = suggest_from_reports(argv + optind, (size_t)(argc - optind), budget, memory_goal, out);
+    }
     return out ? rc : cli_finish_stdout("suggest", rc);
 }
