@@ -2230,6 +2230,24 @@ static void test_runtime_failed_advice_leaves_no_error(void **state)
     teardown(f);
 }
 
+/* A card with less room than a slab still serves a small request, in a slab
+ * of its size, as the job's own cudaMalloc would. */
+static void test_runtime_small_request_when_no_slab_fits(void **state)
+{
+    (void)state;
+    struct fixture *f = setup("umpol 1;\nslab 64MiB;\nclass dev { match any; memory device; }\n");
+    fake_set_card_full_at(fake_resident_bytes() + (24u << 20));
+    void *a = alloc(f, 1u << 20, API_CUDA_MALLOC, S1);
+    void *b = alloc(f, 3u << 20, API_CUDA_MALLOC, S1);
+    assert_int_equal(f->rt.class_stats[0].slab_bytes, (2u << 20) + (4u << 20));
+    memset(a, 1, 1u << 20);
+    memset(b, 2, 3u << 20);
+    release(f, a, S1, MODE_ANY);
+    release(f, b, S1, MODE_ANY);
+    fake_set_card_full_at(0);
+    teardown(f);
+}
+
 /* A pointer inside a slab that is no live block (freed twice, or not a
  * block's start) is refused as CUDA refuses it, and never passed to CUDA,
  * which would free the slab under the blocks still in it. */
@@ -3837,6 +3855,7 @@ int main(void)
         cmocka_unit_test(test_runtime_host_class_falls_back),
         cmocka_unit_test(test_runtime_failed_advice_leaves_no_error),
         cmocka_unit_test(test_runtime_free_twice_refused),
+        cmocka_unit_test(test_runtime_small_request_when_no_slab_fits),
         cmocka_unit_test(test_runtime_host_class_after_fork),
         cmocka_unit_test(test_runtime_same_stream_reuse),
         cmocka_unit_test(test_runtime_cross_stream_reuse_waits),
