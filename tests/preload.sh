@@ -104,6 +104,11 @@ grep -q "umpol: not active" "$tmp/out" || fail "bad policy: runtime should be in
 expect_status 0 "missing policy: the job runs" run UMPOL_POLICY="$tmp/none.umpol" "$stress" 1 10 nofork
 expect_status 0 "unset policy: the job runs" run "$stress" 1 10 nofork
 grep -q "UMPOL_POLICY is not set" "$tmp/out" || fail "unset policy: no message"
+# '-' is the checker's standard input; in a job, the job's own: not read.
+echo "the job's input" | expect_status 0 "UMPOL_POLICY=-: the job runs" \
+    run UMPOL_POLICY=- sh -c 'read -r line && [ "$line" = "the job'"'"'s input" ]'
+grep -q "UMPOL_POLICY is '-': the runtime does not read the job's standard input" "$tmp/out" ||
+    fail "UMPOL_POLICY=-: no message"
 expect_status 1 "UMPOL_ON_ERROR=abort stops the job" \
     run UMPOL_ON_ERROR=abort UMPOL_POLICY="$tmp/bad.umpol" "$stress" 1 10
 grep -q "stopping before the job starts" "$tmp/out" || fail "abort: no message"

@@ -264,6 +264,9 @@ __attribute__((constructor)) static void umpol_load(void)
                      preloaded);
     else if (strlen(named) >= sizeof path)
         fail_to_load("UMPOL_POLICY is too long", abort_on_error, preloaded);
+    else if (strcmp(named, "-") == 0) /* the checker's standard input is the job's here */
+        fail_to_load("UMPOL_POLICY is '-': the runtime does not read the job's standard input; "
+                     "name a policy file", abort_on_error, preloaded);
     else
         have = snprintf(path, sizeof path, "%s", named) > 0;
     if (have && load_policy(path, abort_on_error, preloaded)) {

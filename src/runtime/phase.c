@@ -60,7 +60,10 @@ static size_t phase_index(struct runtime *rt, const char *name)
     }
     if (i >= RT_MAX_PHASE_NAMES)
         return RT_MAX_PHASE_NAMES - 1;
-    rt->phase_stats[i] = (struct phase_stat){.name = strdup(stored)};
+    char *copy = strdup(stored);
+    if (!copy) /* out of memory: the phase counts among the others, unnamed */
+        return RT_MAX_PHASE_NAMES - 1;
+    rt->phase_stats[i] = (struct phase_stat){.name = copy};
     name_bits[i] = calloc(rt->phase_words, sizeof(uint64_t));
     if (name_bits[i] && stored == name)
         program_match_phase(rt->program, name, name_bits[i]);

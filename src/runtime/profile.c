@@ -189,6 +189,8 @@ int profile_init(struct runtime *rt)
     pr->phase_glob = glob && *glob ? strdup(glob) : NULL;
     const char *step_phase = runtime_env("UMPOL_PROFILE_STEP_PHASE");
     pr->step_phase = strdup(step_phase && *step_phase ? step_phase : "forward");
+    if (!pr->step_phase) /* out of memory: no step to count, every step profiled */
+        pr->first_step = pr->last_step = -1;
     void *h = load_cupti();
     if (!h || resolve(&pr->api, h) != 0) {
         LOG(LOG_WARN, "UMPOL_PROFILE=1 but CUPTI cannot be loaded (%s): no fault or migration "
