@@ -152,32 +152,35 @@ static struct device_state *device_get(struct runtime *rt, int device)
 }
 
 /* The job's own cudaMallocManaged: keep it the job's, but count it against
- * the cap and give it its class's advice and prefetch. */
+ * the cap and give it its class's advice and prefetch. Where the runtime has
+ * no memory for its own record, the allocation is the job's, unplaced: CUDA's
+ * answer, not an out-of-memory of umpol's. */
 static cudaError_t adopt_managed(struct runtime *rt, void **ptr, size_t size, int cls,
                                  int device, cudaStream_t stream)
 {
     struct device_state *dev = device_get(rt, device);
-    if (!dev)
+    if (dev && !cap_admits(rt, cls, device, size))
         return cudaErrorMemoryAllocation;
-    if (!cap_admits(rt, cls, device, size))
-        return cudaErrorMemoryAllocation;
-    struct block *b = block_new();
-    if (!b)
-        return cudaErrorMemoryAllocation;
+    struct block *b = dev ? block_new() : NULL;
     uintptr_t base;
     cudaError_t err = mover_alloc(&rt->mover, MEMORY_MANAGED, size, -1, &base);
     if (err != cudaSuccess) {
-        block_release(b);
+        if (b)
+            block_release(b);
         return err;
     }
     *ptr = (void *)base;
-    *b = (struct block){.addr = base, .size = size, .requested = size, .class_idx = cls,
-                        .device = device, .stream = stream};
-    if (map_insert(&rt->map, b) != 0) {
-        mover_release(&rt->mover, MEMORY_MANAGED, base, size);
-        block_release(b);
-        *ptr = NULL;
-        return cudaErrorMemoryAllocation;
+    if (b)
+        *b = (struct block){.addr = base, .size = size, .requested = size, .class_idx = cls,
+                            .device = device, .stream = stream};
+    if (!b || map_insert(&rt->map, b) != 0) {
+        static _Atomic bool said;
+        if (b)
+            block_release(b);
+        LOG_ONCE(&said, "out of memory for umpol's records: a managed allocation of %zu bytes "
+                 "is the job's, unplaced (said once)", size);
+        __atomic_fetch_add(&rt->passthrough, 1, __ATOMIC_RELAXED);
+        return cudaSuccess;
     }
     rt->foreign_managed++;
     place_adopted(rt, cls, device, *ptr, size, stream);
@@ -805,8 +808,8 @@ classify:
     cudaError_t err;
     if (api == API_CUDA_MALLOC_MANAGED) {
         err = adopt_managed(rt, ptr, size, cls, device, stream);
-        if (err == cudaSuccess) {
-            struct block *b = map_find(&rt->map, (uintptr_t)*ptr);
+        struct block *b = err == cudaSuccess ? map_find(&rt->map, (uintptr_t)*ptr) : NULL;
+        if (b) { /* NULL: the job's, unplaced */
             note_ctx(b, &ctx);
             count_alloc(rt, cls, size);
             sites_note_alloc(rt->sites, atomic_load(&rt->phase_current), tag_site_current(), b,
