@@ -602,6 +602,8 @@ int yylex(YYSTYPE *lval, YYLTYPE *lloc, yyscan_t scanner);
 static void yyerror(YYLTYPE *loc, yyscan_t scanner, struct parse_state *st, const char *msg)
 {
     (void)scanner;
+    if (st->current_class) /* its other complaints (no 'match') would only echo this one */
+        st->current_class->had_error = true;
     if (strcmp(msg, "memory exhausted") == 0)
         diag_add(st->diags, DIAG_ERROR, E_TOO_DEEP, *loc, "expression nested too deeply to parse");
     else

@@ -151,8 +151,12 @@ static void print_excerpt(FILE *out, const struct source *src, struct loc loc, c
     fprintf(out, "\n      | %s", skip ? "   " : "");
     col = 1;
     for (size_t i = 0; i < len && col < loc.first_column;) {
-        size_t n = utf8_seq_len((const unsigned char *)line + i, len - i);
-        if (col > skip)
+        const unsigned char *p = (const unsigned char *)line + i;
+        size_t n = utf8_seq_len(p, len - i);
+        /* As many cells as the character above takes: the caret stays under
+         * its column after wide (CJK) and zero-width characters. */
+        int cells = n ? text_cell_width(utf8_decode(p, n)) : 1;
+        for (int k = 0; col > skip && k < cells; k++)
             fputc(line[i] == '\t' ? '\t' : ' ', out);
         i += n ? n : 1;
         col++;

@@ -30,6 +30,26 @@ unsigned utf8_decode(const unsigned char *p, size_t len)
     return cp;
 }
 
+int text_cell_width(unsigned cp)
+{
+    static const unsigned zero[][2] = {
+        {0x0300, 0x036f}, {0x0483, 0x0489}, {0x0591, 0x05bd}, {0x0610, 0x061a},
+        {0x064b, 0x065f}, {0x200b, 0x200f}, {0x202a, 0x202e}, {0x2060, 0x2064},
+        {0x20d0, 0x20ff}, {0xfe00, 0xfe0f}, {0xfe20, 0xfe2f}, {0xfeff, 0xfeff},
+    };
+    static const unsigned wide[][2] = {
+        {0x1100, 0x115f},   {0x2e80, 0x303e},   {0x3041, 0x33ff},   {0x3400, 0x4dbf},
+        {0x4e00, 0x9fff},   {0xa000, 0xa4cf},   {0xac00, 0xd7a3},   {0xf900, 0xfaff},
+        {0xfe30, 0xfe4f},   {0xff00, 0xff60},   {0xffe0, 0xffe6},   {0x1f300, 0x1f64f},
+        {0x1f900, 0x1f9ff}, {0x20000, 0x3fffd},
+    };
+    for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++)
+        if (cp >= zero[i][0] && cp <= zero[i][1]) return 0;
+    for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++)
+        if (cp >= wide[i][0] && cp <= wide[i][1]) return 2;
+    return 1;
+}
+
 /* Appends the visible form of S to a memory stream. */
 static void write_visible(FILE *out, const char *s)
 {

@@ -14,6 +14,10 @@ size_t utf8_sequence(const unsigned char *p, size_t n);
 /* Code point of the valid sequence of LEN bytes at P. */
 unsigned utf8_decode(const unsigned char *p, size_t len);
 
+/* Terminal cells code point CP takes: 0 for combining marks and zero-width
+ * characters, 2 for East Asian wide and fullwidth ones and emoji, else 1. */
+int text_cell_width(unsigned cp);
+
 /* S with C0 and C1 controls and DEL written as \xNN or \u{NN}, and invalid
  * UTF-8 bytes as \xNN; a new string (NULL when out of memory). */
 char *text_visible(const char *s);
