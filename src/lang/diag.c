@@ -135,7 +135,7 @@ static void print_excerpt(FILE *out, const struct source *src, struct loc loc, c
     int col = 1, shown = 0;
     for (size_t i = 0; i < len && shown < EXCERPT_WIDTH;) {
         const unsigned char *p = (const unsigned char *)line + i;
-        size_t n = utf8_seq_len(p, len - i);
+        size_t n = utf8_sequence(p, len - i);
         if (col > skip) {
             if (n == 0 || (*p < 0x20 && *p != '\t') || *p == 0x7f)
                 fputc('?', out);
@@ -152,7 +152,7 @@ static void print_excerpt(FILE *out, const struct source *src, struct loc loc, c
     col = 1;
     for (size_t i = 0; i < len && col < loc.first_column;) {
         const unsigned char *p = (const unsigned char *)line + i;
-        size_t n = utf8_seq_len(p, len - i);
+        size_t n = utf8_sequence(p, len - i);
         /* As many cells as the character above takes: the caret stays under
          * its column after wide (CJK) and zero-width characters. */
         int cells = n ? text_cell_width(utf8_decode(p, n)) : 1;

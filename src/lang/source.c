@@ -1,4 +1,5 @@
 #include "source.h"
+#include "text.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -31,40 +32,6 @@ static int no_memory(struct source_error *err)
     return fail(err, SOURCE_NO_MEMORY, loc_at(0, 0), "out of memory while reading the policy");
 }
 
-/* Length of the valid UTF-8 sequence at p (1..4), or 0 if it is invalid. */
-size_t utf8_seq_len(const unsigned char *p, size_t left)
-{
-    unsigned char c = p[0];
-    size_t n;
-    uint32_t cp;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xc2 && c <= 0xdf) {
-        n = 2;
-        cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        n = 3;
-        cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (left < n)
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (p[i] & 0x3f);
-    }
-    /* Reject overlong forms, surrogates and code points past U+10FFFF. */
-    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return n;
-}
-
 /* Validate encoding and index lines in one pass. */
 static int index_text(struct source *src, struct source_error *err)
 {
@@ -81,7 +48,7 @@ static int index_text(struct source *src, struct source_error *err)
             return fail(err, SOURCE_ENCODING, loc_at(line, col),
                         "NUL byte in policy text: this looks like a binary file, not a policy");
         }
-        size_t n = utf8_seq_len(t + i, src->len - i);
+        size_t n = utf8_sequence(t + i, src->len - i);
         if (n == 0) {
             return fail(err, SOURCE_ENCODING, loc_at(line, col),
                         "invalid UTF-8 byte 0x%02x: policies are UTF-8 text", t[i]);

@@ -43,7 +43,4 @@ void source_free(struct source *src);
 /* Pointer to the start of LINE (1-based) and its length without the newline. */
 const char *source_line(const struct source *src, int line, size_t *len);
 
-/* Length of the valid UTF-8 sequence at P (1..4), or 0 when it is invalid. */
-size_t utf8_seq_len(const unsigned char *p, size_t left);
-
 #endif
