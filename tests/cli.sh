@@ -142,7 +142,11 @@ expect_status 0 "explain FILE --json" "$UMPOL_BIN" explain "$good" --json
 grep -q '^{"file":' "$tmp/out" || fail "explain FILE --json: not JSON"
 expect_status 2 "check -- -json" "$UMPOL_BIN" check -- --json
 grep -q -- "--json: error\[E027\]" "$tmp/out" || fail "check -- --json: not read as a file"
-expect_status 0 "run's COMMAND keeps its options" "$UMPOL_BIN" run -p "$good" true --json
+# (a library that does not load stops run after its options were read: no
+# runtime, GPU or sanitizer needed for the check)
+expect_status 2 "run's COMMAND keeps its options" env UMPOL_LIBRARY="$good" \
+    "$UMPOL_BIN" run -p "$good" true --json
+grep -q "did not load in a test process" "$tmp/out" || fail "run: COMMAND's option read as run's"
 # topo without a GPU says why in plain words, and that --measure measured nothing.
 expect_status 0 "topo --measure" "$UMPOL_BIN" topo --measure
 if grep -q '^GPUs: none' "$tmp/out"; then

@@ -290,6 +290,12 @@ expect_status 0 "report to a link to /dev/null" run UMPOL_POLICY="$policy" \
     UMPOL_REPORT="$tmp/null.json" "$phases" step
 [ -L "$tmp/null.json" ] && [ -c /dev/null ] || fail "the report replaced /dev/null's name"
 grep -q "cannot write the report" "$tmp/out" && fail "report to /dev/null: an error said"
+# A report into a pipe whose reader has gone: the job ends as it would have.
+{ sleep 1; env LD_PRELOAD="$preload" UMPOL_POLICY="$policy" UMPOL_REPORT=/proc/self/fd/1 \
+    "$phases" step 2>"$tmp/epipe"; echo $? >"$tmp/epipe.rc"; } | true
+[ "$(cat "$tmp/epipe.rc")" = 0 ] || fail "report into a closed pipe: the job exited $(cat "$tmp/epipe.rc")"
+grep -q "cannot write the report to /proc/self/fd/1: Broken pipe" "$tmp/epipe" ||
+    fail "report into a closed pipe: no reason"
 if mkfifo "$tmp/report.fifo" 2>/dev/null; then
     expect_status 0 "report to a pipe nobody reads" run UMPOL_POLICY="$policy" \
         UMPOL_REPORT="$tmp/report.fifo" timeout 60 "$phases" step

@@ -193,6 +193,9 @@ expect_status 2 "a bad budget, before the job" "$UMPOL_BIN" suggest -b 12XB -- s
 expect_status 2 "an unwritable output, before the job" "$UMPOL_BIN" suggest \
     -o "$tmp/no/such/dir/p.umpol" -- sh -c "touch '$tmp/ran'"
 grep -q "cannot write there: No such file or directory" "$tmp/out" || fail "unwritable -o: no reason"
+expect_status 2 "a directory as the output, before the job" "$UMPOL_BIN" suggest -o "$tmp" \
+    -- sh -c "touch '$tmp/ran'"
+grep -q "cannot write there: Is a directory" "$tmp/out" || fail "-o a directory: no reason"
 [ -e "$tmp/ran" ] && fail "suggest ran the job before refusing its options"
 expect_status 2 "reports and a command" "$UMPOL_BIN" suggest "$report" -- true
 grep -q "give reports or -- COMMAND, not both" "$tmp/out" || fail "reports and a command: message"
@@ -209,6 +212,17 @@ ln -s /dev/full "$tmp/full"
 expect_status 2 "suggest -o a link to /dev/full" "$UMPOL_BIN" suggest -o "$tmp/full" "$report"
 grep -q "cannot write $tmp/full: No space left on device" "$tmp/out" || fail "suggest -o /dev/full: no reason"
 [ -L "$tmp/full" ] || fail "suggest -o /dev/full replaced the link"
+# A name of one of the process's own descriptors is written through it, where
+# it stands (after what is there); /proc's name, so that a regression fails to
+# rename into /proc instead of replacing /dev/stdout.
+echo first >"$tmp/own.out"
+"$UMPOL_BIN" suggest --budget 200MiB -o /proc/self/fd/1 "$report" >>"$tmp/own.out" 2>"$tmp/err" ||
+    fail "suggest -o /proc/self/fd/1: exit $?: $(cat "$tmp/err")"
+{ echo first; cat "$tmp/p.umpol"; } | cmp -s - "$tmp/own.out" || fail "suggest -o /proc/self/fd/1: not written after what was there"
+# A reader gone: an error (EPIPE), not death by SIGPIPE.
+{ sleep 1; "$UMPOL_BIN" suggest -o /dev/fd/1 "$report" 2>"$tmp/epipe"; echo $? >"$tmp/epipe.rc"; } | true
+[ "$(cat "$tmp/epipe.rc")" = 2 ] || fail "suggest into a closed pipe: exit $(cat "$tmp/epipe.rc"), expected 2"
+grep -q "Broken pipe" "$tmp/epipe" || fail "suggest into a closed pipe: no reason"
 if mkfifo "$tmp/fifo" 2>/dev/null; then
     # Nobody reads: an error at once, not a writer waiting for a reader.
     expect_status 2 "suggest -o a pipe nobody reads" timeout 20 "$UMPOL_BIN" suggest -o "$tmp/fifo" "$report"

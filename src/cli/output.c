@@ -15,5 +15,6 @@ int cli_finish_stdout(const char *command, int rc)
     if (flushed && !ferror(stdout)) return rc;
     fprintf(stderr, "umpol %s: cannot write the output: %s\n", command,
             !flushed && err ? strerror(err) : "write error");
+    clearerr(stdout); /* said once: a later check (main's) finds nothing new */
     return EXIT_USAGE;
 }

@@ -994,26 +994,6 @@ static bool parse_budget(const char *s, uint64_t gpu_bytes, uint64_t *out, bool 
     return false;
 }
 
-/* Could PATH be written (util/outfile.h): an existing file or device we may
- * write, or a new one in a directory we may write? Else false, errno why. */
-static bool output_writable(const char *path)
-{
-    if (access(path, W_OK) == 0)
-        return true;
-    if (errno != ENOENT)
-        return false;
-    const char *slash = strrchr(path, '/');
-    char dir[PATH_MAX];
-    int n = slash == path ? snprintf(dir, sizeof dir, "/")
-            : slash       ? snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path)
-                          : snprintf(dir, sizeof dir, ".");
-    if (n < 0 || (size_t)n >= sizeof dir) {
-        errno = ENAMETOOLONG;
-        return false;
-    }
-    return access(dir, W_OK) == 0;
-}
-
 /* Write TEXT to PATH whole or not at all (util/outfile.h): 0 or -errno. */
 static int write_whole(const char *path, const char *text, size_t len)
 {
@@ -1259,9 +1239,10 @@ int cmd_suggest(int argc, char **argv)
     if (budget && !parse_budget(budget, 0, &ignored, &percent)) /* 0: the form only */
         return cli_usage_error("suggest", "--budget %s: expected a size such as 8GiB or a "
                                "percentage such as 60%%", budget);
-    if (out && !output_writable(out))
+    int out_err = out ? outfile_check(out) : 0;
+    if (out_err)
         return cli_usage_error("suggest", "--output %s: cannot write there: %s", out,
-                               strerror(errno));
+                               strerror(-out_err));
     /* `--` before the operands: a command to record, not reports. */
     int rc;
     if (strcmp(argv[optind - 1], "--") == 0 && argv[optind - 1] != out &&

@@ -283,7 +283,8 @@ uint64_t *phases_pop_named(struct runtime *rt, const char *name, uint64_t ts, ui
 {
     for (size_t k = phase_depth; k-- > 0;) {
         pthread_mutex_lock(&rt->phase_lock);
-        bool match = strcmp(rt->phase_stats[phase_stack[k].index].name, name) == 0;
+        const char *open = rt->phase_stats[phase_stack[k].index].name; /* NULL: out of memory */
+        bool match = open && strcmp(open, name) == 0;
         pthread_mutex_unlock(&rt->phase_lock);
         if (match)
             return phase_close(rt, k, ts, outer);

@@ -19,7 +19,8 @@ struct range_index {
     size_t count, cap;
 };
 
-/* Out of memory loses the attribution of this range, nothing else. */
+/* Out of memory loses this range: its CUPTI attribution, and rt_free's
+ * refusal of a pointer inside it that is no live block. */
 void ranges_add(struct range_index *r, uintptr_t base, size_t size, int class_idx,
                 const void *owner);
 void ranges_remove(struct range_index *r, uintptr_t base);
