@@ -73,13 +73,15 @@ static bool ready(void)
 /* ---- start-up, fork, exit ---- */
 
 /* Every runtime lock is held across fork, in the one order the runtime ever
- * nests them (phase_lock, rt->lock, range_lock, then the profile's), so the
- * child finds none of them held by a thread that no longer exists. */
+ * nests them (rt->lock, phase_lock, range_lock, then the profile's: CUPTI's
+ * completion callback takes phase_lock inside a CUDA call made under
+ * rt->lock), so the child finds none of them held by a thread that no
+ * longer exists, and a fork beside that callback cannot deadlock. */
 static void before_fork(void)
 {
     if (g_loaded) {
-        pthread_mutex_lock(&g_rt.phase_lock);
         pthread_mutex_lock(&g_rt.lock);
+        pthread_mutex_lock(&g_rt.phase_lock);
         pthread_mutex_lock(&g_rt.range_lock);
         profile_lock_all(&g_rt);
         mover_fork_prepare(&g_rt.mover);
@@ -92,8 +94,8 @@ static void after_fork_parent(void)
         mover_fork_parent(&g_rt.mover);
         profile_unlock_all(&g_rt);
         pthread_mutex_unlock(&g_rt.range_lock);
-        pthread_mutex_unlock(&g_rt.lock);
         pthread_mutex_unlock(&g_rt.phase_lock);
+        pthread_mutex_unlock(&g_rt.lock);
     }
 }
 
