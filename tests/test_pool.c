@@ -199,6 +199,15 @@ static void test_pool_in_place_serves_large_requests_from_any_block(void **state
     struct pool_request req;
     assert_true(pool_request_for(40 * MiB, 64 * MiB, &req));
     assert_true(req.dedicated);
+    assert_int_equal(req.grow, 40 * MiB);
+    assert_int_equal(req.fitted, 40 * MiB);
+    /* A small request grows by a whole slab, or by one of its own size
+     * rounded to 2 MiB when no whole slab fits. */
+    struct pool_request small;
+    assert_true(pool_request_for(3 * MiB + 1, 64 * MiB, &small));
+    assert_false(small.dedicated);
+    assert_int_equal(small.grow, 64 * MiB);
+    assert_int_equal(small.fitted, 4 * MiB);
     /* Managed memory off the GPU: 64 MiB is too far from 40. */
     assert_null(pool_find_free(p, req.want, req.max, S1, MODE_STREAM, idle, NULL, &wait));
     p->in_place = true;

@@ -193,11 +193,12 @@ bool pool_request_for(size_t size, size_t slab_bytes, struct pool_request *r)
     if (want < size || want > SIZE_MAX - (2u << 20))
         return false; /* size near SIZE_MAX */
     bool large = want > slab_bytes / 2;
-    size_t dedicated = round_up(want, 2u << 20); /* the slab a large request would get */
+    size_t fitted = round_up(want, 2u << 20); /* a slab of the request's own size */
     *r = (struct pool_request){.want = want,
                                /* a large request takes a block close to its size */
-                               .max = large ? dedicated + dedicated / 8 : SIZE_MAX,
-                               .grow = large ? dedicated : slab_bytes,
+                               .max = large ? fitted + fitted / 8 : SIZE_MAX,
+                               .grow = large ? fitted : slab_bytes,
+                               .fitted = fitted,
                                .dedicated = large};
     return true;
 }

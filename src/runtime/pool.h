@@ -144,9 +144,11 @@ struct slab *pool_add_slab(struct pool *p, uintptr_t base, size_t size, bool ded
  * takes a free block off the GPU of at most MAX bytes, close to its size (in
  * a pool whose memory moves), and otherwise a DEDICATED slab of its own; a
  * small one grows the pool by a slab. GROW: the slab to add when no free
- * block serves. False: SIZE is too large to round. */
+ * block serves. FITTED: a slab of the request's own size (WANT rounded up to
+ * 2 MiB), for a small request when no whole slab fits. False: SIZE is too
+ * large to round. */
 struct pool_request {
-    size_t want, max, grow;
+    size_t want, max, grow, fitted;
     bool dedicated;
 };
 bool pool_request_for(size_t size, size_t slab_bytes, struct pool_request *r);

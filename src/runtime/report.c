@@ -2,7 +2,6 @@
  * (util/outfile.h), so a reader never sees half a report. Schema in
  * umpol(7) and report/report.h. */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -582,11 +582,10 @@ static cudaError_t pool_alloc(struct runtime *rt, int class_idx, int device, siz
             struct slab *s;
             uint64_t skips = rt->class_stats[class_idx].budget_skips;
             cudaError_t err = grow(rt, p, req.grow, req.dedicated, stream, &s);
-            size_t fitted = (req.want + (2u << 20) - 1) / (2u << 20) * (2u << 20);
-            if (err == cudaErrorMemoryAllocation && !req.dedicated && fitted < req.grow)
+            if (err == cudaErrorMemoryAllocation && !req.dedicated && req.fitted < req.grow)
                 /* No room for a whole slab: one the size of the request, as
                  * the job's own cudaMalloc would have found room for it. */
-                err = grow(rt, p, fitted, true, stream, &s);
+                err = grow(rt, p, req.fitted, true, stream, &s);
             if (err != cudaSuccess)
                 return err;
             if (missed && rt->class_stats[class_idx].budget_skips > skips)
