@@ -252,6 +252,14 @@ if [ -n "$torch_python" ]; then
     expect_status 0 "automatic phases ($("$torch_python" -c 'import torch; print("PyTorch", torch.__version__)'))" \
         "$UMPOL_BIN" run -p "$policy" -r "$tmp/torch.json" -- "$torch_python" "$top_srcdir/tests/python_torch.py"
     grep -q "torch phases ok" "$tmp/out" || { fail "automatic phases"; cat "$tmp/out"; }
+    expect_status 0 "the package's saved-tensor hooks beside the job's" \
+        "$UMPOL_BIN" run -p "$policy" -- "$torch_python" "$top_srcdir/tests/python_torch_hooks.py"
+    grep -q "hooks ok\|hooks: nothing to check" "$tmp/out" || { fail "saved-tensor hooks"; cat "$tmp/out"; }
+    expect_status 0 "installing the phases fails: the job's import torch does not" \
+        "$UMPOL_BIN" run -p "$policy" -- "$torch_python" "$top_srcdir/tests/python_torch_install_fails.py"
+    grep -q "import torch ok" "$tmp/out" &&
+        grep -q "umpol: automatic PyTorch phases are off: installing them failed: AttributeError: no such thing" "$tmp/out" ||
+        { fail "a failed install"; cat "$tmp/out"; }
     python3 - "$tmp/torch.json" <<'PY' || fail "automatic phases in the report"
 import json, sys
 phases = {p["name"]: p["entries"] for p in json.load(open(sys.argv[1]))["phases"]}

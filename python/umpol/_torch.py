@@ -35,6 +35,25 @@ class _Thread(threading.local):
         self.ahead = None        # the training forward pass's weights ahead (_ahead._Pass)
 
 
+class _Versioned:
+    """A tensor saved through our hooks and its version then: unpacked, it
+    fails as autograd's own check does if it was changed in place since."""
+    __slots__ = ("tensor", "version")
+
+    def __init__(self, tensor, version):
+        self.tensor, self.version = tensor, version
+
+    def check(self):
+        now = self.tensor._version
+        if now != self.version:
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: {self.tensor.type()} {list(self.tensor.shape)} is at version "
+                f"{now}; expected version {self.version} instead (the check autograd makes, "
+                "kept by umpol's saved-tensor hooks)")
+        return self.tensor
+
+
 class Auto:
     """The automatic phases of one process."""
 
@@ -134,6 +153,9 @@ class Auto:
         # Inside a bounded call (optimizer closure, model.init) or a recompute,
         # the phase ends with the module; otherwise it stays open until the next
         # phase, so that the loss computed from the output counts as forward.
+        # The saved-tensor hooks end with the module either way: pushed and
+        # popped around it, they nest with hooks the job pushes after it
+        # returns (save_on_cpu, non-reentrant checkpoints, torch.func).
         inside = name == FORWARD_RECOMPUTE or any(t.bounded.values())
         t.lingering = None if inside else name
         if inside:
@@ -161,14 +183,13 @@ class Auto:
             t.ahead.post(module)
         if t.modules:
             return None
+        self._pop_saved_hooks()
         if t.ahead is not None:
             t.ahead.end()
             t.ahead = None
         for name in (FORWARD_RECOMPUTE, FORWARD, FORWARD_EVAL):
             if t.bounded.get(name) and t.lingering != name:
                 t.bounded[name] -= 1
-                if name == FORWARD:
-                    self._pop_saved_hooks()
                 self.rt.exit(name)
                 break
         return None
@@ -182,6 +203,9 @@ class Auto:
         push = getattr(C, "_push_saved_tensors_default_hooks", None)
         if t.saved_hooks is not None or push is None or top is None:
             return
+        enabled = getattr(C, "_saved_tensors_hooks_is_enabled", None)
+        if enabled is not None and not enabled():  # torch.func's transforms refuse hooks
+            return
         try:
             if top(False) is not None:  # the job's own hooks (save_on_cpu, ...) win
                 return
@@ -189,17 +213,30 @@ class Auto:
             if top() is not None:
                 return
         t.saved_seen = set()
-        push(self._pack, self._unpack)
+        try:
+            push(self._pack, self._unpack)
+        except RuntimeError:  # hooks disabled in a way the check above missed
+            return
         t.saved_hooks = C
 
     def _pop_saved_hooks(self):
+        """Pop our saved-tensor hooks, only when they are on top: hooks the
+        job pushed after ours are its own to pop (we retry at the next call)."""
         t = self.t
-        if t.saved_hooks is not None:
+        if t.saved_hooks is None:
+            return
+        try:
+            ours = t.saved_hooks._top_saved_tensors_default_hooks(False) == (self._pack, self._unpack)
+        except TypeError:
+            ours = t.saved_hooks._top_saved_tensors_default_hooks() == (self._pack, self._unpack)
+        if ours:
             t.saved_hooks._pop_saved_tensors_default_hooks()
             t.saved_hooks = None
 
     def _pack(self, tensor):
-        if not self.compiling() and tensor.is_cuda:
+        if self.compiling():
+            return tensor
+        if tensor.is_cuda:
             try:
                 ptr = tensor.untyped_storage().data_ptr()
             except (RuntimeError, AttributeError):
@@ -209,10 +246,20 @@ class Auto:
                 seen.add(ptr)
                 self.rt.note_saved(ptr)
             if self.offload is not None:
-                return self.offload.pack(tensor)
-        return tensor
+                packed = self.offload.pack(tensor)
+                if packed is not tensor:
+                    return packed
+        # Autograd checks a saved tensor's version only where no hooks are
+        # pushed: ours keep that check, so an in-place change still fails
+        # backward as it does without umpol.
+        try:
+            return _Versioned(tensor, tensor._version)
+        except (RuntimeError, AttributeError):  # no version counter (inference tensors)
+            return tensor
 
     def _unpack(self, tensor):
+        if isinstance(tensor, _Versioned):
+            tensor = tensor.check()
         if isinstance(tensor, _Saved):  # an activation in host memory (_offload)
             return self.offload.unpack(tensor)
         # A tensor saved for backward (a weight, without autocast's copy) is

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""The package's saved-tensor hooks beside the job's own, with a CPU-only
+PyTorch under `umpol run` (tests/python.sh): pushed and popped around each
+training forward, so that hooks the job pushes after it (save_on_cpu,
+non-reentrant checkpoints) and torch.func's transforms (which refuse hooks)
+work as without umpol, and an in-place change to a saved tensor still fails
+backward. A PyTorch without default saved-tensor hooks gets none of ours:
+nothing to check there."""
+import sys
+
+import umpol  # noqa: F401  (installed by `umpol run` already)
+import torch
+import torch.nn as nn
+import torch.utils.checkpoint as ckpt
+
+auto = torch._umpol_auto
+assert auto is not None, "automatic phases not installed"
+C = torch._C._autograd
+if not hasattr(C, "_top_saved_tensors_default_hooks"):
+    print(f"hooks: nothing to check: PyTorch {torch.__version__} has no default saved-tensor hooks")
+    sys.exit(0)
+ours = (auto._pack, auto._unpack)
+
+
+def top():
+    return C._top_saved_tensors_default_hooks(False)
+
+
+m = nn.Linear(4, 4)
+head = nn.Linear(4, 4)
+x = torch.randn(2, 4)
+inside = []
+m.register_forward_pre_hook(lambda *a: inside.append(top() == ours))  # after ours
+
+# Pushed around a training forward, popped as it returns.
+out = m(x)
+assert inside == [True], inside
+assert top() is None, top()
+
+# The job's hooks, pushed after a forward whose phase is still open: they see
+# every tensor saved in their region, and are the job's to pop.
+packed = []
+with torch.autograd.graph.saved_tensors_hooks(lambda t: (packed.append(1), t)[1], lambda t: t):
+    loss = (head(out) ** 2).sum()
+assert len(packed) >= 2, packed
+assert top() is None, top()
+loss.backward()
+
+# A non-reentrant checkpoint after a forward still recomputes its block.
+calls = []
+blk = nn.Linear(4, 4)
+blk.register_forward_pre_hook(lambda *a: calls.append(1))
+out = m(x)
+ckpt.checkpoint(blk, out, use_reentrant=False).sum().backward()
+assert len(calls) == 2, f"the checkpointed block ran {len(calls)} times"
+
+
+# A tensor saved under our hooks and changed in place: backward fails.
+class ChangesSaved(nn.Module):
+    def forward(self, t):
+        z = t.exp()     # exp saves its output
+        z.add_(1)
+        return z
+
+
+try:
+    ChangesSaved()(x.clone().requires_grad_()).sum().backward()
+except RuntimeError as e:
+    assert "modified by an inplace operation" in str(e), e
+else:
+    raise AssertionError("an in-place change to a saved tensor went unnoticed")
+assert top() is None, top()
+
+# torch.func's transforms, inside a forward and after one.
+func = getattr(torch, "func", None)
+if func is not None:
+    params = {k: v.detach() for k, v in m.named_parameters()}
+    g = func.grad(lambda p: func.functional_call(m, p, (x,)).sum())(params)
+    assert sorted(g) == ["bias", "weight"], sorted(g)
+    m(x)
+    assert func.grad(lambda t: (t * t).sum())(x).shape == x.shape
+print("hooks ok")
