@@ -52,6 +52,10 @@ def make_torch():
     torch.Tensor = Tensor
 
     def empty_like(p, memory_format=None):
+        if room["left"] is not None:
+            if room["left"] == 0:
+                raise OutOfMemoryError("CUDA out of memory (fake)")
+            room["left"] -= 1
         Tensor.made += 1
         LOG.append((current["stream"].name, "alloc"))
         return Copy(0xC000000 + Tensor.made * 0x1000, p.data.nbytes, None, current)
@@ -81,8 +85,16 @@ def make_torch():
     torch.empty_like = empty_like
     torch.no_grad = contextlib.nullcontext
     torch.cuda = types.SimpleNamespace(Stream=new_stream, stream=stream, Event=Event,
-                                       current_stream=lambda device=None: current["stream"])
+                                       current_stream=lambda device=None: current["stream"],
+                                       OutOfMemoryError=OutOfMemoryError)
     return torch
+
+
+class OutOfMemoryError(RuntimeError):
+    pass
+
+
+room = {"left": None}  # copies the fake GPU still has room for (None: any number)
 
 
 class Model:
@@ -304,3 +316,29 @@ r.end()
 check("past the bytes allowed, the recomputation reads the rest where it lies",
       seen == ["Copy", "Tensor", "Tensor", "Tensor"] and len(ahead.kept) == 1)
 ahead.let_go()
+
+# A GPU with no room for a copy: the layers without one read their weights
+# where they lie, in the pass ahead and in the recomputation; said once; the
+# job's pass goes on, and nothing is held for copies never made.
+ahead_module._AHEAD_BYTES = 512 << 20
+ahead = WeightsAhead(torch, rt)
+run(ahead, model)  # records the order
+room["left"] = 1
+text = said(lambda: seen.extend(run(ahead, model)))
+seen = seen[-len(layers):]
+check("no room for a copy ahead: that layer and the rest read their weights where they lie, said once",
+      [type(s[0]).__name__ for s in seen] == ["Copy", "Tensor", "Tensor", "Tensor"] and
+      text.count("no GPU memory for a copy") == 1 and [w.data for w in weights] == own)
+room["left"] = 0
+text = said(lambda: run(ahead, model))
+check("and again in the next pass, without saying it again", text == "" and
+      [w.data for w in weights] == own)
+ahead.handoff = lambda p: True
+r = ahead.recompute(model)
+seen = []
+text = said(lambda: [(r.pre(layer), seen.append(type(layer._parameters["p0"].data).__name__),
+                      r.post(layer)) for layer in layers])
+r.end()
+check("no room in the recomputation: its layers read their weights where they lie, "
+      "holding no bytes", seen == ["Tensor"] * 4 and ahead.held == 0 and not ahead.kept)
+room["left"] = None

@@ -61,6 +61,13 @@ class Parameter(Tensor):
     pass
 
 
+class OutOfMemoryError(RuntimeError):
+    pass
+
+
+GPU_ROOM = [None]  # GPU tensors the fake GPU still has room for (None: any number)
+
+
 def make_torch(pinned_fails=False):
     torch = types.SimpleNamespace()
     current, stream, new_stream = stream_api(Stream, "job", "copy")
@@ -69,6 +76,10 @@ def make_torch(pinned_fails=False):
     def empty(shape, dtype, device="cpu", pin_memory=False):
         if pin_memory and pinned_fails:
             raise RuntimeError("CUDA error: out of memory (pinned)")
+        if device != "cpu" and GPU_ROOM[0] is not None:
+            if GPU_ROOM[0] == 0:
+                raise OutOfMemoryError("CUDA out of memory (fake)")
+            GPU_ROOM[0] -= 1
         t = Tensor(shape[0] * 4, device=device)
         t.pinned = pin_memory
         t.made_on = current["stream"].name  # the stream a CUDA tensor's memory is freed on
@@ -77,7 +88,8 @@ def make_torch(pinned_fails=False):
     torch.Tensor, torch.empty, torch.strided = Tensor, empty, "strided"
     torch.cuda = types.SimpleNamespace(Stream=new_stream, stream=stream, Event=Event,
                                        current_stream=lambda device=None: current["stream"],
-                                       is_current_stream_capturing=lambda: CAPTURING[0])
+                                       is_current_stream_capturing=lambda: CAPTURING[0],
+                                       OutOfMemoryError=OutOfMemoryError)
     return torch
 
 
@@ -220,6 +232,25 @@ check("the copies back no read took are let go at the end of the pass, the job's
 again = off.unpack(sent[6])
 check("a tensor read again (retain_graph) is copied back again", again.value == 6.0 and off.late == 2
       and off.late_bytes == 2 * 100 * MiB)
+
+# ---- no GPU memory to copy back ahead: each read copies its tensor back then ----
+torch, off = fresh()
+acts = [Tensor(100 * MiB, value=float(i)) for i in range(10)]
+hs = [off.pack(a) for a in acts]
+GPU_ROOM[0] = 0
+text = said(off.backward_begin)
+sent = [h for h in hs if h.gpu is None]
+check("no room to copy back ahead: backward's start copies nothing back and says so, once",
+      all(h.back is None for h in sent) and len(off.coming) == 7 and not off.waiting and
+      text.count("no GPU memory to copy a saved tensor back ahead") == 1)
+GPU_ROOM[0] = 1
+read = []
+text = said(lambda: read.append(off.unpack(sent[6])))
+check("with room again, a read copies its tensor back, and the copy ahead past it still finds "
+      "none, said no more", read[0].value == 6.0 and off.late == 1 and text == "" and
+      all(h.back is None for h in sent[:6]))
+GPU_ROOM[0] = None
+off.backward_end()
 
 # ---- the same block in another shape ----
 torch, off = fresh()

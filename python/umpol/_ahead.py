@@ -53,6 +53,11 @@ def _say(text):
     print(f"umpol: weights ahead: {text}", file=sys.stderr, flush=True)
 
 
+def _out_of_memory(torch):
+    """The exception a copy's allocation raises when the GPU has no room."""
+    return getattr(torch.cuda, "OutOfMemoryError", RuntimeError)
+
+
 class WeightsAhead:
     """The process's weights ahead: the orders of its models' layers, learned."""
 
@@ -64,6 +69,7 @@ class WeightsAhead:
         self.copied = 0     # bytes copied ahead so far,
         self.link_bytes = 0  # of which lay on the host (crossed the link)
         self.told = False   # that a pass's order changed, on stderr
+        self.told_room = False  # that a copy found no room, on stderr
         # The step in backward, while armed: says which weights it will update from
         # the recomputation's copies in the pass running (wants(p)); None: none.
         self.handoff = None
@@ -74,6 +80,14 @@ class WeightsAhead:
         self.kept_bytes = 0  # the recomputation's copies' bytes that lay on the host, so far,
         self.taken_bytes = 0  # and of them, taken by an update
         self.held = 0        # bytes of the copies kept now
+
+    def no_room(self, error):
+        """A copy's allocation found the GPU full: the weights are read where
+        they lie, as without a copy; said once."""
+        if not self.told_room:
+            self.told_room = True
+            _say(f"no GPU memory for a copy ({error}): the layers without one read their "
+                 f"weights where they lie (said once)")
 
     def begin(self, model):
         """A training forward pass of MODEL (the outermost module called)
@@ -220,16 +234,23 @@ class _Pass(_OnCopies):
             if module is None:
                 self._stop()
                 return
-            pairs, nbytes, job = [], 0, None
-            for p in ahead.weights(module):
-                host = ahead.rt.host_bytes(p.untyped_storage().data_ptr())
-                if host <= 0:
-                    continue  # on the GPU, or not the runtime's
-                ahead.link_bytes += min(host, p.numel() * p.element_size())
-                job = torch.cuda.current_stream(p.device)
-                with torch.no_grad():  # on the job's stream, which reads it and lets it go
-                    pairs.append((p, torch.empty_like(p, memory_format=torch.contiguous_format)))
-                nbytes += p.numel() * p.element_size()
+            pairs, nbytes, link, job = [], 0, 0, None
+            try:
+                for p in ahead.weights(module):
+                    host = ahead.rt.host_bytes(p.untyped_storage().data_ptr())
+                    if host <= 0:
+                        continue  # on the GPU, or not the runtime's
+                    job = torch.cuda.current_stream(p.device)
+                    with torch.no_grad():  # on the job's stream, which reads it and lets it go
+                        pairs.append((p, torch.empty_like(p, memory_format=torch.contiguous_format)))
+                    nbytes += p.numel() * p.element_size()
+                    link += min(host, p.numel() * p.element_size())
+            except _out_of_memory(torch) as e:
+                # This layer and the rest of the pass read their weights where they lie.
+                self.issued = len(self.order)
+                ahead.no_room(e)
+                break
+            ahead.link_bytes += link
             if pairs:
                 planned.append((index, pairs, nbytes, job))
                 self.in_flight += nbytes
@@ -293,8 +314,15 @@ class _Recompute(_OnCopies):
                     continue  # read where it lies, as before
                 ahead.held += nbytes
             job = torch.cuda.current_stream(p.device)
+            try:
+                with torch.no_grad():
+                    copy = torch.empty_like(p, memory_format=torch.contiguous_format)
+            except _out_of_memory(torch) as e:
+                with ahead.lock:
+                    ahead.held -= nbytes
+                ahead.no_room(e)
+                continue  # read where it lies
             with torch.no_grad():
-                copy = torch.empty_like(p, memory_format=torch.contiguous_format)
                 copy.copy_(p, non_blocking=True)
             host = min(host, nbytes)
             with ahead.lock:

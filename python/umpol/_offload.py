@@ -91,6 +91,7 @@ class SavedToHost:
         self.back_bytes = 0           # copied back ahead,
         self.late = 0                 # and read before their copy back was made,
         self.late_bytes = 0           # copied back when read
+        self.told_room = False        # that a copy back ahead found no room, on stderr
         self.off = False              # host memory ran out: nothing leaves from then on
 
     def _streams(self, device):
@@ -225,8 +226,17 @@ class SavedToHost:
         ahead of backward's reads (at least one)."""
         while self.coming and (not self.waiting or
                                self.ahead + self.coming[-1].nbytes <= _AHEAD_BYTES):
-            s = self.coming.pop()
-            self._fetch(s)
+            s = self.coming[-1]
+            try:
+                self._fetch(s)
+            except getattr(self.torch.cuda, "OutOfMemoryError", RuntimeError) as e:
+                # No room to copy ahead: each read copies its tensor back then.
+                if not self.told_room:
+                    self.told_room = True
+                    _say(f"no GPU memory to copy a saved tensor back ahead of its read ({e}): "
+                         f"copied back when read (said once)")
+                return
+            self.coming.pop()
             self.waiting.add(s)
             self.ahead += s.nbytes
             self.back_bytes += s.nbytes
