@@ -252,6 +252,23 @@ check("with room again, a read copies its tensor back, and the copy ahead past i
 GPU_ROOM[0] = None
 off.backward_end()
 
+# ---- forward passes no backward reads (eval with grad on): their handles do not pile up ----
+torch, off = fresh()
+offload_module._SENT_LIMIT = off.sent_limit = 8
+for _ in range(20):
+    hs = [off.pack(Tensor(100 * MiB)) for _ in range(6)]
+    del hs  # the graph is dropped
+gc.collect()
+check("the handles of graphs dropped without a backward pass are let go as they pile up",
+      len(off.sent) <= 8 + 6)
+kept = [off.pack(Tensor(100 * MiB)) for _ in range(30)]
+alive = {id(r()) for r in off.sent if r() is not None}
+left = [h for h in kept if h.gpu is None]
+check("those of a graph still alive stay, past the limit too",
+      len(left) > 8 and all(id(h) in alive for h in left))
+offload_module._SENT_LIMIT = 4096
+del kept
+
 # ---- the same block in another shape ----
 torch, off = fresh()
 whole = Tensor(100 * MiB)

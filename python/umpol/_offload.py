@@ -45,6 +45,7 @@ import weakref
 _MIN_BYTES = 16 << 20    # a saved tensor this size or more goes to the host
 _KEEP_BYTES = 256 << 20  # the newest saved tensors kept on the GPU beside the newest one
 _AHEAD_BYTES = 256 << 20  # copied back ahead of the tensor backward reads next, at most
+_SENT_LIMIT = 4096        # handles copied out, past which those of freed graphs are dropped
 
 
 def _say(text):
@@ -84,6 +85,7 @@ class SavedToHost:
                                             # its stream): kept until the next copy out
         self.sent = []                # weak references to those copied out since the last
                                       # backward began
+        self.sent_limit = _SENT_LIMIT  # their count past which the dead ones are dropped
         self.coming = []              # those still to copy back, the next one last
         self.waiting = set()          # those copied back and not read yet,
         self.ahead = 0                # and their bytes
@@ -199,6 +201,9 @@ class SavedToHost:
             if s is not None:
                 s.gpu = None
                 self.sent.append(ref)
+        if len(self.sent) > self.sent_limit:  # forward passes no backward read (eval with grad on)
+            self.sent = [r for r in self.sent if r() is not None]
+            self.sent_limit = max(_SENT_LIMIT, 2 * len(self.sent))
 
     def _fetch(self, saved):
         """Copy SAVED back to the GPU on the copy-in stream, after its copy
