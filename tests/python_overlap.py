@@ -276,6 +276,14 @@ check("the side stream follows the stream each gradient was accumulated on; the 
 check("no state on the host: nothing staged, no ring", torch.rings == [] and
       lane.copy_in.waited == [] and lane.copy_out.waited == [])
 check("state counts one update a step", all(opt.state[p]["step"] == 2 for p in params))
+# A job whose backward returns with one stream current and which steps on
+# another: the stream it steps on follows the updates too, once.
+other = torch.cuda.Stream("cuda:0")
+with torch.cuda.stream(other):
+    sib.step_pre(opt)
+    sib.step_pre(opt)
+check("the stream the job steps on waits for the pass's updates, once",
+      other.waited == ["event of main"])
 
 def moments_job():
     """A job armed by its first pass, each parameter with a moment m of 10.0,

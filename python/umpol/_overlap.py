@@ -104,6 +104,7 @@ class StepInBackward:
         self.hyper = None         # the groups' hyperparameters the updates of this pass read
         self.lanes = {}           # device -> its _Lane: the streams the updates run on
         self.queued = set()       # devices with updates queued in this backward
+        self.done = {}            # device -> an event on the job's stream after the last pass's updates
         self.passes = 0           # backward passes armed so far
         self.order = []           # (id, device, group, bytes) of the parameters updated this pass, in turn
         self.planned = None       # the order the batches were made from
@@ -167,8 +168,11 @@ class StepInBackward:
                 queued, self.queued = list(self.queued), set()
             for device in queued:
                 lane = self.lanes[device]
+                job = self.torch.cuda.current_stream(device)
                 for stream in (lane.copy_in, lane.update, lane.copy_out):
-                    self.torch.cuda.current_stream(device).wait_stream(stream)
+                    job.wait_stream(stream)
+                self.done[device] = self.torch.cuda.Event()
+                self.done[device].record(job)
             for device, lane in self.lanes.items():  # the forward pass has the room
                 lane.let_go_all(self.torch.cuda.current_stream(device), device in queued)
             self.in_pass = False
@@ -214,7 +218,12 @@ class StepInBackward:
             _say(f"off: {why}")
 
     def step_pre(self, optimizer):
-        """The job's optimizer.step() begins."""
+        """The job's optimizer.step() begins: the stream it runs on follows
+        the updates made in backward, as it would follow its own step's, even
+        where backward returned with another stream current."""
+        done, self.done = self.done, {}
+        for device, event in done.items():
+            self.torch.cuda.current_stream(device).wait_event(event)
         if self.state != "armed" or optimizer is not self.optimizer:
             return
         why = self._hooked(optimizer)
