@@ -66,6 +66,7 @@ class OutOfMemoryError(RuntimeError):
 
 
 GPU_ROOM = [None]  # GPU tensors the fake GPU still has room for (None: any number)
+GPU_TRIES = [0]    # GPU allocations asked for
 
 
 def make_torch(pinned_fails=False):
@@ -76,6 +77,8 @@ def make_torch(pinned_fails=False):
     def empty(shape, dtype, device="cpu", pin_memory=False):
         if pin_memory and pinned_fails:
             raise RuntimeError("CUDA error: out of memory (pinned)")
+        if device != "cpu":
+            GPU_TRIES[0] += 1
         if device != "cpu" and GPU_ROOM[0] is not None:
             if GPU_ROOM[0] == 0:
                 raise OutOfMemoryError("CUDA out of memory (fake)")
@@ -238,18 +241,23 @@ torch, off = fresh()
 acts = [Tensor(100 * MiB, value=float(i)) for i in range(10)]
 hs = [off.pack(a) for a in acts]
 GPU_ROOM[0] = 0
+GPU_TRIES[0] = 0
 text = said(off.backward_begin)
 sent = [h for h in hs if h.gpu is None]
 check("no room to copy back ahead: backward's start copies nothing back and says so, once",
       all(h.back is None for h in sent) and len(off.coming) == 7 and not off.waiting and
-      text.count("no GPU memory to copy a saved tensor back ahead") == 1)
-GPU_ROOM[0] = 1
-read = []
-text = said(lambda: read.append(off.unpack(sent[6])))
-check("with room again, a read copies its tensor back, and the copy ahead past it still finds "
-      "none, said no more", read[0].value == 6.0 and off.late == 1 and text == "" and
-      all(h.back is None for h in sent[:6]))
+      text.count("no GPU memory to copy a saved tensor back ahead") == 1 and GPU_TRIES[0] == 1)
 GPU_ROOM[0] = None
+read = []
+text = said(lambda: [read.append(off.unpack(h)) for h in (sent[6], sent[5])])
+check("the pass's reads copy their tensors back as they come, and nothing is tried ahead "
+      "again in that pass (each failed allocation costs the allocator a sync), said no more",
+      [t.value for t in read] == [6.0, 5.0] and off.late == 2 and text == "" and
+      GPU_TRIES[0] == 3 and all(h.back is None for h in sent[:5]))
+off.backward_end()
+hs = [off.pack(Tensor(100 * MiB)) for _ in range(6)]
+off.backward_begin()
+check("the next backward pass copies ahead again", any(h.back is not None for h in hs))
 off.backward_end()
 
 # ---- forward passes no backward reads (eval with grad on): their handles do not pile up ----

@@ -6,7 +6,9 @@ non-reentrant checkpoints) and torch.func's transforms (which refuse hooks)
 work as without umpol, and an in-place change to a saved tensor still fails
 backward. A PyTorch without default saved-tensor hooks gets none of ours:
 nothing to check there."""
+import gc
 import sys
+import weakref
 
 import umpol  # noqa: F401  (installed by `umpol run` already)
 import torch
@@ -70,6 +72,21 @@ except RuntimeError as e:
 else:
     raise AssertionError("an in-place change to a saved tensor went unnoticed")
 assert top() is None, top()
+
+# A saved output held by the hooks does not keep its graph alive: a forward
+# whose output no backward reads frees it, as without umpol.
+class SavesOutput(nn.Module):
+    def forward(self, t):
+        return t.sigmoid()  # sigmoid saves its output
+
+
+refs = []
+for _ in range(5):
+    y = SavesOutput()(x.clone().requires_grad_())
+    refs.append(weakref.ref(y))
+    del y
+gc.collect()
+assert all(r() is None for r in refs), f"{sum(r() is not None for r in refs)} of 5 outputs kept alive"
 
 # torch.func's transforms, inside a forward and after one.
 func = getattr(torch, "func", None)

@@ -123,16 +123,17 @@ def enable_auto():
 
     def installed(torch):
         global _auto
-        from umpol import _torch
         try:
+            from umpol import _torch
             _auto = _torch.install(torch, _rt, saved=os.environ.get("UMPOL_SAVED", "1") != "0",
                                    step_in_backward=_step_in_backward(_rt),
                                    autocast_cache=os.environ.get("UMPOL_AUTOCAST_CACHE", "1") != "0",
                                    weights_ahead=_switch("UMPOL_WEIGHTS_AHEAD"),
                                    saved_to_host=_switch("UMPOL_SAVED_TO_HOST"))
         except Exception as e:  # runs inside the job's `import torch`: never fail it
-            sys.stderr.write(f"umpol: automatic PyTorch phases are off: installing them failed: "
-                             f"{type(e).__name__}: {e}\n")
+            sys.stderr.write(f"umpol: automatic PyTorch phases: installing them failed "
+                             f"({type(e).__name__}: {e}); those installed before the failure "
+                             f"stay (UMPOL_PYTHON=0 turns them all off)\n")
 
     from umpol._importhook import when_imported
     when_imported("torch", installed)

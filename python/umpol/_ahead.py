@@ -299,9 +299,12 @@ class _Recompute(_OnCopies):
     def __init__(self, ahead):
         super().__init__()
         self.ahead = ahead
+        self.full = False  # a copy found no room: the rest of this recomputation copies none
 
     def pre(self, module):
         ahead, torch = self.ahead, self.ahead.torch
+        if self.full:
+            return
         swapped = []
         wants = ahead.handoff
         for p in ahead.weights(module):
@@ -321,7 +324,8 @@ class _Recompute(_OnCopies):
                 with ahead.lock:
                     ahead.held -= nbytes
                 ahead.no_room(e)
-                continue  # read where it lies
+                self.full = True  # no retry (each failed allocation costs the allocator a sync)
+                break  # read where they lie
             with torch.no_grad():
                 copy.copy_(p, non_blocking=True)
             host = min(host, nbytes)

@@ -94,6 +94,7 @@ class SavedToHost:
         self.late = 0                 # and read before their copy back was made,
         self.late_bytes = 0           # copied back when read
         self.told_room = False        # that a copy back ahead found no room, on stderr
+        self.full = False             # one did in this backward pass: no more copies ahead
         self.off = False              # host memory ran out: nothing leaves from then on
 
     def _streams(self, device):
@@ -229,7 +230,7 @@ class SavedToHost:
     def _top_up(self):
         """Under the lock: copy back the next saved tensors, up to _AHEAD_BYTES
         ahead of backward's reads (at least one)."""
-        while self.coming and (not self.waiting or
+        while not self.full and self.coming and (not self.waiting or
                                self.ahead + self.coming[-1].nbytes <= _AHEAD_BYTES):
             s = self.coming[-1]
             try:
@@ -239,7 +240,8 @@ class SavedToHost:
                 if not self.told_room:
                     self.told_room = True
                     _say(f"no GPU memory to copy a saved tensor back ahead of its read ({e}): "
-                         f"copied back when read (said once)")
+                         f"copied back when read for the rest of the pass (said once)")
+                self.full = True  # no retry (each failed allocation costs the allocator a sync)
                 return
             self.coming.pop()
             self.waiting.add(s)
@@ -251,6 +253,7 @@ class SavedToHost:
         saved since the last one are read from now on, the last copied out
         first."""
         with self.lock:
+            self.full = False
             self._release()
             self.coming = [s for s in (r() for r in self.sent) if s is not None]
             self.sent = []

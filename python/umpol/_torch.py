@@ -252,14 +252,19 @@ class Auto:
         # Autograd checks a saved tensor's version only where no hooks are
         # pushed: ours keep that check, so an in-place change still fails
         # backward as it does without umpol.
+        # Kept detached: a saved output held as itself would hold its own
+        # grad_fn, a cycle that keeps the graph (and its GPU memory) alive
+        # when no backward runs through it; the storage and version counter
+        # are the same.
         try:
-            return _Versioned(tensor, tensor._version)
+            return _Versioned(tensor.detach() if tensor.grad_fn is not None else tensor,
+                              tensor._version)
         except (RuntimeError, AttributeError):  # no version counter (inference tensors)
             return tensor
 
     def _unpack(self, tensor):
-        if isinstance(tensor, _Versioned):
-            tensor = tensor.check()
+        if isinstance(tensor, _Versioned):  # compiled autograd traces no data-dependent check
+            tensor = tensor.tensor if self.compiling() else tensor.check()
         if isinstance(tensor, _Saved):  # an activation in host memory (_offload)
             return self.offload.unpack(tensor)
         # A tensor saved for backward (a weight, without autocast's copy) is
@@ -528,6 +533,11 @@ def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True,
             auto.overlap.optimizer_made(self)
         Optimizer.__init__ = optimizer_init
 
+    # What can fail for a PyTorch this package does not know, before any hook is in.
+    from umpol._overlap import optimizer_module
+    optim_module = optimizer_module(torch)
+    reg = getattr(optim_module, "register_optimizer_step_pre_hook", None)
+
     nn_module.register_module_forward_pre_hook(auto.forward_pre)
     try:
         nn_module.register_module_forward_hook(auto.forward_post, always_call=True)
@@ -539,9 +549,6 @@ def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True,
     torch.autograd.backward = auto.wrap_backward(torch.autograd.backward, accumulates=True)
     torch.autograd.grad = auto.wrap_backward(torch.autograd.grad)
 
-    from umpol._overlap import optimizer_module
-    optim_module = optimizer_module(torch)
-    reg = getattr(optim_module, "register_optimizer_step_pre_hook", None)
     if reg is not None:
         reg(auto.step_pre)
         optim_module.register_optimizer_step_post_hook(auto.step_post)
