@@ -7,7 +7,7 @@ a check and exits non-zero on the first failure."""
 import contextlib
 import types
 
-from python_fakes import LOG, Event, Stream, check, said, stream_api
+from python_fakes import LOG, Event, OutOfMemoryError, Stream, check, said, stream_api
 
 import umpol._ahead as ahead_module
 from umpol._ahead import WeightsAhead
@@ -89,10 +89,6 @@ def make_torch():
                                        current_stream=lambda device=None: current["stream"],
                                        OutOfMemoryError=OutOfMemoryError)
     return torch
-
-
-class OutOfMemoryError(RuntimeError):
-    pass
 
 
 room = {"left": None, "tries": 0}  # copies the fake GPU has room for (None: any), asked for

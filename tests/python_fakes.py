@@ -2,10 +2,15 @@
 tests/python_offload.py share: the CUDA streams of their fake torches (the
 current stream, torch.cuda.stream(s) over it, torch.cuda.Stream made in
 turn), streams and events that log what is queued on them, a fake float32
-tensor's size and layout, and their checks."""
+tensor's size and layout, the error of a GPU with no room, and their
+checks."""
 import contextlib
 import io
 import sys
+
+
+class OutOfMemoryError(RuntimeError):
+    """A fake torch.cuda.OutOfMemoryError: the GPU has no room."""
 
 
 def stream_api(Stream, first, prefix):

@@ -10,7 +10,7 @@ import time
 import types
 import weakref
 
-from python_fakes import LOG, Event, Float32, Stream, check, said, stream_api
+from python_fakes import LOG, Event, Float32, OutOfMemoryError, Stream, check, said, stream_api
 
 import umpol._offload as offload_module
 from umpol._offload import SavedToHost, _Saved
@@ -58,10 +58,6 @@ class Tensor(Float32):
 
 
 class Parameter(Tensor):
-    pass
-
-
-class OutOfMemoryError(RuntimeError):
     pass
 
 

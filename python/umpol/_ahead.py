@@ -53,8 +53,9 @@ def _say(text):
     print(f"umpol: weights ahead: {text}", file=sys.stderr, flush=True)
 
 
-def _out_of_memory(torch):
-    """The exception a copy's allocation raises when the GPU has no room."""
+def out_of_memory(torch):
+    """The exception a copy's allocation raises when the GPU has no room
+    (RuntimeError where PyTorch is older than its OutOfMemoryError)."""
     return getattr(torch.cuda, "OutOfMemoryError", RuntimeError)
 
 
@@ -245,7 +246,7 @@ class _Pass(_OnCopies):
                         pairs.append((p, torch.empty_like(p, memory_format=torch.contiguous_format)))
                     nbytes += p.numel() * p.element_size()
                     link += min(host, p.numel() * p.element_size())
-            except _out_of_memory(torch) as e:
+            except out_of_memory(torch) as e:
                 # This layer and the rest of the pass read their weights where they lie.
                 self.issued = len(self.order)
                 ahead.no_room(e)
@@ -320,7 +321,7 @@ class _Recompute(_OnCopies):
             try:
                 with torch.no_grad():
                     copy = torch.empty_like(p, memory_format=torch.contiguous_format)
-            except _out_of_memory(torch) as e:
+            except out_of_memory(torch) as e:
                 with ahead.lock:
                     ahead.held -= nbytes
                 ahead.no_room(e)

@@ -42,6 +42,8 @@ import sys
 import threading
 import weakref
 
+from ._ahead import out_of_memory
+
 _MIN_BYTES = 16 << 20    # a saved tensor this size or more goes to the host
 _KEEP_BYTES = 256 << 20  # the newest saved tensors kept on the GPU beside the newest one
 _AHEAD_BYTES = 256 << 20  # copied back ahead of the tensor backward reads next, at most
@@ -235,7 +237,7 @@ class SavedToHost:
             s = self.coming[-1]
             try:
                 self._fetch(s)
-            except getattr(self.torch.cuda, "OutOfMemoryError", RuntimeError) as e:
+            except out_of_memory(self.torch) as e:
                 # No room to copy ahead: each read copies its tensor back then.
                 if not self.told_room:
                     self.told_room = True

@@ -56,7 +56,7 @@ import sys
 import threading
 import weakref
 
-from ._ahead import _AHEAD_BYTES, _put_back, copyable
+from ._ahead import _AHEAD_BYTES, _put_back, copyable, out_of_memory
 
 # A batch's parameters, at most: the gradients its first members hold until
 # its last is complete.
@@ -837,7 +837,7 @@ class _Lane:
             return None
         try:
             copy = torch.empty_like(p, memory_format=torch.contiguous_format)
-        except getattr(torch.cuda, "OutOfMemoryError", RuntimeError):
+        except out_of_memory(torch):
             self._no_room(sib, "copy", f"no room on {self.device} for a copy of a weight on the "
                           f"host ({_nbytes(p) >> 20} MiB) in a backward pass: the update reads "
                           "and writes it across the link, and the rest of that pass's too")

@@ -35,6 +35,15 @@ class _Thread(threading.local):
         self.ahead = None        # the training forward pass's weights ahead (_ahead._Pass)
 
 
+def _top_hooks(C):
+    """The (pack, unpack) on top of autograd's default saved-tensor hook stack,
+    or None (an older PyTorch's takes no argument)."""
+    try:
+        return C._top_saved_tensors_default_hooks(False)
+    except TypeError:
+        return C._top_saved_tensors_default_hooks()
+
+
 class _Versioned:
     """A tensor saved through our hooks and its version then: unpacked, it
     fails as autograd's own check does if it was changed in place since."""
@@ -199,19 +208,15 @@ class Auto:
     def _push_saved_hooks(self):
         t = self.t
         C = getattr(self.torch._C, "_autograd", None)
-        top = getattr(C, "_top_saved_tensors_default_hooks", None)
         push = getattr(C, "_push_saved_tensors_default_hooks", None)
-        if t.saved_hooks is not None or push is None or top is None:
+        if (t.saved_hooks is not None or push is None
+                or not hasattr(C, "_top_saved_tensors_default_hooks")):
             return
         enabled = getattr(C, "_saved_tensors_hooks_is_enabled", None)
         if enabled is not None and not enabled():  # torch.func's transforms refuse hooks
             return
-        try:
-            if top(False) is not None:  # the job's own hooks (save_on_cpu, ...) win
-                return
-        except TypeError:
-            if top() is not None:
-                return
+        if _top_hooks(C) is not None:  # the job's own hooks (save_on_cpu, ...) win
+            return
         t.saved_seen = set()
         try:
             push(self._pack, self._unpack)
@@ -225,11 +230,7 @@ class Auto:
         t = self.t
         if t.saved_hooks is None:
             return
-        try:
-            ours = t.saved_hooks._top_saved_tensors_default_hooks(False) == (self._pack, self._unpack)
-        except TypeError:
-            ours = t.saved_hooks._top_saved_tensors_default_hooks() == (self._pack, self._unpack)
-        if ours:
+        if _top_hooks(t.saved_hooks) == (self._pack, self._unpack):
             t.saved_hooks._pop_saved_tensors_default_hooks()
             t.saved_hooks = None
 
