@@ -2,8 +2,8 @@
 """The package's saved-tensor hooks beside the job's own, with a CPU-only
 PyTorch under `umpol run` (tests/python.sh): pushed and popped around each
 training forward, so that hooks the job pushes after it (save_on_cpu,
-non-reentrant checkpoints) and torch.func's transforms (which refuse hooks)
-work as without umpol, and an in-place change to a saved tensor still fails
+non-reentrant checkpoints) and torch.func's transforms (which refuse hooks;
+inside a forward ours step aside for them) work as without umpol, and an in-place change to a saved tensor still fails
 backward. A PyTorch without default saved-tensor hooks gets none of ours:
 nothing to check there."""
 import gc
@@ -88,7 +88,8 @@ for _ in range(5):
 gc.collect()
 assert all(r() is None for r in refs), f"{sum(r() is not None for r in refs)} of 5 outputs kept alive"
 
-# torch.func's transforms, inside a forward and after one.
+# torch.func's transforms, inside a forward and after one: inside, our hooks
+# step aside for the transform and are back on top after it.
 func = getattr(torch, "func", None)
 if func is not None:
     params = {k: v.detach() for k, v in m.named_parameters()}
@@ -96,4 +97,23 @@ if func is not None:
     assert sorted(g) == ["bias", "weight"], sorted(g)
     m(x)
     assert func.grad(lambda t: (t * t).sum())(x).shape == x.shape
+
+    class UsesFunc(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.seen = []
+
+        def forward(self, t):
+            y = self.lin(t)
+            self.seen.append(top() == ours)
+            g = func.grad(lambda u: (u * u.sin()).sum())(y.detach())
+            _, vjp = func.vjp(torch.tanh, y.detach())
+            self.seen.append(top() == ours)
+            return (y * g).sum() + vjp(torch.ones_like(y))[0].sum()
+
+    uf = UsesFunc()
+    uf(x).backward()
+    assert uf.seen == [True, True], uf.seen
+    assert uf.lin.weight.grad is not None and top() is None, top()
 print("hooks ok")

@@ -11,6 +11,7 @@ Phases are per thread in the runtime's stack but process-wide in effect: a
 phase opened on the job's thread classifies allocations made on autograd's
 threads too. Automatic phases close by name, so the job's own NVTX ranges may
 open and close inside them in any order."""
+import contextlib
 import functools
 import sys
 import threading
@@ -233,6 +234,31 @@ class Auto:
         if _top_hooks(t.saved_hooks) == (self._pack, self._unpack):
             t.saved_hooks._pop_saved_tensors_default_hooks()
             t.saved_hooks = None
+
+    def wrap_disable_hooks(self, disable):
+        """torch.autograd.graph.disable_saved_tensors_hooks, through which
+        torch.func's transforms (grad, vjp, jacrev, ...) refuse a hook stack
+        that holds any: ours step aside while the region runs (the tensors
+        saved in it are not reported) and come back after it, so a transform
+        inside a training forward runs as without umpol."""
+        @contextlib.contextmanager
+        def disable_saved_tensors_hooks(error_message):
+            t = self.t
+            C = t.saved_hooks
+            lifted = C is not None and _top_hooks(C) == (self._pack, self._unpack)
+            if lifted:
+                C._pop_saved_tensors_default_hooks()
+                t.saved_hooks = None
+            try:
+                with disable(error_message):
+                    yield
+            finally:
+                # Back only where they were on top and nothing else is now.
+                if lifted and t.saved_hooks is None and _top_hooks(C) is None:
+                    C._push_saved_tensors_default_hooks(self._pack, self._unpack)
+                    t.saved_hooks = C
+        functools.update_wrapper(disable_saved_tensors_hooks, disable)
+        return disable_saved_tensors_hooks
 
     def _pack(self, tensor):
         if self.compiling():
@@ -538,6 +564,11 @@ def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True,
     from umpol._overlap import optimizer_module
     optim_module = optimizer_module(torch)
     reg = getattr(optim_module, "register_optimizer_step_pre_hook", None)
+
+    graph = getattr(torch.autograd, "graph", None)
+    disable = getattr(graph, "disable_saved_tensors_hooks", None)
+    if saved and disable is not None:
+        graph.disable_saved_tensors_hooks = auto.wrap_disable_hooks(disable)
 
     nn_module.register_module_forward_pre_hook(auto.forward_pre)
     try:
