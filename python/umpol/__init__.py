@@ -132,8 +132,8 @@ def enable_auto():
                                    saved_to_host=_switch("UMPOL_SAVED_TO_HOST"))
         except Exception as e:  # runs inside the job's `import torch`: never fail it
             sys.stderr.write(f"umpol: automatic PyTorch phases: installing them failed "
-                             f"({type(e).__name__}: {e}); those installed before the failure "
-                             f"stay (UMPOL_PYTHON=0 turns them all off)\n")
+                             f"({type(e).__name__}: {e}); they are off, and torch is left as "
+                             f"it was\n")
 
     from umpol._importhook import when_imported
     when_imported("torch", installed)

@@ -258,6 +258,7 @@ class Auto:
                     C._push_saved_tensors_default_hooks(self._pack, self._unpack)
                     t.saved_hooks = C
         functools.update_wrapper(disable_saved_tensors_hooks, disable)
+        disable_saved_tensors_hooks.__umpol_wrapped__ = True
         return disable_saved_tensors_hooks
 
     def _pack(self, tensor):
@@ -425,8 +426,9 @@ class Auto:
                 and not self.backwards)
 
 
-def for_subclasses(base, fn):
-    """Call fn(cls) for BASE and its subclasses, now and when one is defined."""
+def for_subclasses(base, fn, changes):
+    """Call fn(cls) for BASE and its subclasses, now and when one is defined
+    (BASE's __init_subclass__ set through CHANGES)."""
     pending, seen = [base], set()
     while pending:
         cls = pending.pop()
@@ -442,10 +444,10 @@ def for_subclasses(base, fn):
         else:
             super(base, cls).__init_subclass__(**kwargs)
         fn(cls)
-    base.__init_subclass__ = classmethod(__init_subclass__)
+    changes.set(base, "__init_subclass__", classmethod(__init_subclass__))
 
 
-def _watch_gradient_readers(torch, overlap):
+def _watch_gradient_readers(torch, overlap, changes):
     """What reads or clears the gradients between backward and step (clipping,
     GradScaler, zero_grad): the optimizer's step in backward must know."""
     def wrap(owner, name, tell):
@@ -458,7 +460,7 @@ def _watch_gradient_readers(torch, overlap):
             tell(*args)
             return fn(*args, **kwargs)
         wrapper.__umpol_wrapped__ = True
-        setattr(owner, name, wrapper)
+        changes.set(owner, name, wrapper)
 
     utils = torch.nn.utils
     clip = getattr(utils, "clip_grad", None)
@@ -509,6 +511,38 @@ def _when(switch, evicted):
     return evicted if switch == "auto" else None
 
 
+class _Changes:
+    """What install changed in torch, taken back in reverse order when a
+    later part of it fails: a failed install leaves torch as it found it."""
+
+    def __init__(self):
+        self.undo = []
+
+    def set(self, owner, name, value):
+        """setattr(OWNER, NAME, VALUE), remembering OWNER's own entry or its
+        absence (a class's inherited attribute is not its own)."""
+        own = vars(owner)
+        missing, old = name not in own, own.get(name)
+        setattr(owner, name, value)
+        self.undo.append(lambda: delattr(owner, name) if missing else setattr(owner, name, old))
+
+    def added(self, handle):
+        """A hook registered: its handle's remove() takes it back."""
+        self.undo.append(handle.remove)
+        return handle
+
+    def on_failure(self, fn):
+        self.undo.append(fn)
+
+    def take_back(self):
+        for fn in reversed(self.undo):
+            try:
+                fn()
+            except Exception:  # take back the rest all the same
+                pass
+        self.undo = []
+
+
 def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True,
             weights_ahead=False, saved_to_host=False):
     """Install the automatic phases into TORCH (once); returns the Auto or None.
@@ -522,9 +556,24 @@ def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True,
     (_Evicted). See umpol-python(7)."""
     if getattr(torch, "_umpol_auto", None) is not None:
         return torch._umpol_auto
+    changes = _Changes()
+    try:
+        auto = _install(torch, rt, changes, saved, step_in_backward, autocast_cache,
+                        weights_ahead, saved_to_host)
+    except BaseException:
+        changes.take_back()
+        raise
+    torch._umpol_auto = auto
+    return auto
+
+
+def _install(torch, rt, changes, saved, step_in_backward, autocast_cache, weights_ahead,
+             saved_to_host):
     if not autocast_cache and hasattr(torch, "set_autocast_cache_enabled"):
         # torch.autocast reads this default when made, and puts it back on exit.
+        before = torch.is_autocast_cache_enabled()
         torch.set_autocast_cache_enabled(False)
+        changes.on_failure(lambda: torch.set_autocast_cache_enabled(before))
         sys.stderr.write("umpol: autocast keeps no casts of the weights (UMPOL_AUTOCAST_CACHE=0)\n")
     nn_module = torch.nn.modules.module
     Module = torch.nn.Module
@@ -551,14 +600,14 @@ def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True,
     if step_in_backward:
         from umpol._overlap import StepInBackward
         auto.overlap = StepInBackward(torch, auto)
-        _watch_gradient_readers(torch, auto.overlap)
+        _watch_gradient_readers(torch, auto.overlap, changes)
         made = Optimizer.__init__
 
         @functools.wraps(made)
         def optimizer_init(self, *args, **kwargs):
             made(self, *args, **kwargs)
             auto.overlap.optimizer_made(self)
-        Optimizer.__init__ = optimizer_init
+        changes.set(Optimizer, "__init__", optimizer_init)
 
     # What can fail for a PyTorch this package does not know, before any hook is in.
     from umpol._overlap import optimizer_module
@@ -568,22 +617,22 @@ def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True,
     graph = getattr(torch.autograd, "graph", None)
     disable = getattr(graph, "disable_saved_tensors_hooks", None)
     if saved and disable is not None:
-        graph.disable_saved_tensors_hooks = auto.wrap_disable_hooks(disable)
+        changes.set(graph, "disable_saved_tensors_hooks", auto.wrap_disable_hooks(disable))
 
-    nn_module.register_module_forward_pre_hook(auto.forward_pre)
+    changes.added(nn_module.register_module_forward_pre_hook(auto.forward_pre))
     try:
-        nn_module.register_module_forward_hook(auto.forward_post, always_call=True)
+        changes.added(nn_module.register_module_forward_hook(auto.forward_post, always_call=True))
     except TypeError:  # PyTorch < 2.1: no always_call; an exception in forward
-        nn_module.register_module_forward_hook(auto.forward_post)  # leaves it open
+        changes.added(nn_module.register_module_forward_hook(auto.forward_post))  # leaves it open
     # Our hooks count depth, so an extra firing for torch.compile's wrapper is harmless.
     warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
 
-    torch.autograd.backward = auto.wrap_backward(torch.autograd.backward, accumulates=True)
-    torch.autograd.grad = auto.wrap_backward(torch.autograd.grad)
+    changes.set(torch.autograd, "backward", auto.wrap_backward(torch.autograd.backward, accumulates=True))
+    changes.set(torch.autograd, "grad", auto.wrap_backward(torch.autograd.grad))
 
     if reg is not None:
-        reg(auto.step_pre)
-        optim_module.register_optimizer_step_post_hook(auto.step_post)
+        changes.added(reg(auto.step_pre))
+        changes.added(optim_module.register_optimizer_step_post_hook(auto.step_post))
     else:  # PyTorch < 2.0: no global optimizer hooks; wrap every step()
         def wrap_step(cls):
             step = cls.__dict__.get("step")
@@ -599,9 +648,9 @@ def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True,
                 auto.step_post(self, args, kwargs)
                 return out
             wrapper.__umpol_wrapped__ = True
-            cls.step = wrapper
-        for_subclasses(Optimizer, wrap_step)
-    Optimizer.zero_grad = auto.wrap_method(Optimizer.zero_grad, ZERO_GRAD)
+            changes.set(cls, "step", wrapper)
+        for_subclasses(Optimizer, wrap_step, changes)
+    changes.set(Optimizer, "zero_grad", auto.wrap_method(Optimizer.zero_grad, ZERO_GRAD))
     # A resumed job's optimizer state is made by load_state_dict (copied to the
     # parameters' device there): in optimizer.step, so the policy places it as
     # the state its steps make.
@@ -614,13 +663,13 @@ def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True,
             auto.overlap.state_loaded()
         return out
     load_state_dict.__umpol_wrapped__ = True
-    Optimizer.load_state_dict = load_state_dict
-    Module.zero_grad = auto.wrap_method(Module.zero_grad, ZERO_GRAD)
+    changes.set(Optimizer, "load_state_dict", load_state_dict)
+    changes.set(Module, "zero_grad", auto.wrap_method(Module.zero_grad, ZERO_GRAD))
 
     for method in ("to", "cuda", "to_empty"):
         if hasattr(Module, method):
-            setattr(Module, method, auto.wrap_method(getattr(Module, method), MODEL_INIT,
-                                                    auto.init_allowed))
+            changes.set(Module, method, auto.wrap_method(getattr(Module, method), MODEL_INIT,
+                                                        auto.init_allowed))
 
     # model.init around __init__ of every Module subclass: those defined so far
     # (torch's own, such as nn.Linear and DistributedDataParallel) and, through
@@ -628,9 +677,7 @@ def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True,
     def wrap_init(cls):
         init = cls.__dict__.get("__init__")
         if init is not None and not getattr(init, "__umpol_wrapped__", False):
-            cls.__init__ = auto.wrap_method(init, MODEL_INIT, auto.init_allowed)
+            changes.set(cls, "__init__", auto.wrap_method(init, MODEL_INIT, auto.init_allowed))
 
-    for_subclasses(Module, wrap_init)
-
-    torch._umpol_auto = auto
+    for_subclasses(Module, wrap_init, changes)
     return auto
