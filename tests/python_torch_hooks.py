@@ -116,4 +116,33 @@ if func is not None:
     uf(x).backward()
     assert uf.seen == [True, True], uf.seen
     assert uf.lin.weight.grad is not None and top() is None, top()
+
+    # The transform's own backward pass, inside the forward, is not the
+    # step's: the saved tensors in host memory are not fetched back for it.
+    calls = []
+
+    class Recorder:
+        def backward_begin(self):
+            calls.append("begin")
+
+        def backward_end(self):
+            calls.append("end")
+
+    auto.offload, kept = Recorder(), auto.offload
+    try:
+        uf(x).backward()
+    finally:
+        auto.offload = kept
+    assert calls == ["begin", "end"], calls
+
+
+# A Module subclass defined after the install is wrapped, and not kept alive by it.
+def later(i):
+    return type(f"Later{i}", (nn.Module,), {"__init__": lambda self: nn.Module.__init__(self)})
+
+
+assert getattr(later(0).__init__, "__umpol_wrapped__", False), "a later Module is not wrapped"
+made = [weakref.ref(later(i)) for i in range(100)]
+gc.collect()
+assert all(r() is None for r in made), f"{sum(r() is not None for r in made)} of 100 classes kept alive"
 print("hooks ok")

@@ -5,6 +5,7 @@ everything else is in: the import still succeeds, umpol says why its phases
 are off, and torch is left as umpol found it (tests/python.sh)."""
 import os
 import sys
+import warnings
 
 import umpol._torch
 
@@ -62,6 +63,8 @@ optim_module = sys.modules[Optimizer.__module__]
 for name in ("_global_optimizer_pre_hooks", "_global_optimizer_post_hooks"):
     if getattr(optim_module, name, None):
         left.append(name)
+if any(f[1] is not None and "torch.compile" in f[1].pattern for f in warnings.filters):
+    left.append("the warnings filter")
 if hasattr(torch, "is_autocast_cache_enabled") and not torch.is_autocast_cache_enabled():
     left.append("the autocast cache default")
 assert not left, f"left in torch after the failed install: {left}"

@@ -316,7 +316,9 @@ class Auto:
             if auto.compiling():
                 return fn(*args, **kwargs)
             with auto.lock:
-                outermost = auto.backwards == 0  # not a reentrant checkpoint's inner pass
+                # Not a reentrant checkpoint's inner pass, nor one inside a
+                # forward (a torch.func transform's, a gradient penalty's).
+                outermost = auto.backwards == 0 and auto.t.modules == 0
                 auto.backwards += 1
             overlap = auto.overlap if accumulates and outermost else None
             offload = auto.offload if outermost else None
@@ -516,7 +518,7 @@ class _Changes:
     later part of it fails: a failed install leaves torch as it found it."""
 
     def __init__(self):
-        self.undo = []
+        self.undo = []  # None once the install succeeded: nothing more to remember
 
     def set(self, owner, name, value):
         """setattr(OWNER, NAME, VALUE), remembering OWNER's own entry or its
@@ -524,15 +526,21 @@ class _Changes:
         own = vars(owner)
         missing, old = name not in own, own.get(name)
         setattr(owner, name, value)
-        self.undo.append(lambda: delattr(owner, name) if missing else setattr(owner, name, old))
+        self.on_failure(lambda: delattr(owner, name) if missing else setattr(owner, name, old))
 
     def added(self, handle):
         """A hook registered: its handle's remove() takes it back."""
-        self.undo.append(handle.remove)
+        self.on_failure(handle.remove)
         return handle
 
     def on_failure(self, fn):
-        self.undo.append(fn)
+        if self.undo is not None:
+            self.undo.append(fn)
+
+    def done(self):
+        """The install succeeded: later changes (the __init__ of a Module
+        subclass defined later) are kept for good, and no class is held."""
+        self.undo = None
 
     def take_back(self):
         for fn in reversed(self.undo):
@@ -563,6 +571,11 @@ def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True,
     except BaseException:
         changes.take_back()
         raise
+    changes.done()
+    if not autocast_cache and hasattr(torch, "set_autocast_cache_enabled"):
+        sys.stderr.write("umpol: autocast keeps no casts of the weights (UMPOL_AUTOCAST_CACHE=0)\n")
+    # Our hooks count depth, so an extra firing for torch.compile's wrapper is harmless.
+    warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
     torch._umpol_auto = auto
     return auto
 
@@ -574,7 +587,6 @@ def _install(torch, rt, changes, saved, step_in_backward, autocast_cache, weight
         before = torch.is_autocast_cache_enabled()
         torch.set_autocast_cache_enabled(False)
         changes.on_failure(lambda: torch.set_autocast_cache_enabled(before))
-        sys.stderr.write("umpol: autocast keeps no casts of the weights (UMPOL_AUTOCAST_CACHE=0)\n")
     nn_module = torch.nn.modules.module
     Module = torch.nn.Module
     Optimizer = torch.optim.Optimizer
@@ -614,9 +626,11 @@ def _install(torch, rt, changes, saved, step_in_backward, autocast_cache, weight
     optim_module = optimizer_module(torch)
     reg = getattr(optim_module, "register_optimizer_step_pre_hook", None)
 
+    # Not once torch.compile has listed the context managers it knows: it
+    # would no longer know this one.
     graph = getattr(torch.autograd, "graph", None)
     disable = getattr(graph, "disable_saved_tensors_hooks", None)
-    if saved and disable is not None:
+    if saved and disable is not None and "torch._dynamo.variables.torch" not in sys.modules:
         changes.set(graph, "disable_saved_tensors_hooks", auto.wrap_disable_hooks(disable))
 
     changes.added(nn_module.register_module_forward_pre_hook(auto.forward_pre))
@@ -624,9 +638,6 @@ def _install(torch, rt, changes, saved, step_in_backward, autocast_cache, weight
         changes.added(nn_module.register_module_forward_hook(auto.forward_post, always_call=True))
     except TypeError:  # PyTorch < 2.1: no always_call; an exception in forward
         changes.added(nn_module.register_module_forward_hook(auto.forward_post))  # leaves it open
-    # Our hooks count depth, so an extra firing for torch.compile's wrapper is harmless.
-    warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
-
     changes.set(torch.autograd, "backward", auto.wrap_backward(torch.autograd.backward, accumulates=True))
     changes.set(torch.autograd, "grad", auto.wrap_backward(torch.autograd.grad))
 
