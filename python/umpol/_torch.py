@@ -227,13 +227,14 @@ class Auto:
 
     def _pop_saved_hooks(self):
         """Pop our saved-tensor hooks, only when they are on top: hooks the
-        job pushed after ours are its own to pop (we retry at the next call)."""
+        job pushed after ours are its own to pop (we retry at the next call).
+        True if they were popped."""
         t = self.t
-        if t.saved_hooks is None:
-            return
-        if _top_hooks(t.saved_hooks) == (self._pack, self._unpack):
-            t.saved_hooks._pop_saved_tensors_default_hooks()
-            t.saved_hooks = None
+        if t.saved_hooks is None or _top_hooks(t.saved_hooks) != (self._pack, self._unpack):
+            return False
+        t.saved_hooks._pop_saved_tensors_default_hooks()
+        t.saved_hooks = None
+        return True
 
     def wrap_disable_hooks(self, disable):
         """torch.autograd.graph.disable_saved_tensors_hooks, through which
@@ -245,10 +246,7 @@ class Auto:
         def disable_saved_tensors_hooks(error_message):
             t = self.t
             C = t.saved_hooks
-            lifted = C is not None and _top_hooks(C) == (self._pack, self._unpack)
-            if lifted:
-                C._pop_saved_tensors_default_hooks()
-                t.saved_hooks = None
+            lifted = self._pop_saved_hooks()
             try:
                 with disable(error_message):
                     yield
