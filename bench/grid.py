@@ -15,7 +15,9 @@ head, random initialisation from a fixed seed (no download); 16 layers are
 GRID_AUTOCAST_CACHE=0 opens the autocast region with cache_enabled=False (no
 bf16 copy of every weight held through the loss) in every variant.
 GRID_SEGMENTS=1 also prints the forward pass's GPU and thread time by segment
-(the embedding, each decoder layer, the head and loss). GRID_LINK_BY_PART=1
+(the embedding, each decoder layer, the head and loss), and the backward
+pass's (the head and loss, then each checkpointed layer from its
+recomputation on). GRID_LINK_BY_PART=1
 prints the link's bytes (NVML's count) in forward and in the rest of the step,
 draining the GPU at the forward pass's end to split them.
 GRID_TORCH_TRACE=FILE writes the last step's torch.profiler trace there (its
@@ -270,56 +272,72 @@ def deepspeed_config(variant, lr):
 
 
 class Segments:
-    """GRID_SEGMENTS=1: the forward pass's time in segments, on the GPU (events on
-    the job's stream at each segment's forward pre-hook) and on the job's thread:
-    from the step's start to the embedding, the embedding, each decoder layer,
-    and the final norm, head and loss. A checkpointed layer's recompute in
-    backward is not counted. Each mark is the module's first pre-hook; global
-    module hooks (umpol's package) run before it, so what they queue on a
-    layer's own module counts in the segment before (they wait at the
-    layer's Linear modules, inside its own)."""
+    """GRID_SEGMENTS=1: the forward and backward passes' time in segments, on
+    the GPU (events on the job's stream at each segment's forward pre-hook)
+    and on the job's thread. Forward: from the step's start to the embedding,
+    the embedding, each decoder layer, and the final norm, head and loss.
+    Backward, where the decoder layers are checkpointed (each one's pre-hook
+    runs again as backward recomputes it): from backward's start to the last
+    layer's recomputation (the head and loss), then each layer from its
+    recomputation to the next one's (its recomputation and its backward), the
+    first layer's running to backward's end (with the embedding's). Each mark
+    is the module's first pre-hook; global module hooks (umpol's package) run
+    before it, so what they queue on a layer's own module counts in the
+    segment before (they wait at the layer's Linear modules, inside its own)."""
 
     def __init__(self, torch, model):
-        self.torch, self.on, self.marks, self.gpu, self.cpu = torch, False, [], [], []
+        self.torch, self.part, self.marks = torch, None, []
         parts = [("embed", model.model.embed_tokens)]
-        parts += [(f"layer {i}", layer) for i, layer in enumerate(model.model.layers)]
+        layers = [f"layer {i}" for i in range(len(model.model.layers))]
+        parts += list(zip(layers, model.model.layers))
         parts.append(("head+loss", model.model.norm))
-        self.names = ["start"] + [name for name, _ in parts]
+        self.names = {"forward": ["start"] + [name for name, _ in parts],
+                      "backward": ["head+loss"] + layers[:0:-1] + [f"{layers[0]}+embed"]}
+        self.gpu = {part: [] for part in self.names}
+        self.cpu = {part: [] for part in self.names}
+        self.taken = {}
         for name, module in parts:  # first among the module's hooks (FSDP2's unshard comes after)
             module.register_forward_pre_hook(lambda *_: self._mark(), prepend=True)
 
     def _mark(self):
-        if self.on:
+        if self.part is not None:
             event = self.torch.cuda.Event(enable_timing=True)
             event.record()
             self.marks.append((event, time.perf_counter()))
 
-    def begin(self, event, t):
-        self.on, self.marks = True, [(event, t)]
+    def begin(self, event, t, part="forward"):
+        """PART of the step begins: EVENT, recorded on the job's stream at time T."""
+        self.part, self.marks = part, [(event, t)]
 
     def end(self, event, t):
-        self.on = False
+        """The part ends: its marks are kept for collect()."""
         self.marks.append((event, t))
+        self.taken[self.part] = self.marks
+        self.part, self.marks = None, []
 
     def collect(self):
-        """After the step has synchronised: its segments' times, kept."""
-        m = self.marks
-        if len(m) != len(self.names) + 1:  # a pass that skipped a segment: not comparable
-            self.gpu.append(None)
-            self.cpu.append(None)
-            return
-        self.gpu.append([a[0].elapsed_time(b[0]) for a, b in zip(m, m[1:])])
-        self.cpu.append([(b[1] - a[1]) * 1e3 for a, b in zip(m, m[1:])])
+        """After the step has synchronised: its segments' times, kept (None for
+        a part that skipped a segment, or did not run: not comparable)."""
+        for part, names in self.names.items():
+            m = self.taken.pop(part, [])
+            if len(m) != len(names) + 1:
+                self.gpu[part].append(None)
+                self.cpu[part].append(None)
+                continue
+            self.gpu[part].append([a[0].elapsed_time(b[0]) for a, b in zip(m, m[1:])])
+            self.cpu[part].append([(b[1] - a[1]) * 1e3 for a, b in zip(m, m[1:])])
 
     def report(self, warmup):
-        for what, rows in (("GPU", self.gpu), ("the job's thread", self.cpu)):
-            rows = [r for r in rows[warmup:] if r is not None]
-            if not rows:
-                print(f"forward by segment ({what}): no complete pass timed", flush=True)
-                continue
-            med = [statistics.median(col) for col in zip(*rows)]
-            print(f"forward by segment ({what}, median ms): "
-                  + ", ".join(f"{n} {v:.2f}" for n, v in zip(self.names, med)), flush=True)
+        for part, names in self.names.items():
+            for what, rows in (("GPU", self.gpu[part]), ("the job's thread", self.cpu[part])):
+                rows = [r for r in rows[warmup:] if r is not None]
+                if not rows:
+                    if part == "forward":  # a backward pass recomputes nothing without checkpoints
+                        print(f"{part} by segment ({what}): no complete pass timed", flush=True)
+                    continue
+                med = [statistics.median(col) for col in zip(*rows)]
+                print(f"{part} by segment ({what}, median ms): "
+                      + ", ".join(f"{n} {v:.2f}" for n, v in zip(names, med)), flush=True)
 
 
 def train(args):
@@ -486,6 +504,8 @@ def train(args):
             link_counter.sample()
             at_forward = (link_counter.h2d, link_counter.d2h)
         nvtx.range_push("backward")
+        if segments is not None:
+            segments.begin(marks[1], cpu_marks[1], "backward")
         if engine is not None:
             engine.backward(loss)
         else:
@@ -493,6 +513,8 @@ def train(args):
         nvtx.range_pop()
         marks[2].record()
         cpu_marks[2] = time.perf_counter()
+        if segments is not None:
+            segments.end(marks[2], cpu_marks[2])
         nvtx.range_push("optimizer.step")
         if engine is not None:
             engine.step()
