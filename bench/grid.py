@@ -611,6 +611,13 @@ def train(args):
     ahead = getattr(auto, "ahead", None)
     if ahead is not None:  # UMPOL_WEIGHTS_AHEAD (1 or auto)
         print(f"weights ahead: {ahead.copied / 2**30 / total:.2f} GiB copied a step", flush=True)
+        kept = getattr(ahead, "kept_bytes", 0)
+        if kept:  # the step in backward took the recomputation's copies
+            early = getattr(ahead, "queued_ahead", None)  # packages that queue a segment ahead
+            print(f"the recomputation's copies: {kept / 2**30 / total:.2f} GiB a step, "
+                  f"{getattr(ahead, 'taken_bytes', 0) / 2**30 / total:.2f} taken by updates"
+                  + ("" if early is None else
+                     f", {early / 2**30 / total:.2f} queued a segment ahead"), flush=True)
     offload = getattr(auto, "offload", None)
     if offload is not None:  # UMPOL_SAVED_TO_HOST (1 or auto)
         print(f"saved to host: {offload.summary()} over {total} steps", flush=True)
