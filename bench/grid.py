@@ -286,7 +286,7 @@ class Segments:
     segment before (they wait at the layer's Linear modules, inside its own)."""
 
     def __init__(self, torch, model):
-        self.torch, self.part, self.marks = torch, None, []
+        self.torch, self.part = torch, None
         parts = [("embed", model.model.embed_tokens)]
         layers = [f"layer {i}" for i in range(len(model.model.layers))]
         parts += list(zip(layers, model.model.layers))
@@ -295,7 +295,7 @@ class Segments:
                       "backward": ["head+loss"] + layers[:0:-1] + [f"{layers[0]}+embed"]}
         self.gpu = {part: [] for part in self.names}
         self.cpu = {part: [] for part in self.names}
-        self.taken = {}
+        self.marks = {}  # part -> this step's (event, time) marks
         for name, module in parts:  # first among the module's hooks (FSDP2's unshard comes after)
             module.register_forward_pre_hook(lambda *_: self._mark(), prepend=True)
 
@@ -303,23 +303,23 @@ class Segments:
         if self.part is not None:
             event = self.torch.cuda.Event(enable_timing=True)
             event.record()
-            self.marks.append((event, time.perf_counter()))
+            self.marks[self.part].append((event, time.perf_counter()))
 
     def begin(self, event, t, part="forward"):
         """PART of the step begins: EVENT, recorded on the job's stream at time T."""
-        self.part, self.marks = part, [(event, t)]
+        self.part = part
+        self.marks[part] = [(event, t)]
 
     def end(self, event, t):
         """The part ends: its marks are kept for collect()."""
-        self.marks.append((event, t))
-        self.taken[self.part] = self.marks
-        self.part, self.marks = None, []
+        self.marks[self.part].append((event, t))
+        self.part = None
 
     def collect(self):
         """After the step has synchronised: its segments' times, kept (None for
         a part that skipped a segment, or did not run: not comparable)."""
         for part, names in self.names.items():
-            m = self.taken.pop(part, [])
+            m = self.marks.pop(part, [])
             if len(m) != len(names) + 1:
                 self.gpu[part].append(None)
                 self.cpu[part].append(None)

@@ -4,8 +4,8 @@ PyTorch under `umpol run` (tests/python.sh): pushed and popped around each
 training forward, so that hooks the job pushes after it (save_on_cpu,
 non-reentrant checkpoints) and torch.func's transforms (which refuse hooks;
 inside a forward ours step aside for them) work as without umpol, and an
-in-place change to a saved tensor still fails backward. A PyTorch without default saved-tensor hooks gets none of ours:
-nothing to check there."""
+in-place change to a saved tensor still fails backward. A PyTorch without
+default saved-tensor hooks gets none of ours: nothing to check there."""
 import gc
 import sys
 import weakref
