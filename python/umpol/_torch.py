@@ -562,15 +562,17 @@ def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True,
     (_Evicted). See umpol-python(7)."""
     if getattr(torch, "_umpol_auto", None) is not None:
         return torch._umpol_auto
+    # A PyTorch without that setting keeps autocast's casts: nothing to turn off or say.
+    no_casts = not autocast_cache and hasattr(torch, "set_autocast_cache_enabled")
     changes = _Changes()
     try:
-        auto = _install(torch, rt, changes, saved, step_in_backward, autocast_cache,
+        auto = _install(torch, rt, changes, saved, step_in_backward, no_casts,
                         weights_ahead, saved_to_host)
     except BaseException:
         changes.take_back()
         raise
     changes.done()
-    if not autocast_cache and hasattr(torch, "set_autocast_cache_enabled"):
+    if no_casts:
         sys.stderr.write("umpol: autocast keeps no casts of the weights (UMPOL_AUTOCAST_CACHE=0)\n")
     # Our hooks count depth, so an extra firing for torch.compile's wrapper is harmless.
     warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
@@ -578,9 +580,9 @@ def install(torch, rt, saved=True, step_in_backward=False, autocast_cache=True,
     return auto
 
 
-def _install(torch, rt, changes, saved, step_in_backward, autocast_cache, weights_ahead,
+def _install(torch, rt, changes, saved, step_in_backward, no_casts, weights_ahead,
              saved_to_host):
-    if not autocast_cache and hasattr(torch, "set_autocast_cache_enabled"):
+    if no_casts:
         # torch.autocast reads this default when made, and puts it back on exit.
         before = torch.is_autocast_cache_enabled()
         torch.set_autocast_cache_enabled(False)
