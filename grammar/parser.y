@@ -588,8 +588,10 @@ static struct global_decl *add_global(struct parse_state *st, enum global_kind k
 {
     st->ast->saw_any_item = true;
     struct global_decl *g = calloc(1, sizeof *g);
-    if (!g)
+    if (!g) { /* never a policy that silently lacks its budget */
+        diag_add(st->diags, DIAG_ERROR, E_IO, loc, "out of memory while parsing");
         return NULL;
+    }
     g->kind = kind;
     g->amount = a;
     g->loc = loc;

@@ -484,8 +484,8 @@ size_t policy_check(const struct policy_ast *ast, struct diag_list *diags)
 
     struct strset names;
     strset_init(&names);
-    const struct class_decl **by_index = NULL;
-    by_index = calloc(ast->class_count, sizeof *by_index);
+    const struct class_decl **by_index = calloc(ast->class_count, sizeof *by_index);
+    bool no_memory = !by_index; /* the duplicate names go unchecked: said, never valid */
     const struct class_decl *catch_all = NULL, *last = NULL;
     for (const struct class_decl *c = ast->classes; c; c = c->next) {
         /* Capped like syntax errors: 65,000 copies of one mistake need not be
@@ -496,12 +496,14 @@ size_t policy_check(const struct policy_ast *ast, struct diag_list *diags)
         if (c->recovered)
             continue; /* its name and place in the order are guesses */
         last = c;
-        long idx = by_index ? strset_add(&names, c->name) : -1;
-        if (idx >= 0 && by_index[idx]) {
+        long idx = no_memory ? -1 : strset_add(&names, c->name);
+        if (idx < 0) {
+            no_memory = true;
+        } else if (by_index[idx]) {
             struct diag *d = diag_add(diags, DIAG_ERROR, E_DUP_CLASS, c->name_loc,
                                       "class '%s' is defined twice", c->name);
             diag_note(d, by_index[idx]->name_loc, "first defined here");
-        } else if (idx >= 0) {
+        } else {
             by_index[idx] = c;
         }
         if (catch_all) {
@@ -520,6 +522,8 @@ size_t policy_check(const struct policy_ast *ast, struct diag_list *diags)
     }
     free(by_index);
     strset_free(&names);
+    if (no_memory)
+        diag_add(diags, DIAG_ERROR, E_IO, whole_file(), "out of memory while checking the policy");
     if (!diags->stopped)
         check_saved_shadowed(ast, diags);
     /* After a syntax error the catch-all may be what was lost. */

@@ -43,7 +43,7 @@ enum diag_code {
     E_BAD_LOCATION = 24,    /* location not allowed in this directive */
     E_NO_CLASSES = 25,      /* policy defines no class */
     E_TOO_MANY = 26,        /* more classes or list entries than supported */
-    E_IO = 27,              /* file cannot be read */
+    E_IO = 27,              /* file cannot be read, or out of memory */
     E_SAVED_DEVICE = 28,    /* `saved` in a class of `memory device` or `memory host` */
     W_UNREACHABLE = 101,    /* class shadowed by an earlier catch-all */
     W_NO_CATCH_ALL = 102,   /* no class matches everything */

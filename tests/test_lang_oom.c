@@ -1,0 +1,199 @@
+/* The policy front end when memory runs out: every allocation it makes is
+ * failed in turn (malloc, calloc and realloc are wrapped at link time), for
+ * every policy in policies/, tests/policies/ and tests/preload/. Each load
+ * either says why it failed (an error, never a valid policy) or, where only
+ * a warning's text was lost, compiles the very program the load without a
+ * failure compiled (explain's text and JSON the same): a policy that loses
+ * its budget or a class to a failed allocation must not load as valid. Run
+ * under AddressSanitizer (CI's sanitizer build), it also finds what a failed
+ * load leaks. */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "lang/policy.h"
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t size);
+void *__wrap_realloc(void *p, size_t n);
+
+/* The allocation that fails: the FAIL_AT-th counted from 0, or none (-1). */
+static long fail_at = -1, calls;
+
+static int fails(void)
+{
+    return fail_at >= 0 && calls++ == fail_at;
+}
+
+void *__wrap_malloc(size_t n)
+{
+    return fails() ? NULL : __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+    return fails() ? NULL : __real_calloc(n, size);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+    return fails() ? NULL : __real_realloc(p, n);
+}
+
+/* What explain says of a valid POL, text then JSON (free it), with no
+ * allocation failed. */
+static char *explained(const struct policy *pol)
+{
+    long saved = fail_at;
+    fail_at = -1;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    assert_non_null(out);
+    program_explain(out, pol->program);
+    program_explain_json(out, pol->program);
+    fclose(out);
+    fail_at = saved;
+    return text;
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char *text = NULL;
+    size_t cap = 0;
+    *len = 0;
+    for (;;) {
+        if (*len == cap) {
+            cap = cap ? cap * 2 : 4096;
+            text = realloc(text, cap);
+            assert_non_null(text);
+        }
+        size_t got = fread(text + *len, 1, cap - *len, f);
+        if (got == 0)
+            break;
+        *len += got;
+    }
+    fclose(f);
+    return text;
+}
+
+/* Fail each allocation of loading PATH in turn; returns how many there were. */
+static long sweep(const char *path)
+{
+    size_t len;
+    char *text = read_file(path, &len);
+    struct policy pol;
+    enum policy_status want = policy_load_text(&pol, path, text, len);
+    char *want_program = want == POLICY_VALID ? explained(&pol) : NULL;
+    policy_free(&pol);
+    long k = 0;
+    for (;; k++) {
+        fail_at = k;
+        calls = 0;
+        enum policy_status got = policy_load_text(&pol, path, text, len);
+        long made = calls;
+        fail_at = -1;
+        if (made <= k) { /* no allocation left to fail: the load as without one */
+            assert_int_equal(got, want);
+            policy_free(&pol);
+            break;
+        }
+        if (got == POLICY_VALID) {
+            if (want != POLICY_VALID)
+                fail_msg("%s: valid once allocation %ld failed, invalid without", path, k);
+            char *program = explained(&pol);
+            if (strcmp(program, want_program) != 0)
+                fail_msg("%s: allocation %ld failed and the policy loaded as valid, but not "
+                         "as it is:\n%s\nagainst\n%s", path, k, program, want_program);
+            free(program);
+        } else if (pol.diags.errors == 0) {
+            fail_msg("%s: allocation %ld failed: status %d with no error said", path, k, got);
+        }
+        policy_free(&pol);
+    }
+    free(want_program);
+    free(text);
+    return k;
+}
+
+/* Sweep every .umpol file in DIR (under top_srcdir); returns how many. */
+static int sweep_dir(const char *dir)
+{
+    const char *top = getenv("top_srcdir");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", top ? top : ".", dir);
+    DIR *d = opendir(path);
+    assert_non_null(d);
+    int files = 0;
+    long points = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        if (n < 7 || strcmp(e->d_name + n - 6, ".umpol") != 0)
+            continue;
+        char file[4096 + 256];
+        snprintf(file, sizeof file, "%s/%s", path, e->d_name);
+        points += sweep(file);
+        files++;
+    }
+    closedir(d);
+    print_message("%s: %d policies, %ld allocations failed in turn\n", dir, files, points);
+    return files;
+}
+
+static void test_stock_policies(void **state)
+{
+    (void)state;
+    assert_true(sweep_dir("policies") > 0);
+}
+
+static void test_bad_policies(void **state)
+{
+    (void)state;
+    assert_true(sweep_dir("tests/policies/bad") > 0);
+    assert_true(sweep_dir("tests/policies/regress") > 0);
+}
+
+static void test_stress_policy(void **state)
+{
+    (void)state;
+    assert_true(sweep_dir("tests/preload") > 0);
+}
+
+/* The sweep itself fails a load: without it this test could pass by never
+ * failing an allocation. */
+static void test_sweep_fails_allocations(void **state)
+{
+    (void)state;
+    const char *text = "umpol 1;\nbudget gpu 1GiB;\nclass w { match phase \"init*\"; }\n";
+    fail_at = 0;
+    calls = 0;
+    struct policy pol;
+    enum policy_status got = policy_load_text(&pol, "t.umpol", text, strlen(text));
+    fail_at = -1;
+    assert_true(calls > 0);
+    assert_int_not_equal(got, POLICY_VALID);
+    policy_free(&pol);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sweep_fails_allocations),
+        cmocka_unit_test(test_stock_policies),
+        cmocka_unit_test(test_bad_policies),
+        cmocka_unit_test(test_stress_policy),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
