@@ -81,8 +81,7 @@ static char *read_file(const char *path, size_t *len)
             assert_non_null(text);
         }
         size_t got = fread(text + *len, 1, cap - *len, f);
-        if (got == 0)
-            break;
+        if (got == 0) break;
         *len += got;
     }
     fclose(f);
@@ -116,7 +115,8 @@ static long sweep(const char *path)
             char *program = explained(&pol);
             if (strcmp(program, want_program) != 0)
                 fail_msg("%s: allocation %ld failed and the policy loaded as valid, but not "
-                         "as it is:\n%s\nagainst\n%s", path, k, program, want_program);
+                         "as it is:\n%s\nagainst\n%s",
+                         path, k, program, want_program);
             free(program);
         } else if (pol.diags.errors == 0) {
             fail_msg("%s: allocation %ld failed: status %d with no error said", path, k, got);
@@ -140,8 +140,7 @@ static int sweep_dir(const char *dir)
     long points = 0;
     for (struct dirent *e; (e = readdir(d));) {
         size_t n = strlen(e->d_name);
-        if (n < 7 || strcmp(e->d_name + n - 6, ".umpol") != 0)
-            continue;
+        if (n < 7 || strcmp(e->d_name + n - 6, ".umpol") != 0) continue;
         char file[4096 + 256];
         snprintf(file, sizeof file, "%s/%s", path, e->d_name);
         points += sweep(file);
