@@ -19,12 +19,12 @@ static uint64_t *name_bits[RT_MAX_PHASE_NAMES];
 
 int phases_init(struct runtime *rt)
 {
+    if (pthread_mutex_init(&rt->phase_lock, NULL) != 0) /* first: phases_free destroys it */
+        return -1;
     rt->phase_words = program_bitset_words(rt->program->phase_glob_count);
     rt->phase_open_count = calloc(rt->program->phase_glob_count + 1, sizeof *rt->phase_open_count);
     rt->phase_bits = calloc(rt->phase_words, sizeof *rt->phase_bits);
-    if (!rt->phase_open_count || !rt->phase_bits)
-        return -1;
-    return pthread_mutex_init(&rt->phase_lock, NULL);
+    return rt->phase_open_count && rt->phase_bits ? 0 : -1;
 }
 
 void phases_free(struct runtime *rt)

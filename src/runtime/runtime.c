@@ -29,28 +29,28 @@ int runtime_init(struct runtime *rt, const struct program *program, const struct
     mover_init(&rt->mover, cuda);
     map_init(&rt->map);
     atomic_store(&rt->phase_current, -1);
+    /* The locks first (they never fail on Linux): from there on a failure
+     * lets go of what was made with runtime_destroy. */
+    if (pthread_mutex_init(&rt->lock, NULL) != 0 || pthread_mutex_init(&rt->range_lock, NULL) != 0)
+        return -1;
     rt->class_stats = calloc(program->class_count, sizeof *rt->class_stats);
-    if (!rt->class_stats || phases_init(rt) != 0 || pthread_mutex_init(&rt->lock, NULL) != 0 ||
-        pthread_mutex_init(&rt->range_lock, NULL) != 0)
-        return -1;
     rt->pinning_off = calloc(program->class_count, sizeof *rt->pinning_off);
-    if (!rt->pinning_off)
-        return -1;
     rt->ahead_use = -1;
-    if (!stream_init(rt))
-        return -1;
+    if (phases_init(rt) != 0 || !rt->class_stats || !rt->pinning_off || !stream_init(rt))
+        goto fail;
     rt->learn = program->step_glob >= 0 || program->step_by_repetition;
     if (rt->learn) {
         rt->predicted_use = malloc(program->class_count * sizeof *rt->predicted_use);
-        if (!rt->predicted_use)
-            return -1;
+        rt->arenas = calloc(RT_MAX_DEVICES * program->class_count, sizeof *rt->arenas);
+        if (!rt->predicted_use || !rt->arenas)
+            goto fail;
         for (size_t c = 0; c < program->class_count; c++)
             rt->predicted_use[c] = -1;
-        rt->arenas = calloc(RT_MAX_DEVICES * program->class_count, sizeof *rt->arenas);
-        if (!rt->arenas)
-            return -1;
     }
     return 0;
+fail:
+    runtime_destroy(rt);
+    return -1;
 }
 
 void runtime_destroy(struct runtime *rt)
