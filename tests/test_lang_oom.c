@@ -7,7 +7,6 @@
  * its budget or a class to a failed allocation must not load as valid. Run
  * under AddressSanitizer (CI's sanitizer build), it also finds what a failed
  * load leaks. */
-#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,44 +17,15 @@
 
 #include <cmocka.h>
 
+#include "fail_alloc.h"
 #include "lang/policy.h"
-
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t size);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t size);
-void *__wrap_realloc(void *p, size_t n);
-
-/* The allocation that fails: the FAIL_AT-th counted from 0, or none (-1). */
-static long fail_at = -1, calls;
-
-static int fails(void)
-{
-    return fail_at >= 0 && calls++ == fail_at;
-}
-
-void *__wrap_malloc(size_t n)
-{
-    return fails() ? NULL : __real_malloc(n);
-}
-
-void *__wrap_calloc(size_t n, size_t size)
-{
-    return fails() ? NULL : __real_calloc(n, size);
-}
-
-void *__wrap_realloc(void *p, size_t n)
-{
-    return fails() ? NULL : __real_realloc(p, n);
-}
 
 /* What explain says of a valid POL, text then JSON (free it), with no
  * allocation failed. */
 static char *explained(const struct policy *pol)
 {
-    long saved = fail_at;
-    fail_at = -1;
+    long saved = fail_alloc_at;
+    fail_alloc_at = -1;
     char *text = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&text, &len);
@@ -63,7 +33,7 @@ static char *explained(const struct policy *pol)
     program_explain(out, pol->program);
     program_explain_json(out, pol->program);
     fclose(out);
-    fail_at = saved;
+    fail_alloc_at = saved;
     return text;
 }
 
@@ -99,11 +69,11 @@ static long sweep(const char *path)
     policy_free(&pol);
     long k = 0;
     for (;; k++) {
-        fail_at = k;
-        calls = 0;
+        fail_alloc_at = k;
+        fail_alloc_calls = 0;
         enum policy_status got = policy_load_text(&pol, path, text, len);
-        long made = calls;
-        fail_at = -1;
+        long made = fail_alloc_calls;
+        fail_alloc_at = -1;
         if (made <= k) { /* no allocation left to fail: the load as without one */
             assert_int_equal(got, want);
             policy_free(&pol);
@@ -131,22 +101,8 @@ static long sweep(const char *path)
 /* Sweep every .umpol file in DIR (under top_srcdir); returns how many. */
 static int sweep_dir(const char *dir)
 {
-    const char *top = getenv("top_srcdir");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", top ? top : ".", dir);
-    DIR *d = opendir(path);
-    assert_non_null(d);
-    int files = 0;
     long points = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        size_t n = strlen(e->d_name);
-        if (n < 7 || strcmp(e->d_name + n - 6, ".umpol") != 0) continue;
-        char file[4096 + 256];
-        snprintf(file, sizeof file, "%s/%s", path, e->d_name);
-        points += sweep(file);
-        files++;
-    }
-    closedir(d);
+    int files = fail_alloc_each_policy(dir, sweep, &points);
     print_message("%s: %d policies, %ld allocations failed in turn\n", dir, files, points);
     return files;
 }
@@ -176,12 +132,12 @@ static void test_sweep_fails_allocations(void **state)
 {
     (void)state;
     const char *text = "umpol 1;\nbudget gpu 1GiB;\nclass w { match phase \"init*\"; }\n";
-    fail_at = 0;
-    calls = 0;
+    fail_alloc_at = 0;
+    fail_alloc_calls = 0;
     struct policy pol;
     enum policy_status got = policy_load_text(&pol, "t.umpol", text, strlen(text));
-    fail_at = -1;
-    assert_true(calls > 0);
+    fail_alloc_at = -1;
+    assert_true(fail_alloc_calls > 0);
     assert_int_not_equal(got, POLICY_VALID);
     policy_free(&pol);
 }

@@ -9,7 +9,6 @@
  * the fake GPU holds what it held before: a failed host allocation never
  * loses GPU memory. Under CI's sanitizer build a failed start or step that
  * leaks host memory fails the test too. */
-#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,36 +20,10 @@
 
 #include "fake/fake_api.h"
 #include "fake/fake_cudart.h"
+#include "fail_alloc.h"
 #include "lang/policy.h"
 #include "runtime/placement.h"
 #include "runtime/runtime.h"
-
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t size);
-void *__wrap_realloc(void *p, size_t n);
-
-/* The allocation that fails: the FAIL_AT-th counted from 0, or none (-1). */
-static long fail_at = -1, calls;
-
-static int fails(void)
-{
-    return fail_at >= 0 && calls++ == fail_at;
-}
-
-void *__wrap_malloc(size_t n)
-{
-    return fails() ? NULL : __real_malloc(n);
-}
-
-void *__wrap_calloc(size_t n, size_t size)
-{
-    return fails() ? NULL : __real_calloc(n, size);
-}
-
-void *__wrap_realloc(void *p, size_t n)
-{
-    return fails() ? NULL : __real_realloc(p, n);
-}
 
 enum { BLOCKS = 48 };
 
@@ -80,7 +53,7 @@ static struct outcome run(const struct program *program)
 {
     struct outcome o = {0};
     uint64_t resident = fake_resident_bytes(), vmm = fake_vmm_gpu_bytes();
-    struct runtime *rt = __real_calloc(1, sizeof *rt);
+    struct runtime *rt = calloc(1, sizeof *rt); /* the real one (real_alloc.h) */
     assert_non_null(rt);
     o.started = runtime_init(rt, program, &fake_api) == 0;
     if (!o.started) {
@@ -116,11 +89,11 @@ static struct outcome run(const struct program *program)
     for (int i = 0; i < BLOCKS; i++)
         if (p[i]) give_back(rt, p[i], served[i]);
     place_trim(rt, -1, -1);
-    long failing = fail_at;
-    fail_at = -1; /* the fake's figures, read with nothing failing */
+    long failing = fail_alloc_at;
+    fail_alloc_at = -1; /* the fake's figures, read with nothing failing */
     assert_int_equal(fake_resident_bytes(), resident);
     assert_int_equal(fake_vmm_gpu_bytes(), vmm);
-    fail_at = failing;
+    fail_alloc_at = failing;
     fake_release_runtime_events(rt);
     runtime_destroy(rt);
     free(rt);
@@ -139,11 +112,11 @@ static long sweep(const char *path)
     print_message("%s: %d served, %d left to CUDA\n", path, clean.served, clean.passed_on);
     long k = 0;
     for (;; k++) {
-        fail_at = k;
-        calls = 0;
+        fail_alloc_at = k;
+        fail_alloc_calls = 0;
         struct outcome o = run(pol.program);
-        long made = calls;
-        fail_at = -1;
+        long made = fail_alloc_calls;
+        fail_alloc_at = -1;
         if (made <= k) { /* nothing left to fail: the run as without a failure */
             assert_memory_equal(&o, &clean, sizeof o);
             break;
@@ -158,22 +131,8 @@ static long sweep(const char *path)
 static void test_stock_policies(void **state)
 {
     (void)state;
-    const char *top = getenv("top_srcdir");
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/policies", top ? top : ".");
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    int files = 0;
     long points = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        size_t n = strlen(e->d_name);
-        if (n < 7 || strcmp(e->d_name + n - 6, ".umpol") != 0) continue;
-        char path[4096 + 256];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        points += sweep(path);
-        files++;
-    }
-    closedir(d);
+    int files = fail_alloc_each_policy("policies", sweep, &points);
     print_message("%d stock policies, %ld allocations failed in turn\n", files, points);
     assert_true(files > 0 && points > files);
 }
