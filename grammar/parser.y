@@ -15,6 +15,14 @@ struct trigger { enum trigger_kind kind; char *pattern; struct loc loc; };
 #include <stdlib.h>
 #include <string.h>
 
+/* An action's allocation failed: said as such by yyerror, which bison calls
+ * with "memory exhausted" as for its own stack grown too deep. */
+#define NO_MEMORY                                                                                  \
+    do {                                                                                           \
+        st->no_memory = true;                                                                      \
+        YYNOMEM;                                                                                   \
+    } while (0)
+
 int yylex(YYSTYPE *lval, YYLTYPE *lloc, yyscan_t scanner);
 static void yyerror(YYLTYPE *loc, yyscan_t scanner, struct parse_state *st, const char *msg);
 static void add_directive(struct parse_state *st, struct directive *d);
@@ -192,7 +200,7 @@ class:
             /* The class owns the name now; error recovery must not free it. */
             char *name = $2;
             $2 = NULL;
-            if (begin_class(st, name, @2, @1, false) != 0) YYNOMEM;
+            if (begin_class(st, name, @2, @1, false) != 0) NO_MEMORY;
         }
       body
     /* A class whose keyword is misspelt (`Class a {`) or whose name is not an
@@ -201,12 +209,12 @@ class:
         {
             char *name = $2;
             $2 = NULL;
-            if (begin_class(st, name, @2, @3, true) != 0) YYNOMEM;
+            if (begin_class(st, name, @2, @3, true) != 0) NO_MEMORY;
         }
       body
     | error '{'
         {
-            if (begin_class(st, NULL, @2, @2, true) != 0) YYNOMEM;
+            if (begin_class(st, NULL, @2, @2, true) != 0) NO_MEMORY;
         }
       body
     ;
@@ -235,7 +243,7 @@ directive:
       MATCH expr semi
         {
             struct directive *d = directive_new(DIR_MATCH, @1);
-            if (!d) { expr_free($2); YYNOMEM; }
+            if (!d) { expr_free($2); NO_MEMORY; }
             d->match = $2;
             /* Bounded size keeps every later walk of the tree shallow. */
             if (st->expr_ops > PARSE_MAX_EXPR_OPS) {
@@ -252,7 +260,7 @@ directive:
     | MEMORY MANAGED semi
         {
             struct directive *d = directive_new(DIR_MEMORY, @1);
-            if (!d) YYNOMEM;
+            if (!d) NO_MEMORY;
             d->memory = MEMORY_MANAGED;
             d->value_loc = @2;
             add_directive(st, d);
@@ -260,7 +268,7 @@ directive:
     | MEMORY DEVICE semi
         {
             struct directive *d = directive_new(DIR_MEMORY, @1);
-            if (!d) YYNOMEM;
+            if (!d) NO_MEMORY;
             d->memory = MEMORY_DEVICE;
             d->value_loc = @2;
             add_directive(st, d);
@@ -268,7 +276,7 @@ directive:
     | MEMORY MOVABLE semi
         {
             struct directive *d = directive_new(DIR_MEMORY, @1);
-            if (!d) YYNOMEM;
+            if (!d) NO_MEMORY;
             d->memory = MEMORY_MOVABLE;
             d->value_loc = @2;
             add_directive(st, d);
@@ -276,7 +284,7 @@ directive:
     | MEMORY HOST semi
         {
             struct directive *d = directive_new(DIR_MEMORY, @1);
-            if (!d) YYNOMEM;
+            if (!d) NO_MEMORY;
             d->memory = MEMORY_HOST;
             d->value_loc = @2;
             add_directive(st, d);
@@ -284,14 +292,14 @@ directive:
     | ADVISE READ_MOSTLY semi
         {
             struct directive *d = directive_new(DIR_ADVISE, @1);
-            if (!d) YYNOMEM;
+            if (!d) NO_MEMORY;
             d->value_loc = @2;
             add_directive(st, d);
         }
     | PLACE location semi
         {
             struct directive *d = directive_new(DIR_PLACE, @1);
-            if (!d) YYNOMEM;
+            if (!d) NO_MEMORY;
             d->place = $2;
             d->value_loc = @2;
             add_directive(st, d);
@@ -304,7 +312,7 @@ directive:
     | PREFETCH opt_location ON trigger semi
         {
             struct directive *d = directive_new(DIR_PREFETCH, @1);
-            if (!d) { free($4.pattern); YYNOMEM; }
+            if (!d) { free($4.pattern); NO_MEMORY; }
             d->prefetch.dest = $2;
             d->prefetch.trigger = $4.kind;
             d->prefetch.pattern = $4.pattern;
@@ -316,7 +324,7 @@ directive:
     | PRIORITY NUMBER semi
         {
             struct directive *d = directive_new(DIR_PRIORITY, @1);
-            if (!d) YYNOMEM;
+            if (!d) NO_MEMORY;
             d->priority = $2;
             d->value_loc = @2;
             add_directive(st, d);
@@ -332,7 +340,7 @@ directive:
             } else {
                 free($2);
                 struct directive *d = directive_new(DIR_STREAM, @1);
-                if (!d) { free($3); YYNOMEM; }
+                if (!d) { free($3); NO_MEMORY; }
                 d->written = $3;
                 d->value_loc = @3;
                 add_directive(st, d);
@@ -345,7 +353,7 @@ access_list:
       location
         {
             $$ = directive_new(DIR_ACCESS, @1);
-            if (!$$) YYNOMEM;
+            if (!$$) NO_MEMORY;
             $$->access[0] = $1;
             $$->access_count = 1;
             $$->value_loc = @1;
@@ -382,26 +390,26 @@ location:
     ;
 
 expr:
-      expr OR expr    { st->expr_ops++; $$ = binary_expr(EXPR_OR, $1, $3, @$); if (!$$) YYNOMEM; }
-    | expr AND expr   { st->expr_ops++; $$ = binary_expr(EXPR_AND, $1, $3, @$); if (!$$) YYNOMEM; }
-    | NOT expr        { st->expr_ops++; $$ = binary_expr(EXPR_NOT, $2, NULL, @$); if (!$$) YYNOMEM; }
+      expr OR expr    { st->expr_ops++; $$ = binary_expr(EXPR_OR, $1, $3, @$); if (!$$) NO_MEMORY; }
+    | expr AND expr   { st->expr_ops++; $$ = binary_expr(EXPR_AND, $1, $3, @$); if (!$$) NO_MEMORY; }
+    | NOT expr        { st->expr_ops++; $$ = binary_expr(EXPR_NOT, $2, NULL, @$); if (!$$) NO_MEMORY; }
     | '(' expr ')'    { $$ = $2; $$->loc = @$; }
     | predicate
     ;
 
 predicate:
-      ANY             { $$ = expr_new(EXPR_ANY, @$); if (!$$) YYNOMEM; }
-    | SIZE_KW range   { $$ = range_expr(EXPR_SIZE, $2, @$); if (!$$) YYNOMEM; }
-    | NTH range       { $$ = range_expr(EXPR_NTH, $2, @$); if (!$$) YYNOMEM; }
-    | PHASE STRING    { $$ = text_expr(EXPR_PHASE, $2, @$, @2); if (!$$) YYNOMEM; }
-    | TAG STRING      { $$ = text_expr(EXPR_TAG, $2, @$, @2); if (!$$) YYNOMEM; }
-    | API IDENT       { $$ = text_expr(EXPR_API, $2, @$, @2); if (!$$) YYNOMEM; }
-    | SAVED           { $$ = expr_new(EXPR_SAVED, @$); if (!$$) YYNOMEM; }
-    | SPARE           { $$ = expr_new(EXPR_SPARE, @$); if (!$$) YYNOMEM; }
+      ANY             { $$ = expr_new(EXPR_ANY, @$); if (!$$) NO_MEMORY; }
+    | SIZE_KW range   { $$ = range_expr(EXPR_SIZE, $2, @$); if (!$$) NO_MEMORY; }
+    | NTH range       { $$ = range_expr(EXPR_NTH, $2, @$); if (!$$) NO_MEMORY; }
+    | PHASE STRING    { $$ = text_expr(EXPR_PHASE, $2, @$, @2); if (!$$) NO_MEMORY; }
+    | TAG STRING      { $$ = text_expr(EXPR_TAG, $2, @$, @2); if (!$$) NO_MEMORY; }
+    | API IDENT       { $$ = text_expr(EXPR_API, $2, @$, @2); if (!$$) NO_MEMORY; }
+    | SAVED           { $$ = expr_new(EXPR_SAVED, @$); if (!$$) NO_MEMORY; }
+    | SPARE           { $$ = expr_new(EXPR_SPARE, @$); if (!$$) NO_MEMORY; }
     | DEVICE NUMBER
         {
             $$ = expr_new(EXPR_DEVICE, @$);
-            if (!$$) YYNOMEM;
+            if (!$$) NO_MEMORY;
             $$->lo = $$->hi = $2;
             $$->text_loc = @2;
         }
@@ -606,7 +614,9 @@ static void yyerror(YYLTYPE *loc, yyscan_t scanner, struct parse_state *st, cons
     (void)scanner;
     if (st->current_class) /* its other complaints (no 'match') would only echo this one */
         st->current_class->had_error = true;
-    if (strcmp(msg, "memory exhausted") == 0)
+    if (st->no_memory) /* an action's allocation failed (NO_MEMORY), not the parser's stack */
+        diag_add(st->diags, DIAG_ERROR, E_IO, *loc, "out of memory while parsing");
+    else if (strcmp(msg, "memory exhausted") == 0)
         diag_add(st->diags, DIAG_ERROR, E_TOO_DEEP, *loc, "expression nested too deeply to parse");
     else
         diag_add(st->diags, DIAG_ERROR, E_SYNTAX, *loc, "%s", msg);

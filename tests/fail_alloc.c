@@ -27,6 +27,11 @@ void *__wrap_realloc(void *p, size_t n)
     return fails() ? NULL : __real_realloc(p, n);
 }
 
+char *__wrap_strdup(const char *s)
+{
+    return fails() ? NULL : __real_strdup(s);
+}
+
 int fail_alloc_each_policy(const char *dir, long (*sweep)(const char *path), long *points)
 {
     const char *top = getenv("top_srcdir");

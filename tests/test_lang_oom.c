@@ -37,6 +37,14 @@ static char *explained(const struct policy *pol)
     return text;
 }
 
+/* LIST says memory ran out (E027), or lost a diagnostic it could not store. */
+static bool out_of_memory_said(const struct diag_list *list)
+{
+    for (size_t i = 0; i < list->count; i++)
+        if (list->items[i].code == E_IO) return true;
+    return list->count < list->errors + list->warnings + list->notes - list->hidden_warnings;
+}
+
 static char *read_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
@@ -90,6 +98,10 @@ static long sweep(const char *path)
             free(program);
         } else if (pol.diags.errors == 0) {
             fail_msg("%s: allocation %ld failed: status %d with no error said", path, k, got);
+        } else if (want == POLICY_VALID && !out_of_memory_said(&pol.diags)) {
+            fail_msg("%s: allocation %ld failed: the policy was refused for another reason than "
+                     "memory (E027)",
+                     path, k);
         }
         policy_free(&pol);
     }

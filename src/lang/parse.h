@@ -28,6 +28,7 @@ struct parse_state {
     struct loc prev_loc;
     char prev_text[48], token_text[48];
     bool semi_missing, open_missing; /* reported; the grammar goes on without it */
+    bool no_memory;                  /* an action's allocation failed (parser.y's NO_MEMORY) */
     /* A token the parser lacks (a class's '}'), returned before the one it got. */
     int inject_token, replay_token;
     struct loc replay_loc;

@@ -31,8 +31,12 @@ int runtime_init(struct runtime *rt, const struct program *program, const struct
     atomic_store(&rt->phase_current, -1);
     /* The locks first (they never fail on Linux): from there on a failure
      * lets go of what was made with runtime_destroy. */
-    if (pthread_mutex_init(&rt->lock, NULL) != 0 || pthread_mutex_init(&rt->range_lock, NULL) != 0)
+    if (pthread_mutex_init(&rt->lock, NULL) != 0)
         return -1;
+    if (pthread_mutex_init(&rt->range_lock, NULL) != 0) {
+        pthread_mutex_destroy(&rt->lock);
+        return -1;
+    }
     rt->class_stats = calloc(program->class_count, sizeof *rt->class_stats);
     rt->pinning_off = calloc(program->class_count, sizeof *rt->pinning_off);
     rt->ahead_use = -1;

@@ -12,5 +12,6 @@
 #define malloc __real_malloc
 #define calloc __real_calloc
 #define realloc __real_realloc
+#define strdup __real_strdup
 
 #endif
